@@ -1,0 +1,156 @@
+"""Launch cases out of process: one isolated worker, or a pool of rank processes on 127.0.0.1.
+
+Every process gets its own session (process group), a hard timeout, and on the way out
+SIGTERM then SIGKILL after a grace period: a TF worker waiting for a missing peer ignores
+SIGTERM. A crashed or hung process becomes a failed outcome carrying the tail of its output;
+nothing is left running and no port stays held.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .case import Case
+from .execute import Outcome
+from .strategies import rules_for
+from .timing import TimingConfig
+from .vocabulary import Status
+
+GRACE_S = 5.0
+STARTUP_ALLOWANCE_S = 120.0
+TAIL_LINES = 20
+
+
+def case_timeout(timing: TimingConfig) -> float:
+    """Framework import + rendezvous + warm-up + the timing budget, with room to spare."""
+    return STARTUP_ALLOWANCE_S + 4 * timing.budget_s + 4 * timing.warmup_s
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS says are free on 127.0.0.1 right now, picked at run time."""
+    sockets, ports = [], []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+        ports.append(sock.getsockname()[1])
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def threads_per_process(case: Case, processes: int) -> int:
+    """Split the usable cores between processes so ranks don't oversubscribe the CPU
+    (oversubscribing 2 cores with 2 ranks of 2 threads each costs ~1.6x)."""
+    return max(1, len(os.sched_getaffinity(0)) // processes)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is still there after the grace period."""
+    for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, GRACE_S)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            # the leader is gone; sweep the group in case children survived it
+            os.killpg(process.pid, signal.SIGKILL)
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+    except OSError:
+        return []
+
+
+def _worker_command(case: Case, timing: TimingConfig, out: Path) -> list[str]:
+    return [sys.executable, "-m", "suites.worker", "--case", json.dumps(case.to_dict()),
+            "--timing", json.dumps(asdict(timing)), "--out", str(out)]
+
+
+def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
+    """Start one worker per env, wait for all under one deadline, combine their outcomes."""
+    with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
+        tmpdir = Path(tmp)
+        processes = []
+        for index, extra_env in enumerate(envs):
+            log = open(tmpdir / f"rank{index}.log", "wb")
+            processes.append((subprocess.Popen(
+                _worker_command(case, timing, tmpdir / f"rank{index}.json"),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **extra_env}, start_new_session=True), log))
+        deadline = time.monotonic() + case_timeout(timing)
+        timed_out = False
+        try:
+            for process, _ in processes:
+                remaining = deadline - time.monotonic()
+                try:
+                    process.wait(timeout=max(remaining, 0.01))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    break
+                if process.returncode != 0:
+                    break  # one rank died: its peers would wait for it forever
+        finally:
+            for process, log in processes:
+                _stop(process)
+                log.close()
+        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out)
+
+
+def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
+             timed_out: bool) -> Outcome:
+    outcomes: list[Outcome | None] = []
+    for index, _ in enumerate(processes):
+        result = tmpdir / f"rank{index}.json"
+        outcomes.append(Outcome.from_dict(json.loads(result.read_text())) if result.exists() else None)
+    for index, (process, outcome) in enumerate(zip(processes, outcomes)):
+        if outcome is None or outcome.status is Status.FAILED:
+            if timed_out and outcome is None:
+                why = f"rank {index} did not finish within {case_timeout(timing):.0f} s (killed)"
+            elif outcome is None:
+                why = f"rank {index} exited with code {process.returncode} before reporting"
+            else:
+                why = f"rank {index}: {outcome.reason}"
+            return Outcome(Status.FAILED, why, details={
+                "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
+                **(outcome.details if outcome else {})})
+    primary = outcomes[0]
+    assert primary is not None
+    if len(outcomes) > 1 and primary.measurement is not None:
+        rank_medians = tuple(o.measurement.median for o in outcomes if o and o.measurement)
+        primary.measurement = type(primary.measurement)(**{
+            **{k: getattr(primary.measurement, k) for k in primary.measurement.__dataclass_fields__},
+            "rank_medians": rank_medians})
+        primary.details["straggler"] = max(rank_medians) > 1.10 * min(rank_medians)
+    return primary
+
+
+def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
+    """One fresh process: for cases that must configure a framework before it initialises."""
+    return _run_processes(case, timing, [{}])
+
+
+def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
+    """`rules.processes(case)` rank processes, each told its rank and the rendezvous ports."""
+    rules = rules_for(case.strategy)
+    count = rules.processes(case)
+    ports = free_ports(rules.ports_needed(case))
+    threads = str(threads_per_process(case, count))
+    envs = [{**rules.rank_env(case, rank, count, ports),
+             "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads} for rank in range(count)]
+    return _run_processes(case, timing, envs)

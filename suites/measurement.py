@@ -1,0 +1,76 @@
+"""A measurement: every raw sample of one case, and statistics computed from them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Measurement:
+    #: Seconds per step; each sample is the mean of one block of `block_size` steps.
+    samples: tuple[float, ...]
+    block_size: int = 1
+    warmup_steps: int = 0
+    #: Wall time of the very first step, which includes tracing / compilation / autotuning.
+    first_step_s: float | None = None
+    #: The spread target this measurement was repeated for (IQR / median).
+    target_rel_iqr: float = 0.02
+    stop_reason: str = ""
+    #: Per-rank median step times for multi-process strategies (rank order).
+    rank_medians: tuple[float, ...] = field(default=())
+
+    @cached_property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @cached_property
+    def quartiles(self) -> tuple[float, float]:
+        q1, q3 = np.percentile(self.samples, [25, 75])
+        return float(q1), float(q3)
+
+    @property
+    def iqr(self) -> float:
+        q1, q3 = self.quartiles
+        return q3 - q1
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr / self.median if self.median > 0 else float("inf")
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def noisy(self) -> bool:
+        """The spread stayed above target: compare this case's figures with care."""
+        return self.rel_iqr > self.target_rel_iqr
+
+    @property
+    def compile_s(self) -> float | None:
+        """First-step time beyond a steady step: tracing, compilation, lazy init."""
+        if self.first_step_s is None:
+            return None
+        return max(0.0, self.first_step_s - self.median)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "samples_s": list(self.samples), "block_size": self.block_size,
+            "warmup_steps": self.warmup_steps, "first_step_s": self.first_step_s,
+            "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
+            "rank_medians_s": list(self.rank_medians),
+            # Derived, stored for readers that do not recompute:
+            "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
+            "compile_s": self.compile_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+        return cls(samples=tuple(data["samples_s"]), block_size=data.get("block_size", 1),
+                   warmup_steps=data.get("warmup_steps", 0), first_step_s=data.get("first_step_s"),
+                   target_rel_iqr=data.get("target_rel_iqr", 0.02),
+                   stop_reason=data.get("stop_reason", ""),
+                   rank_medians=tuple(data.get("rank_medians_s") or ()))

@@ -1,0 +1,39 @@
+"""The contract between the timer and a framework implementation of a workload."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from .check import Check
+
+if TYPE_CHECKING:
+    from .workloads.base import Workload
+
+
+class Runnable(ABC):
+    """One case, ready to be timed in this process.
+
+    `setup` allocates (random) inputs on the device; `step` enqueues one unit of work and may
+    return before the device finishes; `synchronize` waits for the device, so the timer reads
+    its host clock only after work is done; `check` verifies numerics once, outside timing.
+    """
+
+    def __init__(self, workload: "Workload") -> None:
+        self.workload = workload
+        self.case = workload.case
+        self.p = workload.p
+
+    @abstractmethod
+    def setup(self) -> None: ...
+
+    @abstractmethod
+    def step(self) -> None: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def check(self) -> Check: ...
+
+    def teardown(self) -> None:
+        """Release device memory; the default relies on garbage collection."""

@@ -1,0 +1,64 @@
+"""Strategies: how a case's work is spread over devices, and how its processes are launched.
+
+Each strategy has a `StrategyRules` entry: when it applies on this machine, whether it is
+emulated here, and which launcher runs it. Framework code for a strategy lives in the
+framework's own modules and is imported only when a case of it runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..case import Case
+from ..devices import DeviceInfo
+from ..vocabulary import DeviceKind, Strategy
+
+
+class Launch(str, Enum):
+    IN_PROCESS = "in_process"   # timed in the parbench process
+    ISOLATED = "isolated"       # one fresh subprocess (e.g. TF logical devices, set before TF starts)
+    RANKS = "ranks"             # a pool of rank processes on 127.0.0.1
+
+
+@dataclass(frozen=True)
+class StrategyRules:
+    strategy: Strategy
+    launch: Launch = Launch.IN_PROCESS
+
+    def unavailable_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        if self.strategy is Strategy.SINGLE and case.n_devices != 1:
+            return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
+        return None
+
+    def processes(self, case: Case) -> int:
+        """How many rank processes a RANKS launch starts."""
+        return case.n_devices
+
+    def ports_needed(self, case: Case) -> int:
+        return 1
+
+    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+        """Environment of one rank: torchrun's variables by default."""
+        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
+                "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                "LOCAL_WORLD_SIZE": str(world_size)}
+
+    def emulated(self, case: Case) -> bool:
+        """Several devices on a CPU are logical devices / ranks sharing one CPU."""
+        return case.device is DeviceKind.CPU and case.n_devices > 1
+
+
+RULES: dict[Strategy, StrategyRules] = {Strategy.SINGLE: StrategyRules(Strategy.SINGLE)}
+
+
+def rules_for(strategy: Strategy) -> StrategyRules:
+    try:
+        return RULES[strategy]
+    except KeyError:
+        return _NotImplementedYet(strategy)
+
+
+@dataclass(frozen=True)
+class _NotImplementedYet(StrategyRules):
+    def unavailable_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        return f"strategy {self.strategy} is not implemented in this parbench version"

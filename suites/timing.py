@@ -1,0 +1,73 @@
+"""The measuring loop: warm up, then time blocks of steps until the spread is small or time is up."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .measurement import Measurement
+from .runnable import Runnable
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How hard to try. Suites may override any field in their `[timing]` table."""
+
+    warmup_s: float = 0.25
+    min_warmup_steps: int = 3
+    #: A sample spans at least this long, so clock resolution and per-call jitter don't matter.
+    block_min_s: float = 0.02
+    min_samples: int = 7
+    min_time_s: float = 0.3
+    #: Stop once IQR / median is at or below this...
+    target_rel_iqr: float = 0.02
+    #: ... or once this much time has been spent timing this case.
+    budget_s: float = 4.0
+    max_samples: int = 2000
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> "TimingConfig":
+        return cls(**values)
+
+
+def _timed(step: Callable[[], None], synchronize: Callable[[], None], count: int) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        step()
+    synchronize()
+    return time.perf_counter() - start
+
+
+def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
+    """Time `runnable` (already set up). The device is synchronised before every clock read."""
+    step, synchronize = runnable.step, runnable.synchronize
+    synchronize()
+    first_step_s = _timed(step, synchronize, 1)
+
+    warmup: list[float] = []
+    warmup_start = time.perf_counter()
+    while len(warmup) < config.min_warmup_steps or time.perf_counter() - warmup_start < config.warmup_s:
+        warmup.append(_timed(step, synchronize, 1))
+    step_estimate = float(np.median(warmup[len(warmup) // 2:]))
+    block_size = max(1, math.ceil(config.block_min_s / max(step_estimate, 1e-9)))
+
+    samples: list[float] = []
+    stop_reason = "max samples"
+    start = time.perf_counter()
+    while len(samples) < config.max_samples:
+        samples.append(_timed(step, synchronize, block_size) / block_size)
+        elapsed = time.perf_counter() - start
+        if len(samples) >= config.min_samples and elapsed >= config.min_time_s:
+            q1, median, q3 = np.percentile(samples, [25, 50, 75])
+            if (q3 - q1) <= config.target_rel_iqr * median:
+                stop_reason = "converged"
+                break
+        if elapsed >= config.budget_s and len(samples) >= 3:
+            stop_reason = "time budget"
+            break
+    return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=len(warmup) + 1,
+                       first_step_s=first_step_s, target_rel_iqr=config.target_rel_iqr,
+                       stop_reason=stop_reason)

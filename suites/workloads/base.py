@@ -1,0 +1,117 @@
+"""Framework-neutral workload definitions.
+
+A workload says *what* is computed: its parameters, its analytic FLOP count, how many samples
+a step processes and which strategies apply. Each framework supplies one small subclass of
+`Runnable` that says *how*; it is named here by import path and imported only when a case of
+that framework runs, so neutral code never imports torch or TensorFlow.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Mapping
+
+from ..case import Case, ParamValue
+from ..vocabulary import Framework, Precision, Strategy
+
+if TYPE_CHECKING:
+    from ..runnable import Runnable
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a workload, with what a grid file may set it to."""
+
+    name: str
+    type: type = int
+    default: ParamValue | None = None  # None: the grid must give it
+    choices: tuple[ParamValue, ...] | None = None
+    minimum: int | None = 1  # for ints: sizes must be positive
+    help: str = ""
+
+    def problem(self, value: object) -> str | None:
+        """Why `value` is not allowed, or None."""
+        if self.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"must be an integer, got {value!r}"
+        if self.type is str and not isinstance(value, str):
+            return f"must be a string, got {value!r}"
+        if self.type is bool and not isinstance(value, bool):
+            return f"must be true or false, got {value!r}"
+        if self.choices is not None and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        if self.type is int and self.minimum is not None and value < self.minimum:  # type: ignore[operator]
+            return f"must be >= {self.minimum}, got {value}"
+        return None
+
+
+class Workload(ABC):
+    """What a case computes. Subclasses declare the class attributes and `flops_per_step`."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]  # "kernel", "training" or "collective"
+    params: ClassVar[tuple[Param, ...]]
+    strategies: ClassVar[frozenset[Strategy]] = frozenset({Strategy.SINGLE})
+    precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
+    #: framework -> "module:Class" of its Runnable, imported lazily.
+    implementations: ClassVar[Mapping[Framework, str]]
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.p: dict[str, ParamValue] = {**self.defaults(), **case.param_dict}
+
+    # --- declared by subclasses -------------------------------------------------------
+    @abstractmethod
+    def flops_per_step(self) -> float:
+        """Analytic floating-point operations of one timed step, over all devices."""
+
+    def samples_per_step(self) -> int | None:
+        """Samples one step processes (all devices together), or None if not meaningful."""
+        return None
+
+    def bytes_per_step(self) -> int | None:
+        """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
+        return None
+
+    @classmethod
+    def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
+        """Problems that involve several parameters together (e.g. a kernel bigger than the image)."""
+        return []
+
+    # --- shared behaviour ---------------------------------------------------------------
+    @classmethod
+    def defaults(cls) -> dict[str, ParamValue]:
+        return {p.name: p.default for p in cls.params if p.default is not None}
+
+    @classmethod
+    def param(cls, name: str) -> Param | None:
+        return next((p for p in cls.params if p.name == name), None)
+
+    @classmethod
+    def runnable_class(cls, framework: Framework) -> type["Runnable"]:
+        module_name, _, class_name = cls.implementations[framework].partition(":")
+        return getattr(importlib.import_module(module_name), class_name)
+
+    def runnable(self) -> "Runnable":
+        return self.runnable_class(self.case.framework)(self)
+
+    @classmethod
+    def version(cls) -> str:
+        """A hash of the definition and its implementations' source.
+
+        asv uses it as the benchmark version, so editing a workload invalidates old results.
+        Reading a module's source does not import it, so this stays framework-free.
+        """
+        digest = hashlib.sha256()
+        for obj in (cls, *cls.__mro__[1:-1]):
+            digest.update(inspect.getsource(inspect.getmodule(obj)).encode())  # type: ignore[arg-type]
+        for framework in sorted(cls.implementations, key=str):
+            module_name = cls.implementations[framework].partition(":")[0]
+            spec = importlib.util.find_spec(module_name)
+            if spec and spec.origin:
+                with open(spec.origin, "rb") as source:
+                    digest.update(source.read())
+        return digest.hexdigest()[:16]
