@@ -48,17 +48,16 @@ class StrategyRules:
         return case.device is DeviceKind.CPU and case.n_devices > 1
 
 
-RULES: dict[Strategy, StrategyRules] = {Strategy.SINGLE: StrategyRules(Strategy.SINGLE)}
+def _all_rules() -> dict[Strategy, StrategyRules]:
+    # Framework-neutral rule modules (they must not import torch or TensorFlow).
+    from .tf_rules import RULES as TF_RULES
+    from .torch_rules import RULES as TORCH_RULES
+
+    return {Strategy.SINGLE: StrategyRules(Strategy.SINGLE), **TORCH_RULES, **TF_RULES}
 
 
 def rules_for(strategy: Strategy) -> StrategyRules:
-    try:
-        return RULES[strategy]
-    except KeyError:
-        return _NotImplementedYet(strategy)
-
-
-@dataclass(frozen=True)
-class _NotImplementedYet(StrategyRules):
-    def unavailable_reason(self, case: Case, device: DeviceInfo) -> str | None:
-        return f"strategy {self.strategy} is not implemented in this parbench version"
+    rules = _all_rules()
+    if strategy not in rules:
+        raise KeyError(f"no rules for strategy {strategy}")
+    return rules[strategy]

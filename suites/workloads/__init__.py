@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from .base import Param, Workload
+from .collectives import Allreduce
 from .kernels import Conv2d, Matmul
+from .training import TrainStep
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (Matmul, Conv2d)}
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (Matmul, Conv2d, TrainStep, Allreduce)}
 
 
 def register(workload: type[Workload]) -> type[Workload]:

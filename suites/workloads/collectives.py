@@ -1,0 +1,41 @@
+"""Collective workloads, framework-neutral, in the style of nccl-tests."""
+from __future__ import annotations
+
+from typing import ClassVar, Mapping
+
+from ..vocabulary import Framework, Precision, Strategy
+from .base import Param, Workload
+
+DTYPE_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.FP16: 2, Precision.BF16: 2}
+
+
+class Allreduce(Workload):
+    """Sum-all-reduce of a `bytes`-sized buffer across `n_devices` participants.
+
+    Metrics (nccl-tests): algbw = bytes / t; busbw = algbw * 2(n-1)/n. The check: every
+    participant fills its buffer with a rank-dependent pattern and the reduced buffer must
+    equal the analytic sum. `backend` picks torch's process-group backend (gloo, nccl) or
+    TF's collective implementation (ring, nccl, auto)."""
+
+    name = "allreduce"
+    kind = "collective"
+    params = (
+        Param("bytes", help="message size in bytes (per participant)"),
+        Param("backend", type=str, default="auto", choices=("auto", "gloo", "nccl", "ring"), minimum=None),
+    )
+    strategies = frozenset({Strategy.DDP, Strategy.MIRRORED, Strategy.MULTIWORKER})
+    precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
+    implementations: ClassVar[Mapping[Framework, str]] = {
+        Framework.TORCH: "suites.frameworks.torch_collectives:TorchAllreduce",
+        Framework.TF: "suites.frameworks.tf_collectives:TfAllreduce",
+    }
+
+    @property
+    def elements(self) -> int:
+        return max(1, int(self.p["bytes"]) // DTYPE_BYTES[self.case.precision])
+
+    def flops_per_step(self) -> float:
+        return 0.0
+
+    def bytes_per_step(self) -> int:
+        return self.elements * DTYPE_BYTES[self.case.precision]
