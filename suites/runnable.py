@@ -35,5 +35,14 @@ class Runnable(ABC):
     @abstractmethod
     def check(self) -> Check: ...
 
+    def agree(self, value: float) -> float:
+        """The same value on every rank of a multi-process case (rank 0's, broadcast).
+
+        The timer calls this for every decision that changes how many steps run (warm-up
+        length, block size, when to stop), so ranks stay in lockstep and none waits forever in
+        a collective its peers have left. A single-process runnable returns `value` unchanged.
+        """
+        return value
+
     def teardown(self) -> None:
         """Release device memory; the default relies on garbage collection."""

@@ -42,17 +42,22 @@ def _timed(step: Callable[[], None], synchronize: Callable[[], None], count: int
 
 
 def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
-    """Time `runnable` (already set up). The device is synchronised before every clock read."""
-    step, synchronize = runnable.step, runnable.synchronize
+    """Time `runnable` (already set up). The device is synchronised before every clock read.
+
+    Every decision that changes the number of steps goes through `runnable.agree`, so the
+    ranks of a multi-process case take identical decisions (rank 0's).
+    """
+    step, synchronize, agree = runnable.step, runnable.synchronize, runnable.agree
     synchronize()
     first_step_s = _timed(step, synchronize, 1)
 
-    warmup: list[float] = []
-    warmup_start = time.perf_counter()
-    while len(warmup) < config.min_warmup_steps or time.perf_counter() - warmup_start < config.warmup_s:
-        warmup.append(_timed(step, synchronize, 1))
+    warmup = [_timed(step, synchronize, 1) for _ in range(config.min_warmup_steps)]
+    step_estimate = float(np.median(warmup))
+    remaining = config.warmup_s - first_step_s - sum(warmup)
+    extra = int(agree(max(0, math.ceil(remaining / max(step_estimate, 1e-9)))))
+    warmup += [_timed(step, synchronize, 1) for _ in range(extra)]
     step_estimate = float(np.median(warmup[len(warmup) // 2:]))
-    block_size = max(1, math.ceil(config.block_min_s / max(step_estimate, 1e-9)))
+    block_size = int(agree(max(1, math.ceil(config.block_min_s / max(step_estimate, 1e-9)))))
 
     samples: list[float] = []
     stop_reason = "max samples"
@@ -60,13 +65,16 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
     while len(samples) < config.max_samples:
         samples.append(_timed(step, synchronize, block_size) / block_size)
         elapsed = time.perf_counter() - start
+        reason = ""
         if len(samples) >= config.min_samples and elapsed >= config.min_time_s:
             q1, median, q3 = np.percentile(samples, [25, 50, 75])
             if (q3 - q1) <= config.target_rel_iqr * median:
-                stop_reason = "converged"
-                break
-        if elapsed >= config.budget_s and len(samples) >= 3:
-            stop_reason = "time budget"
+                reason = "converged"
+        if not reason and elapsed >= config.budget_s and len(samples) >= 3:
+            reason = "time budget"
+        decision = agree({"": 0.0, "converged": 1.0, "time budget": 2.0}[reason])
+        if decision:
+            stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=len(warmup) + 1,
                        first_step_s=first_step_s, target_rel_iqr=config.target_rel_iqr,
