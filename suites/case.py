@@ -49,6 +49,27 @@ class Case:
                 "params": self.param_dict}
 
     @classmethod
+    def from_id(cls, case_id: str) -> "Case":
+        """Inverse of `id` (parameter values come back as int, float or str)."""
+        try:
+            workload, framework, device_count, strategy, precision, params = case_id.split("/", 5)
+            device, _, count = device_count.partition(":")
+            values = dict(item.split("=", 1) for item in params.split(",") if item)
+            return cls.make(workload, framework, device, strategy, precision, int(count),
+                            {name: _parse_value(value) for name, value in values.items()})
+        except ValueError as error:
+            raise ValueError(f"not a case id: {case_id!r} ({error})") from None
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Case":
         return cls.make(data["workload"], data["framework"], data["device"], data["strategy"],
                         data["precision"], data["n_devices"], data.get("params") or {})
+
+
+def _parse_value(text: str) -> ParamValue:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)
