@@ -55,3 +55,38 @@ def against_reference(output: np.ndarray, reference: np.ndarray, precision: Prec
     error = normwise_relative_error(output, reference)
     tolerance = KERNEL_TOLERANCE[precision]
     return Check(error <= tolerance, "max_rel_err", error, tolerance)
+
+
+# --- training checks: parallel strategies and mixed precision --------------------------------
+# A data-parallel strategy must produce the single-device full-batch gradient; mixed precision
+# must follow the fp32 loss trajectory. Shared by the torch and TF training implementations.
+
+#: Normwise relative error of first-step gradients against the float64 full-batch gradient.
+#: fp32 keeps ~1e-6 on these models; a strategy bug (a missing shard, sum instead of mean)
+#: is an O(1) error. tf32 rounds every matmul input to 10 mantissa bits.
+GRADIENT_TOLERANCE: dict[Precision, float] = {Precision.FP32: 1e-4, Precision.TF32: 1e-2}
+#: Max relative deviation of the mixed-precision loss from the fp32 loss over the first steps.
+LOSS_TRAJECTORY_TOLERANCE: dict[Precision, float] = {Precision.FP16: 1e-2, Precision.BF16: 3e-2}
+LOSS_TRAJECTORY_STEPS = 5
+
+
+def gradients_against_reference(gradients: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                                 precision: Precision, detail: str = "") -> Check:
+    """Worst parameter's normwise relative error (see `normwise_relative_error`)."""
+    errors = {name: normwise_relative_error(gradients[name], reference[name]) for name in reference}
+    worst = max(errors, key=errors.__getitem__)
+    tolerance = GRADIENT_TOLERANCE[precision]
+    return Check(errors[worst] <= tolerance, "grad_max_rel_err", errors[worst], tolerance,
+                 f"worst parameter {worst}" + (f"; {detail}" if detail else ""))
+
+
+def loss_trajectory_check(losses: list[float], reference: list[float], precision: Precision,
+                          detail: str = "") -> Check:
+    """Max over steps of |loss - fp32 loss| / |fp32 loss|, same weights and batches."""
+    deviation = max((abs(a - b) / abs(b) if np.isfinite(a) else float("inf"))
+                    for a, b in zip(losses, reference))
+    tolerance = LOSS_TRAJECTORY_TOLERANCE[precision]
+    trajectory = ", ".join(f"{a:.4f}/{b:.4f}" for a, b in zip(losses, reference))
+    return Check(deviation <= tolerance, "loss_traj_max_rel_err", deviation, tolerance,
+                 f"{len(losses)} steps, loss {precision}/fp32: {trajectory}"
+                 + (f"; {detail}" if detail else ""))
