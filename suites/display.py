@@ -3,11 +3,18 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from .record import Record
 from .vocabulary import Status
+
+
+def terminal() -> Console:
+    """A console that does not squeeze tables into 80 columns when output goes to a file or CI log."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
 
 
 def seconds(value: float | None) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 
+from ..display import terminal
 from ..availability import unavailable_reason
 from ..case import Case
 from ..devices import discover
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = terminal()
     machine = machine_label(args.label)
     timing = TimingConfig(budget_s=3.0)
     stored = 0

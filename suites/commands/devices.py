@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
+from ..display import terminal
 from ..devices import discover_all
 
 help = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
@@ -28,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
         what = ", ".join(info.names) if info.available else f"[yellow]{info.reason}[/]"
         details = ", ".join(f"{k}={v}" for k, v in info.details.items())
         table.add_row(str(info.framework), str(info.kind), str(info.count), what, details)
-    Console().print(table, markup=True)
+    terminal().print(table, markup=True)
     return 0

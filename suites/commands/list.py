@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
 from rich.table import Table
 
+from ..display import terminal
 from ..filters import select
 from ..grid import builtin_suite_names, load_suite
 
@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = terminal()
     if not args.suite:
         table = Table(title="suites")
         table.add_column("suite")
@@ -31,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     suite = load_suite(args.suite)
     for case in select(suite.cases, args.filter, suite.name):
-        console.print(case.id, markup=False, highlight=False)
+        print(case.id)  # one id per line, unwrapped: scripts read this
     return 0

@@ -4,10 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..display import record_table
+from ..display import record_table, terminal
 from ..filters import __doc__ as filter_help
 from ..filters import select
 from ..grid import DEFAULT_SUITE, load_suite
@@ -43,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     store = ResultsStore(args.results)
     store.ensure_writable()
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
-    console = Console()
+    console = terminal()
     records = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,

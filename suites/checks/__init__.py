@@ -1,0 +1,1 @@
+"""Runnable checks of parbench itself (harness overhead, coordination overhead): each prints figures."""

@@ -1,0 +1,24 @@
+"""Shared fixtures: fast timing for tests, an isolated results directory."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from suites.timing import TimingConfig  # noqa: E402
+
+#: Enough to exercise every stage of the timer in a fraction of a second.
+FAST = TimingConfig(warmup_s=0.02, min_warmup_steps=2, block_min_s=0.002, min_samples=3,
+                    min_time_s=0.01, budget_s=0.2)
+
+
+@pytest.fixture
+def fast_timing() -> TimingConfig:
+    return FAST
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    return tmp_path / "results"

@@ -1,0 +1,85 @@
+"""Suite grids: expansion, ids, and one clear error line for every kind of bad input."""
+from __future__ import annotations
+
+import pytest
+
+from suites.case import Case
+from suites.errors import GridError, UserError
+from suites.grid import builtin_suite_names, load_suite, parse_suite
+
+GOOD = """
+description = "test"
+[timing]
+budget_s = 1.0
+[[grid]]
+workload = "matmul"
+framework = ["torch", "tf"]
+device = "cpu"
+precision = ["fp32", "bf16"]
+params = { m = [64, 128], n = 32, k = "=m" }
+"""
+
+
+def test_grid_expands_to_the_product_with_stable_ids():
+    suite = parse_suite(GOOD, "g.toml", "g")
+    assert len(suite.cases) == 2 * 2 * 2
+    ids = [c.id for c in suite.cases]
+    assert "matmul/torch/cpu:1/single/fp32/k=64,m=64,n=32" in ids
+    assert all(Case.from_id(i).id == i for i in ids)
+    assert suite.timing.budget_s == 1.0
+
+
+def test_builtin_suites_parse_and_quick_covers_every_kernel_in_both_frameworks():
+    assert {"quick", "kernels", "training", "scaling"} <= set(builtin_suite_names())
+    quick = load_suite("quick").cases
+    fp32 = {(c.workload, str(c.framework)) for c in quick if str(c.precision) == "fp32"}
+    assert fp32 == {("matmul", "torch"), ("matmul", "tf"), ("conv2d", "torch"), ("conv2d", "tf")}
+    assert any(str(c.precision) in ("bf16", "fp16") for c in quick)
+    kernels = load_suite("kernels").cases
+    assert {c.param_dict.get("layout") for c in kernels if c.workload == "conv2d"} == {"nhwc", "nchw"}
+    assert any(c.param_dict.get("n", 0) < 64 < c.param_dict.get("m", 0) for c in kernels)  # skinny GEMMs
+
+
+def test_user_grid_file_by_path(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(GOOD)
+    suite = load_suite(str(path))
+    assert suite.name == "mine" and len(suite.cases) == 8
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ("[[grid]\nworkload=", "toml", "not valid TOML"),
+    ('description = "x"', "grid", "no [[grid]]"),
+    (GOOD.replace('"matmul"', '"matmull"'), "grid[0].workload", "allowed: matmul, conv2d"),
+    (GOOD.replace('["torch", "tf"]', '"jax"'), "grid[0].framework", "allowed: torch, tf"),
+    (GOOD.replace('device = "cpu"', 'device = "npu"'), "grid[0].device", "allowed: cpu, gpu, tpu"),
+    (GOOD.replace('"bf16"]', '"fp8"]'), "grid[0].precision", "allowed: fp32, tf32, fp16, bf16"),
+    (GOOD.replace("n = 32", "n = 0"), "grid[0].params.n", "must be >= 1"),
+    (GOOD.replace("n = 32", "n = -5"), "grid[0].params.n", "must be >= 1"),
+    (GOOD.replace("n = 32", "n = 3.5"), "grid[0].params.n", "must be an integer"),
+    (GOOD.replace("n = 32", "n = 32, q = 1"), "grid[0].params.q", "unknown parameter"),
+    (GOOD.replace(', k = "=m"', ""), "grid[0].params", "needs k"),
+    (GOOD.replace('"=m"', '"=z"'), "grid[0].params.k", "names no plain parameter"),
+    (GOOD.replace("budget_s = 1.0", "budget_s = -1"), "timing.budget_s", "positive"),
+    (GOOD.replace("budget_s = 1.0", "budgit = 1"), "timing.budgit", "unknown key"),
+    ("foo = 1\n" + GOOD, "foo", "unknown key"),
+    (GOOD.replace('workload = "matmul"', 'workload = "matmul"\nwhat = 1'), "grid[0].what", "unknown key"),
+    ('[[grid]]\nworkload="conv2d"\nframework="torch"\ndevice="cpu"\n'
+     'params={batch=1,h=2,w=2,cin=1,cout=1,kernel=3,padding="valid"}', "grid[0].params", "larger than"),
+    ('[[grid]]\nworkload="conv2d"\nframework="torch"\ndevice="cpu"\n'
+     'params={batch=1,h=8,w=8,cin=1,cout=1,layout="nchwc"}', "grid[0].params.layout", "nhwc, nchw"),
+])
+def test_bad_grids_name_file_key_and_allowed_values(text, key, words):
+    with pytest.raises(GridError) as error:
+        parse_suite(text, "bad.toml", "bad")
+    message = str(error.value)
+    assert message.startswith(f"bad.toml: {key}:"), message
+    assert words in message
+    assert "\n" not in message
+
+
+def test_unknown_suite_and_missing_file():
+    with pytest.raises(UserError, match="unknown suite 'nope'.*quick"):
+        load_suite("nope")
+    with pytest.raises(UserError, match="does not exist"):
+        load_suite("/no/such/grid.toml")
