@@ -35,7 +35,9 @@ def torch_timer_median(size: int) -> float:
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     out = torch.empty(size, size)
-    timer = benchmark.Timer(stmt="torch.mm(a, b, out=out)", globals={"torch": torch, "a": a, "b": b, "out": out})
+    # Timer defaults to one thread; parbench times with torch's configured thread count.
+    timer = benchmark.Timer(stmt="torch.mm(a, b, out=out)", globals={"torch": torch, "a": a, "b": b, "out": out},
+                            num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=1.0).median
 
 
