@@ -89,6 +89,18 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def _threads(framework: Framework) -> int:
+    """Intra-op threads the framework will use on the CPU (TF's 0 means 'all cores')."""
+    if framework is Framework.TORCH:
+        import torch
+
+        return torch.get_num_threads()
+    from .frameworks import tf_backend  # noqa: F401  (quiet TF logging before import)
+    import tensorflow as tf
+
+    return tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
+
+
 def _torch_gpus() -> DeviceInfo:
     hidden = cuda_visible_devices_reason()
     import torch
@@ -179,7 +191,8 @@ def discover(framework: Framework, kind: DeviceKind) -> DeviceInfo:
         return DeviceInfo(framework, kind, 0, reason=not_installed_reason(framework))
     if kind is DeviceKind.CPU:
         info = cpu_info()
-        return DeviceInfo(framework, kind, info.count, info.names, details=info.details)
+        return DeviceInfo(framework, kind, info.count, info.names,
+                          details={**info.details, "threads": _threads(framework)})
     if kind is DeviceKind.GPU:
         return _torch_gpus() if framework is Framework.TORCH else _tf_gpus()
     if framework is Framework.TORCH:

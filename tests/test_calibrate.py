@@ -1,0 +1,43 @@
+"""`parbench calibrate` stores a measured peak that later runs report '% of measured peak' against."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suites.cli import main
+from suites.peaks import PeakTable, calibration_path
+from suites.devices import discover
+from suites.store import ResultsStore
+from suites.vocabulary import DeviceKind, Framework, Precision
+
+pytest.importorskip("torch")
+
+
+def test_calibrate_then_run_reports_percent_of_measured_peak(tmp_path, capsys):
+    results = tmp_path / "results"
+    assert main(["calibrate", "--device", "cpu", "--sizes", "128", "--results", str(results),
+                 "--label", "lab"]) == 0
+    stored = json.loads(calibration_path(results).read_text())
+    (entry,) = stored["lab"].values()
+    assert entry["fp32"]["tflops"] > 0
+    grid = tmp_path / "g.toml"
+    grid.write_text('[timing]\nbudget_s = 0.2\nwarmup_s = 0.02\n[[grid]]\nworkload = "matmul"\n'
+                    'framework = "torch"\ndevice = "cpu"\nparams = { m = 128, n = 128, k = 128 }\n')
+    assert main(["run", "--suite", str(grid), "--results", str(results), "--label", "lab"]) == 0
+    (record,) = ResultsStore(results).load()
+    expected = 100 * record.metrics["tflops"] / entry["fp32"]["tflops"]
+    assert record.metrics["pct_peak_measured"] == pytest.approx(expected)
+
+
+def test_peak_table_is_editable_through_an_environment_file(tmp_path, monkeypatch):
+    own = tmp_path / "peaks.toml"
+    own.write_text('[[cpu]]\nisa = "avx2"\nfp32 = 1000\n')
+    monkeypatch.setenv("PARBENCH_PEAKS", str(own))
+    cpu = discover(Framework.TORCH, DeviceKind.CPU)
+    peak = PeakTable.load().peak_tflops(cpu, Precision.FP32)
+    if "avx2" not in cpu.details["isa"]:
+        pytest.skip("this CPU has no AVX2")
+    monkeypatch.delenv("PARBENCH_PEAKS")
+    default = PeakTable.load().peak_tflops(cpu, Precision.FP32)
+    assert peak is not None and default is not None and peak > 10 * default
