@@ -41,11 +41,22 @@ def _timed(step: Callable[[], None], synchronize: Callable[[], None], count: int
     return time.perf_counter() - start
 
 
-def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
-    """Time `runnable` (already set up). The device is synchronised before every clock read.
+@dataclass(frozen=True)
+class WarmUp:
+    """What warming up found: the first step's time and how many steps make one timed block."""
 
-    Every decision that changes the number of steps goes through `runnable.agree`, so the
-    ranks of a multi-process case take identical decisions (rank 0's).
+    first_step_s: float
+    #: Steps run, the first one included.
+    steps: int
+    step_estimate_s: float
+    block_size: int
+
+
+def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig()) -> WarmUp:
+    """Run `runnable` (already set up) until warm, with the device synchronised after each step.
+
+    Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
+    themselves after the same warm-up.
     """
     step, synchronize, agree = runnable.step, runnable.synchronize, runnable.agree
     synchronize()
@@ -58,6 +69,18 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
     warmup += [_timed(step, synchronize, 1) for _ in range(extra)]
     step_estimate = float(np.median(warmup[len(warmup) // 2:]))
     block_size = int(agree(max(1, math.ceil(config.block_min_s / max(step_estimate, 1e-9)))))
+    return WarmUp(first_step_s, len(warmup) + 1, step_estimate, block_size)
+
+
+def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
+    """Time `runnable` (already set up). The device is synchronised before every clock read.
+
+    Every decision that changes the number of steps goes through `runnable.agree`, so the
+    ranks of a multi-process case take identical decisions (rank 0's).
+    """
+    step, synchronize, agree = runnable.step, runnable.synchronize, runnable.agree
+    warm = warm_up(runnable, config)
+    block_size = warm.block_size
 
     samples: list[float] = []
     stop_reason = "max samples"
@@ -76,6 +99,6 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
         if decision:
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
-    return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=len(warmup) + 1,
-                       first_step_s=first_step_s, target_rel_iqr=config.target_rel_iqr,
+    return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
+                       first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason)
