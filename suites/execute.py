@@ -43,10 +43,20 @@ def failed(error: BaseException, where: str) -> Outcome:
                    details={"traceback_tail": traceback.format_exc().splitlines()[-12:]})
 
 
+def unsupported_errors(runnable_class: type) -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "no kernel for this combination here": unavailable, not failed."""
+    return (Unsupported, *getattr(runnable_class, "unsupported_errors", ()))
+
+
+def unsupported_reason(error: BaseException) -> str:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"not supported here: {message}"[:500]
+
+
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     workload = WORKLOADS[case.workload](case)
     runnable_class = workload.runnable_class(case.framework)
-    unsupported = (Unsupported, *getattr(runnable_class, "unsupported_errors", ()))
+    unsupported = unsupported_errors(runnable_class)
     stage = "setup"
     runnable = runnable_class(workload)
     try:
@@ -56,8 +66,7 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
         stage = "timing"
         measurement = measure(runnable, timing)
     except unsupported as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return Outcome(Status.UNAVAILABLE, f"not supported here: {message}"[:500])
+        return Outcome(Status.UNAVAILABLE, unsupported_reason(error))
     except Exception as error:  # a case that crashes is a failed case; the suite goes on
         return failed(error, stage)
     finally:
