@@ -61,22 +61,33 @@ def against_reference(output: np.ndarray, reference: np.ndarray, precision: Prec
 # A data-parallel strategy must produce the single-device full-batch gradient; mixed precision
 # must follow the fp32 loss trajectory. Shared by the torch and TF training implementations.
 
-#: Normwise relative error of first-step gradients against the float64 full-batch gradient.
-#: fp32 keeps ~1e-6 on these models; a strategy bug (a missing shard, sum instead of mean)
-#: is an O(1) error. tf32 rounds every matmul input to 10 mantissa bits.
-GRADIENT_TOLERANCE: dict[Precision, float] = {Precision.FP32: 1e-4, Precision.TF32: 1e-2}
+#: Relative L2 error of first-step gradients against the float64 full-batch gradient, worst
+#: parameter. A strategy bug (a missing shard, a sum instead of a mean) is an O(1) error.
+#: fp32 measures ~1e-7 (mlp) to ~1e-4 (cnn, batch 256). tf32 rounds every matmul/conv input
+#: to 10 mantissa bits (2^-11); these ReLU networks amplify that: simulating the rounding moves
+#: the mlp's first-layer gradient by ~3% (a 5e-4 weight perturbation in float64 moves it ~2%).
+GRADIENT_TOLERANCE: dict[Precision, float] = {Precision.FP32: 1e-3, Precision.TF32: 1e-1}
 #: Max relative deviation of the mixed-precision loss from the fp32 loss over the first steps.
 LOSS_TRAJECTORY_TOLERANCE: dict[Precision, float] = {Precision.FP16: 1e-2, Precision.BF16: 3e-2}
 LOSS_TRAJECTORY_STEPS = 5
 
 
+def relative_l2_error(output: np.ndarray, reference: np.ndarray) -> float:
+    """||output - reference|| / ||reference||: unlike a max-norm it is not dominated by the
+    few elements a flipped ReLU changes."""
+    output = np.asarray(output, dtype=np.float64)
+    if not np.all(np.isfinite(output)):
+        return float("inf")
+    return float(np.linalg.norm(output - reference)) / (float(np.linalg.norm(reference)) or 1.0)
+
+
 def gradients_against_reference(gradients: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                                  precision: Precision, detail: str = "") -> Check:
-    """Worst parameter's normwise relative error (see `normwise_relative_error`)."""
-    errors = {name: normwise_relative_error(gradients[name], reference[name]) for name in reference}
+    """The worst parameter's `relative_l2_error`."""
+    errors = {name: relative_l2_error(gradients[name], reference[name]) for name in reference}
     worst = max(errors, key=errors.__getitem__)
     tolerance = GRADIENT_TOLERANCE[precision]
-    return Check(errors[worst] <= tolerance, "grad_max_rel_err", errors[worst], tolerance,
+    return Check(errors[worst] <= tolerance, "grad_rel_l2_err", errors[worst], tolerance,
                  f"worst parameter {worst}" + (f"; {detail}" if detail else ""))
 
 
