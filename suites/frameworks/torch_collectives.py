@@ -1,0 +1,67 @@
+"""PyTorch all-reduce, nccl-tests style: one rank process per participant.
+
+Like nccl-tests' in-place test, the timed buffer is reduced in place step after step: its
+values grow by the world size each step (to inf after enough steps), which changes nothing
+for gloo's or NCCL's sum, whose speed does not depend on the values. The check reduces a
+fresh buffer holding a rank-dependent integer pattern, whose sum every rank knows exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..check import Check
+from ..runnable import Runnable
+from ..workloads.collectives import Allreduce
+from . import torch_backend as backend
+from .torch_distributed import ProcessGroup, limit_threads_from_env
+
+DATA_SEED = 1
+#: The check pattern's values are (rank + index) mod PATTERN_PERIOD: small integers, so every
+#: partial sum is exact in fp16/bf16 up to 2**8 / (PATTERN_PERIOD - 1) = 128 ranks.
+PATTERN_PERIOD = 3
+
+
+def check_pattern(rank: int, elements: int) -> np.ndarray:
+    return ((rank + np.arange(elements)) % PATTERN_PERIOD).astype(np.float64)
+
+
+class TorchAllreduce(Runnable):
+    workload: Allreduce
+
+    def setup(self) -> None:
+        limit_threads_from_env()
+        self.group = ProcessGroup(self.case)
+        self.device = self.group.device
+        self.dtype = backend.DTYPES[self.case.precision]
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(DATA_SEED + self.group.rank)
+        self.buffer = torch.randn(self.workload.elements, generator=generator,
+                                  device=self.device).to(self.dtype)
+
+    def step(self) -> None:
+        dist.all_reduce(self.buffer)
+
+    def synchronize(self) -> None:
+        backend.synchronize(self.device)
+        self.group.barrier()
+
+    def agree(self, value: float) -> float:
+        return self.group.broadcast_from_root(value)
+
+    def check(self) -> Check:
+        """Every rank's reduced buffer equals the analytic sum exactly (worst rank reported)."""
+        elements, world = self.workload.elements, self.group.world_size
+        buffer = backend.to_device(check_pattern(self.group.rank, elements), self.device, self.dtype)
+        dist.all_reduce(buffer)
+        expected = sum(check_pattern(rank, elements) for rank in range(world))
+        error = self.group.maximum(float(np.max(np.abs(backend.to_numpy(buffer) - expected))))
+        return Check(error == 0.0, "max_abs_err", error, 0.0,
+                     f"sum of {world} ranks' (rank + i) mod {PATTERN_PERIOD} over {elements} "
+                     f"{self.case.precision} elements, {self.group.backend}")
+
+    def teardown(self) -> None:
+        group = getattr(self, "group", None)
+        if group:
+            group.destroy()
