@@ -9,7 +9,7 @@ import warnings
 from .errors import UserError
 
 #: Subcommand modules; each has `help`, `add_arguments(parser)` and `run(args) -> int`.
-COMMANDS = ("devices", "list", "run", "calibrate")
+COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,60 @@
+"""The decision rows: per problem, the fastest configuration and the cheapest per unit of work.
+
+Only rows that ran and passed their numerics check compete. The fastest is compared with the
+runner-up (noise rule: suites.report.noise), so "X is fastest" says when X and the runner-up
+are within each other's spread. Cheapest is per million samples where the workload counts
+samples, else per PFLOP.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .columns import config_label
+from .comparison import noise_columns
+from .selection import latest, usable
+
+PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
+
+
+def cost_per_unit(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    samples = frame["cost_per_m_samples"].notna()
+    cost = frame["cost_per_m_samples"].where(samples, frame["cost_per_pflop"])
+    unit = pd.Series("per M samples", index=frame.index).where(samples, "per PFLOP")
+    return cost, unit.where(cost.notna(), "")
+
+
+def choices(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem: fastest, runner-up with the noise verdict, cheapest. Needs cost columns."""
+    rows = usable(latest(frame)).copy()
+    if rows.empty:
+        return pd.DataFrame(columns=["problem", "fastest", "throughput", "throughput_unit", "runner_up",
+                                     "margin", "beyond_noise", "noise_test", "cheapest", "cost", "cost_unit",
+                                     "configs"])
+    rows["config"] = config_label(rows)
+    rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
+    ranked = rows.sort_values(["problem", "throughput"], ascending=[True, False])
+    first = ranked.groupby("problem").nth(0).set_index("problem")
+    second = ranked.groupby("problem").nth(1).set_index("problem")
+    pairs = first[["config", *PAIR]].join(second[["config", *PAIR]].add_suffix("_base"), how="left")
+    has_second = pairs["config_base"].notna()
+    judged = noise_columns(pairs[has_second])
+    cheapest = (rows.dropna(subset=["cost"]).sort_values("cost").groupby("problem").nth(0)
+                .set_index("problem")[["config", "cost", "cost_unit"]].rename(columns={"config": "cheapest"}))
+    table = pd.DataFrame({
+        "fastest": first["config"], "throughput": first["throughput"],
+        "throughput_unit": first["throughput_unit"], "runner_up": pairs["config_base"],
+        "margin": pairs["throughput"] / pairs["throughput_base"],
+        "configs": rows.groupby("problem")["config"].nunique(),
+    }).join(judged).join(cheapest)
+    return table.reset_index()
+
+
+def sentence(row: pd.Series, currency: str) -> str:
+    """'On matmul k=512,..., X is fastest (1.3x the runner-up Y, beyond noise); Z is cheapest ...'."""
+    text = f"On {row['problem']}, {row['fastest']} is fastest ({row['throughput']:.4g} {row['throughput_unit']}"
+    if isinstance(row.get("runner_up"), str):
+        text += f"; {row['margin']:.2f}x {row['runner_up']}, {row['noise_test']}"
+    text += ")"
+    if isinstance(row.get("cheapest"), str):
+        text += f"; {row['cheapest']} is cheapest ({row['cost']:.3g} {currency} {row['cost_unit']})"
+    return text + "."

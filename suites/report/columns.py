@@ -1,0 +1,152 @@
+"""The tidy results table: its columns, what each means, and how a case and an environment fill them.
+
+One row per measurement (or per unavailable/failed case), whatever front end produced it.
+Every loader builds rows with `case_fields` and `environment_fields`, so the three sources
+describe the same case and the same machine in the same words.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from ..case import Case
+
+#: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
+#: follow `params`.
+COLUMNS: dict[str, str] = {
+    "source": "front end that measured it: parbench, asv or pytest-benchmark",
+    "machine": "machine label (`--label`, $PARBENCH_MACHINE or hostname; asv's machine name)",
+    "device": "device kind: cpu, gpu or tpu",
+    "device_name": "model of the device (GPU name from nvidia-smi, CPU model); '' when unknown",
+    "n_devices": "devices the case spans (logical devices or ranks when emulated)",
+    "framework": "torch or tf",
+    "workload": "matmul, conv2d, allreduce, train_step, ...",
+    "strategy": "single, towers, mirrored, multiworker, tpu, dataparallel, ddp",
+    "precision": "fp32, tf32, fp16 (mixed) or bf16 (mixed)",
+    "params": "workload parameters as name=value pairs, e.g. 'k=512,m=512,n=512'",
+    "problem": "workload and parameters: what was computed, independent of where and how",
+    "case_id": "the case's stable id (suites.case.Case.id)",
+    "emulated": "several devices emulated on one CPU (logical devices, gloo ranks)",
+    "status": "ok, unavailable or failed",
+    "reason": "why not ok ('' when ok)",
+    "median_s": "median seconds per step",
+    "iqr_s": "interquartile range of the step time, seconds",
+    "q1_s": "first quartile of the step time, seconds",
+    "q3_s": "third quartile of the step time, seconds",
+    "n": "number of timing samples",
+    "samples_s": "raw samples, seconds per step (empty when the source stored none)",
+    "noisy": "spread stayed above the run's target (IQR/median)",
+    "samples_per_s": "samples per second, all devices together",
+    "tflops": "TFLOP/s from analytic FLOP counts",
+    "pct_peak_table": "% of the peaks table's figure for these devices and precision",
+    "pct_peak_measured": "% of this machine's calibrated peak (`parbench calibrate`)",
+    "algbw_gbs": "all-reduce algorithm bandwidth, GB/s",
+    "busbw_gbs": "all-reduce bus bandwidth, GB/s",
+    "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
+    "throughput_unit": "unit of `throughput`",
+    "check_passed": "numerics check passed (empty when the case did not run)",
+    "check_metric": "what the check measured (e.g. max_rel_err)",
+    "check_value": "the check's measured value",
+    "compile_s": "first-step time beyond a steady step (tracing, compilation), seconds",
+    "run_id": "one `parbench run` (asv: commit-env; pytest-benchmark: saved file)",
+    "timestamp": "when the case finished (UTC)",
+    "suite": "suite name ('' when unknown)",
+    "hostname": "host name",
+    "cpu_model": "CPU model",
+    "cpu_cores": "CPU cores usable by the run",
+    "memory_gib": "RAM, GiB",
+    "gpus": "GPUs nvidia-smi listed, comma-separated",
+    "os": "operating system",
+    "python": "Python version",
+    "libraries": "library versions, 'name version' comma-separated",
+    "git_commit": "parbench commit (asv: the benchmarked commit)",
+    "threads": "framework intra-op threads, e.g. 'torch=2'",
+    "path": "file the row was loaded from",
+}
+
+#: Columns that identify a configuration: what ran, where and how.
+CONFIG = ["machine", "device", "n_devices", "framework", "strategy", "precision"]
+#: Columns that identify one measured case on one machine.
+IDENTITY = [*CONFIG, "workload", "params"]
+ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
+               "libraries", "git_commit", "threads"]
+FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", "samples_per_s", "tflops", "pct_peak_table",
+                 "pct_peak_measured", "algbw_gbs", "busbw_gbs", "throughput", "check_value",
+                 "compile_s", "memory_gib"]
+INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
+BOOL_COLUMNS = ["emulated", "noisy", "check_passed"]
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
+
+
+def problem_text(workload: str, params: Mapping[str, Any]) -> str:
+    """e.g. 'matmul k=512,m=512,n=512': the same problem on every machine and strategy."""
+    return f"{workload} {params_text(params)}".strip()
+
+
+def case_fields(case: Case) -> dict[str, Any]:
+    return {"case_id": case.id, "workload": case.workload, "framework": str(case.framework),
+            "device": str(case.device), "n_devices": case.n_devices, "strategy": str(case.strategy),
+            "precision": str(case.precision), "params": params_text(case.param_dict),
+            "problem": problem_text(case.workload, case.param_dict),
+            **{f"param_{name}": value for name, value in case.params}}
+
+
+def environment_fields(environment: Mapping[str, Any], device: str) -> dict[str, Any]:
+    """Flatten a parbench provenance environment (suites.provenance.environment)."""
+    cpu = environment.get("cpu") or {}
+    gpus = [gpu.get("name", "") for gpu in environment.get("gpus") or [] if isinstance(gpu, dict)]
+    libraries = environment.get("libraries") or {}
+    threads = environment.get("threads") or {}
+    git = environment.get("git") or {}
+    commit = git.get("commit") or ""
+    device_name = {"cpu": cpu.get("model", ""), "gpu": gpus[0] if gpus else ""}.get(device, "")
+    return {
+        "machine": str(environment.get("machine", "?")), "hostname": environment.get("hostname", ""),
+        "device_name": device_name, "cpu_model": cpu.get("model", ""),
+        "cpu_cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
+        "memory_gib": environment.get("memory_gib"), "gpus": ", ".join(gpus),
+        "os": environment.get("os", ""), "python": environment.get("python", ""),
+        "libraries": ", ".join(f"{name} {version}" for name, version in sorted(libraries.items())),
+        "git_commit": f"{commit[:12]}{' (dirty)' if git.get('dirty') else ''}",
+        "threads": ", ".join(f"{name}={count}" for name, count in sorted(threads.items())),
+    }
+
+
+def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows (dicts) -> the tidy table with every documented column, in order, with fixed dtypes."""
+    frame = pd.DataFrame(list(rows))
+    param_columns = sorted(c for c in frame.columns if c.startswith("param_"))
+    order = list(COLUMNS)
+    order[order.index("params") + 1:order.index("params") + 1] = param_columns
+    frame = frame.reindex(columns=order)
+    for column in FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    for column in INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
+    for column in BOOL_COLUMNS:
+        frame[column] = frame[column].astype("boolean")
+    frame["emulated"] = frame["emulated"].fillna(False)
+    frame["noisy"] = frame["noisy"].fillna(False)
+    frame["samples_s"] = frame["samples_s"].map(lambda s: tuple(s) if isinstance(s, (list, tuple)) else ())
+    frame[param_columns] = frame[param_columns].convert_dtypes()  # integral sizes stay integers
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    text = [c for c in order if c not in (*FLOAT_COLUMNS, *INT_COLUMNS, *BOOL_COLUMNS, "samples_s",
+                                          "timestamp", *param_columns)]
+    frame[text] = frame[text].fillna("").astype(str)
+    return frame
+
+
+def config_label(frame: pd.DataFrame) -> pd.Series:
+    """e.g. 'box-a · gpu×4 · torch ddp bf16': where and how a row ran, for tables and figures."""
+    return (frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str) + " · "
+            + frame["framework"] + " " + frame["strategy"] + " " + frame["precision"])
+
+
+def samples_json(samples: tuple[float, ...]) -> str:
+    """How raw samples are written to CSV: a JSON list."""
+    return json.dumps(list(samples))

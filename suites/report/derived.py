@@ -1,0 +1,63 @@
+"""Figures the tidy table derives from each row: missing metrics and the comparable throughput.
+
+asv and pytest-benchmark rows may carry only a step time; their samples/s, TFLOP/s and bus
+bandwidth are computed here from the workload's analytic counts, with the formulas parbench
+uses for its own records (suites.metrics). `throughput` is the one figure every comparison
+uses, so that a ratio always means "how much more work per second".
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..case import Case
+from ..timing import TimingConfig
+from ..workloads import WORKLOADS
+
+#: (column, unit) in the order `throughput` picks the first one a row has.
+THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))
+STEPS_UNIT = "steps/s"
+
+
+def _work_per_step(case_id: str) -> tuple[float, float, float]:
+    """(FLOP, samples, bytes) of one step of the case; NaN where the workload has none."""
+    try:
+        case = Case.from_id(case_id)
+        workload = WORKLOADS[case.workload](case)
+    except (KeyError, ValueError):
+        return (np.nan, np.nan, np.nan)
+    return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
+            workload.bytes_per_step() or np.nan)
+
+
+def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fill metrics a source did not store, from the case and the median step time."""
+    frame = frame.copy()
+    work = pd.DataFrame([_work_per_step(case_id) for case_id in frame["case_id"].unique()],
+                        index=frame["case_id"].unique(), columns=["flops", "samples", "bytes"])
+    per_row = work.reindex(frame["case_id"]).set_axis(frame.index)
+    t = frame["median_s"]
+    n = frame["n_devices"].astype("float64")
+    algbw = per_row["bytes"] / t / 1e9
+    frame["tflops"] = frame["tflops"].fillna(per_row["flops"] / t / 1e12)
+    frame["samples_per_s"] = frame["samples_per_s"].fillna(per_row["samples"] / t)
+    frame["algbw_gbs"] = frame["algbw_gbs"].fillna(algbw)
+    frame["busbw_gbs"] = frame["busbw_gbs"].fillna(algbw * 2 * (n - 1) / n)
+    frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
+                                          frame["iqr_s"] / t > TimingConfig.target_rel_iqr)
+    frame["noisy"] = frame["noisy"].fillna(False).astype("boolean")
+    return frame
+
+
+def add_throughput(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["throughput"] = np.nan
+    frame["throughput_unit"] = ""
+    for column, unit in THROUGHPUT_SOURCES:
+        take = frame["throughput"].isna() & frame[column].notna()
+        frame.loc[take, "throughput"] = frame.loc[take, column]
+        frame.loc[take, "throughput_unit"] = unit
+    steps = frame["throughput"].isna() & frame["median_s"].gt(0)
+    frame.loc[steps, "throughput"] = 1.0 / frame.loc[steps, "median_s"]
+    frame.loc[steps, "throughput_unit"] = STEPS_UNIT
+    return frame

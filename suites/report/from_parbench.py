@@ -1,0 +1,35 @@
+"""Rows of the tidy table from parbench's own results store (JSON Lines, suites.store)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..record import Record
+from ..store import load_records
+from .columns import case_fields, environment_fields
+
+SOURCE = "parbench"
+
+
+def row(record: Record, path: Path) -> dict[str, Any]:
+    m, metrics, check = record.measurement, record.metrics, record.check
+    timing: dict[str, Any] = {}
+    if m is not None:
+        q1, q3 = m.quartiles
+        timing = {"median_s": m.median, "iqr_s": m.iqr, "q1_s": q1, "q3_s": q3, "n": m.n,
+                  "samples_s": m.samples, "noisy": m.noisy, "compile_s": m.compile_s}
+    return {
+        "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
+        **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
+        "reason": record.reason, **timing,
+        **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
+                                                "pct_peak_measured", "algbw_gbs", "busbw_gbs")},
+        "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
+        "check_value": check.value if check else None, "run_id": record.run_id,
+        "timestamp": record.timestamp, "suite": record.suite, "path": str(path),
+    }
+
+
+def rows(path: Path) -> Iterator[dict[str, Any]]:
+    """A line that is not a record is skipped with a ResultsWarning naming file and line."""
+    return (row(record, path) for record in load_records([path]))

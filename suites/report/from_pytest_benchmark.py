@@ -1,0 +1,60 @@
+"""Rows of the tidy table from pytest-benchmark JSON (`--benchmark-json` / `--benchmark-save`).
+
+parbench's pytest-benchmark suite stores, per benchmark, ``extra_info`` = {"case": case dict,
+"status", "metrics", "check", "emulated"} (and "reason" when not ok), and in ``machine_info``
+the key ``parbench``: the same provenance environment as parbench's own records. Stats are in
+seconds; ``data`` (the raw rounds) is present when the run saved it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..case import Case
+from .columns import case_fields, environment_fields
+
+SOURCE = "pytest-benchmark"
+
+
+def is_pytest_benchmark(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("benchmarks"), list) and "machine_info" in data
+
+
+def _environment(data: dict[str, Any]) -> dict[str, Any]:
+    machine_info = data.get("machine_info") or {}
+    environment = machine_info.get("parbench")
+    if isinstance(environment, dict):
+        return environment
+    # A run without parbench's hook: describe the machine with what pytest-benchmark knows.
+    return {"machine": machine_info.get("node", "?"), "hostname": machine_info.get("node", ""),
+            "cpu": {"model": (machine_info.get("cpu") or {}).get("brand_raw", "")},
+            "python": machine_info.get("python_version", "")}
+
+
+def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    environment = _environment(data)
+    commit = (data.get("commit_info") or {}).get("id") or ""
+    for benchmark in data["benchmarks"]:
+        extra = benchmark.get("extra_info") or {}
+        if not isinstance(extra.get("case"), dict):
+            continue  # not one of parbench's benchmarks
+        case = Case.from_dict(extra["case"])
+        status = str(extra.get("status", "ok"))
+        stats = (benchmark.get("stats") or {}) if status == "ok" else {}
+        metrics = extra.get("metrics") or {}
+        check = extra.get("check") or {}
+        samples = stats.get("data") or ()
+        fields = environment_fields(environment, str(case.device))
+        if commit and not fields["git_commit"]:
+            fields["git_commit"] = commit[:12]
+        yield {
+            "source": SOURCE, **fields, **case_fields(case), "emulated": bool(extra.get("emulated", False)),
+            "status": status, "reason": str(extra.get("reason", "")),
+            "median_s": stats.get("median"), "iqr_s": stats.get("iqr"), "q1_s": stats.get("q1"),
+            "q3_s": stats.get("q3"), "n": len(samples) or stats.get("rounds"), "samples_s": samples,
+            **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
+                                                    "pct_peak_measured", "algbw_gbs", "busbw_gbs")},
+            "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),
+            "check_value": check.get("value"), "run_id": path.stem, "timestamp": data.get("datetime"),
+            "suite": "pytest-benchmark", "path": str(path),
+        }

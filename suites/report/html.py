@@ -1,0 +1,34 @@
+"""Render the report as ONE self-contained HTML file: CSS, script and figures inline, no network.
+
+Jinja2 autoescape is on for every value, so text from results files (machine labels, model
+names, reasons, paths) is always shown as text. The Content-Security-Policy in the page allows
+only inline styles/scripts and data: images, so a report can load nothing from anywhere.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from .sections import ReportContent
+
+TEMPLATE = "report.html.j2"
+
+
+def environment() -> Environment:
+    return Environment(loader=PackageLoader("suites.report", "templates"), autoescape=True,
+                       undefined=StrictUndefined, trim_blocks=False, lstrip_blocks=False)
+
+
+def render(content: ReportContent, title: str, files: int, warnings: list[str]) -> str:
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return environment().get_template(TEMPLATE).render(
+        content=content, title=title, generated=generated, files=files, warnings=warnings)
+
+
+def write(html: str, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "index.html"
+    path.write_text(html, encoding="utf-8")
+    return path

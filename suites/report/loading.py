@@ -1,0 +1,86 @@
+"""`load_results`: parbench, asv and pytest-benchmark results from any mix of files and folders,
+as one tidy pandas DataFrame (columns: suites.report.columns.COLUMNS).
+
+Files are recognised by content, not by name: JSON Lines are parbench records; a JSON object
+with commit_hash/env_name/results is an asv results file; one with machine_info/benchmarks is
+pytest-benchmark's. asv's own bookkeeping (benchmarks.json, machine.json) and parbench's
+calibration.json are not results and are passed over. A file that cannot be read, or is none
+of these, costs a ResultsWarning naming it; everything else still loads.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pandas as pd
+
+from ..store import ResultsWarning
+from . import from_asv, from_parbench, from_pytest_benchmark
+from .columns import tidy
+from .derived import add_throughput, fill_metrics
+
+#: JSON files in results folders that describe results but hold none.
+BOOKKEEPING = {"benchmarks.json", "machine.json", "calibration.json"}
+DEFAULT_PATHS = ("results",)
+
+
+def result_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Every results file under `paths` (files as given; folders searched recursively,
+    hidden folders such as asv's environments skipped), each once."""
+    found: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            candidates = sorted(p for pattern in ("*.jsonl", "*.json") for p in path.rglob(pattern)
+                                if p.name not in BOOKKEEPING
+                                and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        elif path.exists():
+            candidates = [path]
+        else:
+            warnings.warn(f"{path}: no such file or folder; skipped", ResultsWarning, stacklevel=3)
+            continue
+        found.update((candidate.resolve(), None) for candidate in candidates)
+    return list(found)
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        return from_parbench.rows(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        warnings.warn(f"{path}: not readable as JSON ({type(error).__name__}: {str(error)[:120]}); skipped",
+                      ResultsWarning, stacklevel=3)
+        return iter(())
+    if from_asv.is_asv_results(data):
+        return from_asv.rows(path, data)
+    if from_pytest_benchmark.is_pytest_benchmark(data):
+        return from_pytest_benchmark.rows(path, data)
+    warnings.warn(f"{path}: neither parbench records, asv results nor pytest-benchmark JSON; skipped",
+                  ResultsWarning, stacklevel=3)
+    return iter(())
+
+
+def _file_rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        return list(_rows(path))
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError) as error:
+        warnings.warn(f"{path}: malformed results ({type(error).__name__}: {str(error)[:120]}); skipped",
+                      ResultsWarning, stacklevel=3)
+        return []
+
+
+def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS) -> pd.DataFrame:
+    """One tidy row per stored measurement (or unavailable/failed case) found under `paths`.
+
+    Columns and their meaning: `suites.report.columns.COLUMNS`. Results of many machines and
+    all three front ends load together; the same record reached twice counts once.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    rows = [row for path in result_files(paths) for row in _file_rows(path)]
+    frame = tidy(rows)
+    frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
+    frame = add_throughput(fill_metrics(frame))
+    return frame.sort_values(["workload", "params", "machine", "timestamp"], kind="stable").reset_index(drop=True)

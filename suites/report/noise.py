@@ -1,0 +1,71 @@
+"""Is a difference between two measurements larger than their spread?
+
+Rule, per comparison:
+- both sides have at least `MIN_SAMPLES` raw samples: a two-sided Mann-Whitney U test on them
+  (normal approximation with tie and continuity correction, as scipy's `method="asymptotic"`;
+  implemented with numpy so scipy is not needed); beyond noise when p < `ALPHA`.
+- otherwise (asv or pytest-benchmark results saved without samples, tiny runs): the
+  interquartile ranges [q1, q3]; beyond noise when they do not overlap.
+
+Step times are compared per unit of work (seconds / work per step), so that two cases doing
+different amounts of work per step (weak scaling's global batch grows with N) compare fairly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MIN_SAMPLES = 8
+ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class Verdict:
+    beyond_noise: bool
+    method: str  # "mann-whitney", "iqr-overlap" or "" when there was nothing to compare
+    p_value: float | None = None
+
+    def __str__(self) -> str:
+        if not self.method:
+            return "no spread known"
+        if self.method == "mann-whitney":
+            return f"{'beyond' if self.beyond_noise else 'within'} noise (Mann-Whitney p={self.p_value:.2g})"
+        return "beyond noise (IQRs apart)" if self.beyond_noise else "within noise (IQRs overlap)"
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    upper = np.cumsum(counts)
+    return (upper - (counts - 1) / 2.0)[inverse]
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney U test, normal approximation."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n1, n2 = len(x), len(y)
+    combined = np.concatenate([x, y])
+    ranks = average_ranks(combined)
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    _, ties = np.unique(combined, return_counts=True)
+    variance = n1 * n2 / 12.0 * ((n + 1) - (ties**3 - ties).sum() / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(variance)
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+
+
+def verdict(a_samples: Sequence[float], a_quartiles: tuple[float, float],
+            b_samples: Sequence[float], b_quartiles: tuple[float, float]) -> Verdict:
+    """Samples and quartiles of two measurements, already in the same unit."""
+    if len(a_samples) >= MIN_SAMPLES and len(b_samples) >= MIN_SAMPLES:
+        p = mann_whitney_p(a_samples, b_samples)
+        return Verdict(p < ALPHA, "mann-whitney", p)
+    (a1, a3), (b1, b3) = a_quartiles, b_quartiles
+    if any(math.isnan(v) for v in (a1, a3, b1, b3)):
+        return Verdict(False, "")
+    return Verdict(a3 < b1 or b3 < a1, "iqr-overlap")

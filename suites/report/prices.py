@@ -1,0 +1,84 @@
+"""The price table (suites/prices.toml, user-editable) and the cost columns it yields.
+
+cost per million samples = price per hour / 3600 / samples_per_s * 1e6
+cost per PFLOP           = price per hour / 3600 * 1000 / TFLOP/s
+Price per hour of a row: its machine label's entry in [machines] if any (the whole machine),
+else n_devices x the first [[device]] whose `match` occurs in the device name (GPU/TPU), else
+for CPU cases [cpu] per_core_hour x the cores the run could use.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UserError
+
+PRICES_ENV = "PARBENCH_PRICES"
+COST_COLUMNS = ["price_per_hour", "price_rule", "cost_per_m_samples", "cost_per_pflop"]
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    currency: str
+    machines: dict[str, float]
+    devices: tuple[dict[str, Any], ...]
+    cpu_per_core_hour: float | None
+    sources: tuple[str, ...]
+
+    @classmethod
+    def load(cls, user_file: str | Path | None = None) -> "PriceTable":
+        """The shipped table, overridden by `user_file` or else by $PARBENCH_PRICES."""
+        data = tomllib.loads(resources.files("suites").joinpath("prices.toml").read_text())
+        sources = ["suites/prices.toml"]
+        user_file = user_file or os.environ.get(PRICES_ENV)
+        if user_file:
+            try:
+                user = tomllib.loads(Path(user_file).read_text())
+            except (OSError, tomllib.TOMLDecodeError) as error:
+                raise UserError(f"price table {user_file}: cannot read it ({error}); fix the file, "
+                                f"or drop --prices / unset {PRICES_ENV}") from None
+            data = {**data, **{k: v for k, v in user.items() if k not in ("machines", "device", "cpu")},
+                    "machines": {**data.get("machines", {}), **user.get("machines", {})},
+                    "device": [*user.get("device", []), *data.get("device", [])],
+                    "cpu": {**data.get("cpu", {}), **user.get("cpu", {})}}
+            sources.insert(0, str(user_file))
+        return cls(currency=str(data.get("currency", "USD")),
+                   machines={str(k): float(v) for k, v in data.get("machines", {}).items()},
+                   devices=tuple(data.get("device", [])),
+                   cpu_per_core_hour=data.get("cpu", {}).get("per_core_hour"), sources=tuple(sources))
+
+    def per_hour(self, machine: str, device: str, device_name: str, n_devices: int,
+                 cpu_cores: float) -> tuple[float, str]:
+        """(price per hour, which rule gave it); NaN and '' when no rule applies."""
+        if machine in self.machines:
+            return self.machines[machine], f"machine {machine}"
+        if device == "cpu":
+            if self.cpu_per_core_hour is not None and cpu_cores == cpu_cores and cpu_cores:
+                return self.cpu_per_core_hour * cpu_cores, f"{cpu_cores:g} cores x {self.cpu_per_core_hour:g}/h"
+            return np.nan, ""
+        for entry in self.devices:
+            if entry["match"] in device_name:
+                return entry["per_hour"] * n_devices, f"{n_devices} x {entry['match']} {entry['per_hour']:g}/h"
+        return np.nan, ""
+
+
+def add_costs(frame: pd.DataFrame, table: PriceTable) -> pd.DataFrame:
+    keys = ["machine", "device", "device_name", "n_devices", "cpu_cores"]
+    combos = frame[keys].drop_duplicates()
+    priced = pd.DataFrame(
+        [table.per_hour(m, d, name, int(n) if n == n else 1, float(c) if pd.notna(c) else np.nan)
+         for m, d, name, n, c in combos.itertuples(index=False)],
+        columns=["price_per_hour", "price_rule"], index=combos.index)
+    frame = frame.drop(columns=[c for c in COST_COLUMNS if c in frame]).merge(
+        pd.concat([combos, priced], axis=1), on=keys, how="left")
+    per_second = frame["price_per_hour"] / 3600.0
+    frame["cost_per_m_samples"] = per_second / frame["samples_per_s"] * 1e6
+    frame["cost_per_pflop"] = per_second * 1000.0 / frame["tflops"]
+    return frame

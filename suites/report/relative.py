@@ -1,0 +1,55 @@
+"""Relative performance in the style of Lambda's GPU benchmarks: one number per hardware.
+
+For each problem (workload + parameters) and precision, a hardware configuration's best
+throughput (over frameworks and strategies) is divided by the reference configuration's on
+the same problem and precision; the summary is the geometric mean of those ratios over the
+problems both measured. 1.0 = as fast as the reference. A geometric mean, because ratios
+multiply: a config twice as fast on one problem and half as fast on another averages to 1.0.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .selection import latest, usable
+
+HARDWARE = ["machine", "device", "device_name", "n_devices"]
+
+
+def hardware_label(frame: pd.DataFrame) -> pd.Series:
+    return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)
+
+
+def best_per_problem(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = usable(latest(frame)).assign(hardware=lambda f: hardware_label(f))
+    return rows.groupby(["machine", "hardware", "precision", "problem"], as_index=False)["throughput"].max()
+
+
+def pick_reference(best: pd.DataFrame, wanted: str | None) -> str | None:
+    """`wanted` as a hardware label, or a machine label (its best-covered hardware); by default
+    the hardware that measured the most problems (ties: alphabetical)."""
+    coverage = best.groupby("hardware")["problem"].nunique()
+    if wanted:
+        candidates = coverage[(coverage.index == wanted) | coverage.index.str.startswith(f"{wanted} · ")]
+        if candidates.empty:
+            raise ValueError(f"reference {wanted!r} has no usable results; known: {', '.join(coverage.index)}")
+        coverage = candidates
+    if coverage.empty:
+        return None
+    return sorted(coverage.index, key=lambda label: (-coverage[label], label))[0]
+
+
+def relative_performance(frame: pd.DataFrame, reference: str | None = None) -> tuple[pd.DataFrame, str | None]:
+    """(table: hardware x precision -> geomean of throughput ratios and problem count, reference)."""
+    best = best_per_problem(frame)
+    chosen = pick_reference(best, reference)
+    if chosen is None:
+        return pd.DataFrame(columns=["machine", "hardware", "precision", "relative", "problems"]), None
+    ref = best[best["hardware"].eq(chosen)][["precision", "problem", "throughput"]]
+    ratios = best.merge(ref, on=["precision", "problem"], suffixes=("", "_ref"))
+    ratios["log_ratio"] = np.log(ratios["throughput"] / ratios["throughput_ref"])
+    table = (ratios.groupby(["machine", "hardware", "precision"], as_index=False)
+             .agg(log_mean=("log_ratio", "mean"), problems=("problem", "nunique")))
+    table["relative"] = np.exp(table["log_mean"])
+    table = table.drop(columns="log_mean").sort_values(["precision", "relative"], ascending=[True, False])
+    return table.reset_index(drop=True), chosen

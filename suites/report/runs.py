@@ -1,0 +1,88 @@
+"""Two runs or machines side by side, case by case: what `parbench compare A B` prints.
+
+A and B are each a results path, or a machine label or run id (or its unique prefix) within
+a results folder. Rows pair by case id; ratio = throughput(B) / throughput(A), so > 1 means B
+is faster. A regression is a case B runs slower than A by more than a threshold *and* beyond
+noise (suites.report.noise), or a case that was ok in A and failed in B.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import UserError
+from .comparison import noise_columns
+from .loading import load_results
+
+SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
+                "q1_s", "q3_s", "samples_s", "noisy", "emulated", "check_passed", "timestamp"]
+
+
+@dataclass(frozen=True)
+class Side:
+    frame: pd.DataFrame
+    description: str
+
+
+def select(spec: str, results: Path, loaded: dict[Path, pd.DataFrame]) -> Side:
+    """`spec` as a path, else a machine label, run id or run-id prefix within `results`."""
+    path = Path(spec)
+    if path.exists():
+        return Side(load_results([path]), str(path))
+    if results not in loaded:
+        loaded[results] = load_results([results]) if results.exists() else pd.DataFrame()
+    frame = loaded[results]
+    if frame.empty:
+        raise UserError(f"{spec!r} is not a path, and there are no results in {results} to find it in")
+    if frame["machine"].eq(spec).any():
+        return Side(frame[frame["machine"].eq(spec)], f"machine {spec}")
+    runs = frame["run_id"].unique()
+    matching = [run for run in runs if run == spec] or [run for run in runs if run.startswith(spec)]
+    if len(matching) == 1:
+        return Side(frame[frame["run_id"].eq(matching[0])], f"run {matching[0]}")
+    if len(matching) > 1:
+        raise UserError(f"{spec!r} matches {len(matching)} runs ({', '.join(matching[:4])}, ...); give more of the id")
+    recent = frame.sort_values("timestamp").drop_duplicates("run_id", keep="last")["run_id"].tail(5)
+    raise UserError(f"{spec!r} is neither a path nor a machine label or run id in {results}; machines: "
+                    f"{', '.join(sorted(frame['machine'].unique()))}; recent runs: {', '.join(recent)}")
+
+
+def _latest_per_case(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values("timestamp", kind="stable").drop_duplicates("case_id", keep="last")
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """One row per case id in A or B: both sides' figures, `ratio`, the noise verdict, `verdict`."""
+    left = _latest_per_case(a)[["case_id", *SIDE_COLUMNS]].add_suffix("_base").rename(columns={"case_id_base": "case_id"})
+    right = _latest_per_case(b)[["case_id", *SIDE_COLUMNS]]
+    pairs = right.merge(left, on="case_id", how="outer", indicator="side").sort_values("case_id").reset_index(drop=True)
+    both_ok = pairs["status"].eq("ok") & pairs["status_base"].eq("ok") & pairs["throughput"].notna() \
+        & pairs["throughput_base"].notna()
+    pairs["ratio"] = (pairs["throughput"] / pairs["throughput_base"]).where(both_ok)
+    judged = noise_columns(pairs[both_ok])
+    pairs = pairs.join(judged)
+    pairs["beyond_noise"] = pairs["beyond_noise"].astype("boolean")
+    pairs["verdict"] = verdicts(pairs, both_ok)
+    return pairs
+
+
+def verdicts(pairs: pd.DataFrame, both_ok: pd.Series) -> pd.Series:
+    verdict = pd.Series("", index=pairs.index)
+    verdict[pairs["side"].eq("left_only")] = "only in B"
+    verdict[pairs["side"].eq("right_only")] = "only in A"
+    paired = pairs["side"].eq("both")
+    verdict[paired & ~both_ok] = "B " + pairs["status"] + " / A " + pairs["status_base"]
+    beyond = pairs["beyond_noise"].fillna(False).astype(bool)
+    verdict[both_ok & beyond & pairs["ratio"].gt(1)] = "B faster"
+    verdict[both_ok & beyond & pairs["ratio"].lt(1)] = "B slower"
+    verdict[both_ok & ~beyond] = "same (within noise)"
+    return verdict
+
+
+def regressions(pairs: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise, or that B failed and A ran."""
+    slower = pairs["verdict"].eq("B slower") & (1.0 / pairs["ratio"] - 1.0).gt(threshold)
+    broke = pairs["status"].eq("failed") & pairs["status_base"].eq("ok")
+    return pairs[slower | broke]

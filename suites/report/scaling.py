@@ -1,0 +1,39 @@
+"""Scaling over device counts, from rows of the same machine and run.
+
+efficiency(N) = throughput(N) / (N * throughput(1)), throughput = samples/s of all devices.
+Under weak scaling (the default: per-device batch fixed, global batch = N x batch) that equals
+T(1)/T(N); under strong scaling (param scaling="strong": global batch fixed and split) it
+equals T(1)/(N*T(N)). Which one a curve is comes from the case's `scaling` parameter and is
+shown beside it. 1.0 is perfect; emulated devices share one CPU, so their efficiency measures
+the emulation, not hardware.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .selection import usable
+
+#: A scaling series: one curve, all from one run on one machine.
+SERIES = ["machine", "run_id", "framework", "device", "strategy", "precision", "workload", "params"]
+
+
+def scaling_mode(frame: pd.DataFrame) -> pd.Series:
+    declared = frame["param_scaling"] if "param_scaling" in frame else pd.Series("", index=frame.index)
+    return declared.fillna("").replace("", "weak").astype(str)
+
+
+def scaling(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (series, N) with `speedup` over N=1 and `efficiency`; for each series key
+    without run_id, only the latest run that measured at least two device counts."""
+    rows = usable(frame).sort_values("timestamp", kind="stable")
+    rows = rows.drop_duplicates(subset=[*SERIES, "n_devices"], keep="last")
+    one = rows[rows["n_devices"].eq(1)][[*SERIES, "throughput"]].rename(columns={"throughput": "throughput_1"})
+    curves = rows.merge(one, on=SERIES)
+    counts = curves.groupby(SERIES)["n_devices"].transform("nunique")
+    curves = curves[counts >= 2].copy()
+    curves["speedup"] = curves["throughput"] / curves["throughput_1"]
+    curves["efficiency"] = curves["speedup"] / curves["n_devices"].astype(float)
+    curves["scaling"] = scaling_mode(curves)
+    newest = curves.groupby([c for c in SERIES if c != "run_id"])["timestamp"].transform("max")
+    runs_latest = curves.groupby(SERIES)["timestamp"].transform("max").eq(newest)
+    return curves[runs_latest].sort_values([*SERIES, "n_devices"]).reset_index(drop=True)

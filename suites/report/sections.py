@@ -1,0 +1,267 @@
+"""The report's content: analyses of the tidy table turned into tables, figures and sentences.
+
+Everything here is data for the template (suites/report/templates/report.html.j2); nothing
+here writes HTML.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import pandas as pd
+
+from ..metrics import FORMULAS
+from . import figures
+from .choice import choices, cost_per_unit, sentence
+from .columns import CONFIG, ENVIRONMENT, config_label
+from .comparison import describe, speedup
+from .noise import ALPHA, MIN_SAMPLES
+from .prices import PriceTable, add_costs
+from .relative import relative_performance
+from .scaling import scaling
+from .selection import latest, not_ok, usable
+from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_number, fmt_pct, fmt_ratio,
+                     fmt_seconds, fmt_text)
+
+#: Formulas of the comparisons, shown in the report beside suites.metrics.FORMULAS.
+REPORT_FORMULAS = {
+    "throughput": "samples/s where the workload counts samples, else TFLOP/s, else all-reduce busbw, else steps/s",
+    "speedup": "throughput / throughput of the baseline row (same everything but the baseline's columns)",
+    "scaling efficiency": "thr(N) / (N · thr(1)) from one run on one machine; weak scaling (per-device batch "
+                          "fixed) unless the case declares scaling=strong (global batch fixed)",
+    "relative performance": "geometric mean over problems of best throughput / the reference's best throughput, "
+                            "per precision",
+    "cost per M samples": "price per hour / 3600 / samples_per_s · 1e6",
+    "cost per PFLOP": "price per hour / 3600 · 1000 / TFLOP/s",
+    "noise": f"Mann-Whitney U (two-sided, normal approximation, tie-corrected) on the raw samples when both sides "
+             f"have ≥{MIN_SAMPLES}, beyond noise when p < {ALPHA}; otherwise beyond noise when the IQRs do not "
+             f"overlap. Step times are compared per unit of work.",
+}
+
+
+@dataclass
+class Section:
+    title: str
+    anchor: str
+    text: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (base64 PNG, alt text)
+
+
+@dataclass
+class ReportOptions:
+    prices: PriceTable
+    baseline: dict[str, str] | None = None
+    reference: str | None = None
+
+
+def _row_class(row: pd.Series) -> str:
+    return " ".join(name for name, on in (("emulated", row.get("emulated") is True),
+                                          ("noisy", row.get("noisy") is True),
+                                          ("bad", row.get("status") == "failed")) if on)
+
+
+CONFIG_SPEC = [("machine", "machine", fmt_text), ("device", "device", fmt_text), ("N", "n_devices", fmt_number),
+               ("framework", "framework", fmt_text), ("strategy", "strategy", fmt_text),
+               ("precision", "precision", fmt_text)]
+
+
+def summary(frame: pd.DataFrame, currency: str) -> tuple[Section, pd.DataFrame]:
+    table = choices(frame)
+    section = Section("Summary: what to choose", "summary",
+                      text=[sentence(row, currency) for _, row in table.iterrows()] or
+                      ["No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
+    section.tables.append(build(table, [
+        ("problem", "problem", fmt_text), ("fastest", "fastest", fmt_text), ("throughput", "throughput", fmt_number),
+        ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
+        ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
+        ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
+        ("configs", "configs", fmt_number)], caption="Fastest and cheapest configuration per problem"))
+    return section, table
+
+
+def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str | None]:
+    """The section, and the reference hardware's machine label."""
+    table, chosen = relative_performance(frame, reference)
+    section = Section("Relative performance", "relative", text=[
+        f"Reference: {chosen} = 1.00. Per problem and precision, each hardware's best throughput over frameworks and "
+        f"strategies divided by the reference's; the geometric mean over the problems both measured."
+        if chosen else "No usable results to compare."])
+    section.tables.append(build(table, [("hardware", "hardware", fmt_text), ("precision", "precision", fmt_text),
+                                        ("relative performance", "relative", fmt_ratio),
+                                        ("problems", "problems", fmt_number)]))
+    machine = table.loc[table["hardware"].eq(chosen), "machine"].iloc[0] if chosen else None
+    return section, machine
+
+
+def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
+    rows = usable(latest(frame)).copy()
+    rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
+    sections = []
+    for index, (problem, group) in enumerate(rows.groupby("problem", sort=True)):
+        group = group.sort_values("throughput", ascending=False)
+        group["vs_fastest"] = group["throughput"] / group["throughput"].max()
+        unit = group["throughput_unit"].iloc[0]
+        section = Section(problem, f"problem-{index}", text=[
+            f"Throughput in {unit}; sorted fastest first. Click a column header to sort."])
+        section.tables.append(build(group, [
+            *CONFIG_SPEC, ("device name", "device_name", fmt_text), (unit, "throughput", fmt_number),
+            ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
+            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), ("TFLOP/s", "tflops", fmt_number),
+            ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
+            (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
+            ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag), ("noisy", "noisy", fmt_flag),
+            ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
+        section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
+        sections.append(section)
+    return sections
+
+
+def default_baseline(frame: pd.DataFrame, reference_machine: str | None) -> tuple[dict[str, str], list[str]]:
+    """Several machines: the reference machine. One machine: single-device strategy."""
+    machines = usable(frame)["machine"].unique()
+    if len(machines) > 1 and reference_machine:
+        return {"machine": reference_machine}, []
+    return {"strategy": "single"}, ["n_devices"]
+
+
+def _baseline_labels(pairs: pd.DataFrame) -> pd.Series:
+    base = pd.DataFrame({c: pairs[f"{c}_base"] if f"{c}_base" in pairs else pairs[c] for c in CONFIG})
+    return config_label(base)
+
+
+def versus_baseline(frame: pd.DataFrame, baseline: dict[str, str], free: list[str]) -> Section:
+    pairs = speedup(frame, baseline, free)
+    section = Section(f"Speedup vs baseline ({describe(baseline)})", "baseline", text=[
+        f"Each configuration against the row that differs only in {', '.join([*baseline, *free])}; "
+        f"speedup = throughput / baseline throughput. Choose another baseline with "
+        f"`parbench report --baseline COLUMN=VALUE`."])
+    if pairs.empty:
+        section.text.append("No pairs: no usable row has a matching baseline row.")
+        return section
+    pairs["config"] = config_label(pairs)
+    pairs["baseline_config"] = _baseline_labels(pairs)
+    section.tables.append(build(pairs.sort_values(["problem", "speedup"], ascending=[True, False]), [
+        ("problem", "problem", fmt_text), ("configuration", "config", fmt_text),
+        ("baseline", "baseline_config", fmt_text), ("speedup", "speedup", fmt_ratio),
+        ("noise", "noise_test", fmt_text), ("emulated", "emulated", fmt_flag)], css=_row_class))
+    return section
+
+
+def scaling_section(frame: pd.DataFrame) -> Section:
+    curves = scaling(frame)
+    section = Section("Scaling", "scaling", text=[
+        "efficiency = thr(N) / (N · thr(1)), all points of a curve from one run on one machine. Weak scaling keeps the "
+        "per-device batch fixed (global batch N · batch); strong scaling (declared by the case: scaling=strong) keeps "
+        "the global batch fixed. Emulated devices share one CPU: their curves measure the emulation, not hardware."])
+    if curves.empty:
+        section.text.append("No scaling curves: no run measured the same case on 1 and more devices successfully.")
+        return section
+    section.figures.append((figures.scaling(curves), "scaling speedup and efficiency against device count"))
+    section.tables.append(build(curves, [
+        ("machine", "machine", fmt_text), ("framework", "framework", fmt_text), ("device", "device", fmt_text),
+        ("strategy", "strategy", fmt_text), ("precision", "precision", fmt_text), ("problem", "problem", fmt_text),
+        ("scaling", "scaling", fmt_text), ("N", "n_devices", fmt_number), ("throughput", "throughput", fmt_number),
+        ("unit", "throughput_unit", fmt_text), ("speedup", "speedup", fmt_ratio),
+        ("efficiency", "efficiency", fmt_fraction), ("emulated", "emulated", fmt_flag), ("run", "run_id", fmt_text)],
+        css=_row_class))
+    return section
+
+
+def precision_section(frame: pd.DataFrame) -> Section:
+    pairs = speedup(frame, {"precision": "fp32"})
+    section = Section("Precision: speedup over fp32, with the numerics check", "precision", text=[
+        "speedup = throughput in the lower precision / fp32 throughput of the same case on the same machine. "
+        "The check column is the lower-precision case's numerics check (kernels: against float64 NumPy; training: "
+        "against the fp32 loss trajectory); a case that fails it is a failed case and is listed below instead."])
+    if pairs.empty:
+        section.text.append("No pairs: no case ran in fp32 and in another precision on the same machine.")
+        return section
+    section.figures.append((figures.precision(pairs), "speedup of each precision over fp32"))
+    section.tables.append(build(pairs.sort_values(["problem", "speedup"], ascending=[True, False]), [
+        *CONFIG_SPEC, ("problem", "problem", fmt_text), ("speedup vs fp32", "speedup", fmt_ratio),
+        ("noise", "noise_test", fmt_text), ("check", "check_passed", fmt_check),
+        ("check metric", "check_metric", fmt_text), ("check value", "check_value", fmt_number),
+        ("emulated", "emulated", fmt_flag)], css=_row_class))
+    return section
+
+
+def peak_section(frame: pd.DataFrame) -> Section:
+    rows = usable(latest(frame))
+    rows = rows[rows["pct_peak_table"].notna() | rows["pct_peak_measured"].notna()]
+    section = Section("% of peak", "peak", text=[f"% of peak (table): {FORMULAS['pct_peak_table']}.",
+                                                 f"% of peak (measured): {FORMULAS['pct_peak_measured']}."])
+    if rows.empty:
+        section.text.append("No row has a peak to compare with (no FLOP count, or no peak known for the device).")
+        return section
+    if rows["pct_peak_table"].notna().any():
+        section.figures.append((figures.peak(rows[rows["pct_peak_table"].notna()]), "percent of peak per configuration"))
+    section.tables.append(build(rows.sort_values("pct_peak_table", ascending=False), [
+        *CONFIG_SPEC, ("problem", "problem", fmt_text), ("TFLOP/s", "tflops", fmt_number),
+        ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
+        ("device name", "device_name", fmt_text)], css=_row_class))
+    return section
+
+
+def not_ok_section(frame: pd.DataFrame) -> Section:
+    rows = not_ok(latest(frame)).sort_values(["status", "machine", "case_id"])
+    section = Section("Unavailable and failed cases", "not-ok", text=[
+        f"{(rows['status'] == 'unavailable').sum()} unavailable, {(rows['status'] == 'failed').sum()} failed "
+        f"(latest record of each case on each machine). Unavailable: the hardware or software is not there; "
+        f"failed: the case crashed or computed the wrong thing."])
+    section.tables.append(build(rows, [
+        ("status", "status", fmt_text), ("machine", "machine", fmt_text), ("case", "case_id", fmt_text),
+        ("reason", "reason", fmt_text), ("emulated", "emulated", fmt_flag), ("source", "source", fmt_text),
+        ("run", "run_id", fmt_text), ("file", "path", fmt_text)], css=_row_class))
+    return section
+
+
+def environment_section(frame: pd.DataFrame) -> Section:
+    keys = ["machine", "source", *ENVIRONMENT]
+    envs = (frame.groupby(keys, dropna=False, sort=True)
+            .agg(runs=("run_id", "nunique"), records=("case_id", "size"), first=("timestamp", "min"),
+                 last=("timestamp", "max")).reset_index())
+    for column in ("first", "last"):
+        envs[column] = envs[column].dt.strftime("%Y-%m-%d %H:%M UTC")
+    section = Section("Environments", "environments", text=[
+        "Every distinct environment each machine ran in: a machine listed twice changed software, threads or code."])
+    section.tables.append(build(envs, [
+        ("machine", "machine", fmt_text), ("source", "source", fmt_text), ("hostname", "hostname", fmt_text),
+        ("CPU", "cpu_model", fmt_text), ("cores", "cpu_cores", fmt_number), ("memory GiB", "memory_gib", fmt_number),
+        ("GPUs", "gpus", fmt_text), ("OS", "os", fmt_text), ("Python", "python", fmt_text),
+        ("libraries", "libraries", fmt_text), ("parbench commit", "git_commit", fmt_text),
+        ("threads", "threads", fmt_text), ("runs", "runs", fmt_number), ("records", "records", fmt_number),
+        ("first", "first", fmt_text), ("last", "last", fmt_text)]))
+    return section
+
+
+@dataclass
+class ReportContent:
+    sections: list[Section]
+    problems: list[Section]
+    counts: dict[str, int]
+    machines: list[str]
+    formulas: dict[str, str]
+    prices: str
+    frame: pd.DataFrame
+
+
+def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
+    costed = add_costs(frame, options.prices)
+    currency = options.prices.currency
+    head, _ = summary(costed, currency)
+    rel, reference_machine = relative(costed, options.reference)
+    baseline, free = (options.baseline, ["n_devices"] if "strategy" in options.baseline else []) \
+        if options.baseline else default_baseline(costed, reference_machine)
+    current = latest(costed)
+    return ReportContent(
+        sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
+                  precision_section(costed), peak_section(costed), not_ok_section(costed),
+                  environment_section(costed)],
+        problems=per_problem(costed, currency),
+        counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}
+        | {"emulated": int(current["emulated"].fillna(False).sum()), "records": len(frame),
+           "superseded": len(frame) - len(current)},
+        machines=sorted(frame["machine"].unique()),
+        formulas={**FORMULAS, **REPORT_FORMULAS},
+        prices=f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)",
+        frame=costed,
+    )

@@ -1,0 +1,93 @@
+"""HTML-ready tables: each cell has display text and a sort key (the inline script sorts by it).
+
+Text stays raw here; the Jinja2 template escapes every cell (autoescape), so a machine label
+or a reason from a results file can never become markup.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..display import number, seconds
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    sort: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[Cell]]
+    numeric: list[bool] = field(default_factory=list)
+    caption: str = ""
+
+
+Format = Callable[[Any], str]
+
+
+def missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt_seconds(value: Any) -> str:
+    return "–" if missing(value) else seconds(float(value))
+
+
+def fmt_number(value: Any) -> str:
+    return "–" if missing(value) else number(float(value), 4)
+
+
+def fmt_ratio(value: Any) -> str:
+    return "–" if missing(value) else f"{float(value):.2f}×"
+
+
+def fmt_pct(value: Any) -> str:
+    return "–" if missing(value) else f"{float(value):.1f}%"
+
+
+def fmt_fraction(value: Any) -> str:
+    """0.93 -> '93.0%' (scaling efficiency)."""
+    return "–" if missing(value) else f"{100 * float(value):.1f}%"
+
+
+def fmt_text(value: Any) -> str:
+    return "" if missing(value) else str(value)
+
+
+def fmt_flag(value: Any) -> str:
+    return "yes" if value is True or value == True else ""  # noqa: E712 (pandas booleans)
+
+
+def fmt_check(value: Any) -> str:
+    return "–" if missing(value) else ("pass" if bool(value) else "FAIL")
+
+
+NUMERIC = {fmt_seconds, fmt_number, fmt_ratio, fmt_pct, fmt_fraction}
+
+
+def _sort_key(value: Any) -> str:
+    if missing(value):
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    return str(value)
+
+
+def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str = "",
+          css: Callable[[pd.Series], str] | None = None) -> Table:
+    """spec: (header, column, formatter). `css` gives a class per row (e.g. 'emulated')."""
+    texts = pd.DataFrame({header: frame[column].map(fmt) for header, column, fmt in spec}, index=frame.index)
+    keys = pd.DataFrame({header: frame[column].map(_sort_key) for header, column, _ in spec}, index=frame.index)
+    classes = frame.apply(css, axis=1) if css is not None and not frame.empty else pd.Series("", index=frame.index)
+    rows = [[Cell(text, key, row_class) for text, key in zip(text_row, key_row)]
+            for text_row, key_row, row_class in zip(texts.itertuples(index=False), keys.itertuples(index=False),
+                                                    classes)]
+    return Table(headers=[header for header, _, _ in spec], rows=rows,
+                 numeric=[fmt in NUMERIC for _, _, fmt in spec], caption=caption)

@@ -1,0 +1,146 @@
+"""Real results for the report tests, made by running small cases through parbench's own code.
+
+Two machine labels on this one host, differing in torch's intra-op threads (1 vs 2), so the
+multi-machine structure of a report is real: same cases, different environments and timings.
+Unavailable cases are real (no GPU here; tf32 is GPU-only). The one failed case is a fault
+injected into the runner's executor (a crash during timing), labelled as such in its reason.
+asv and pytest-benchmark files are written by those tools' own code (asv's Results.save;
+a pytest-benchmark run in a subprocess) from real parbench measurements.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from suites.case import Case
+from suites.execute import Outcome, execute_in_process, failed
+from suites.runner import RunContext, run_case
+from suites.store import ResultsStore
+from suites.timing import TimingConfig
+from suites.vocabulary import Status
+
+TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
+                    budget_s=0.15)
+MATMUL = {"m": 128, "n": 128, "k": 128}
+CONV = {"batch": 4, "h": 16, "w": 16, "cin": 8, "cout": 8, "kernel": 3, "layout": "nhwc"}
+OK_CASES = (
+    Case.make("matmul", "torch", "cpu", params=MATMUL),
+    Case.make("matmul", "torch", "cpu", precision="bf16", params=MATMUL),
+    Case.make("conv2d", "torch", "cpu", params=CONV),
+)
+UNAVAILABLE_CASES = (
+    Case.make("matmul", "torch", "gpu", params=MATMUL),
+    Case.make("matmul", "torch", "cpu", precision="tf32", params=MATMUL),
+)
+FAILED_CASE = Case.make("conv2d", "torch", "cpu", precision="bf16", params=CONV)
+#: label -> torch intra-op threads
+MACHINES = {"ci-1thread": 1, "ci-2threads": 2}
+XSS_LABEL = "<script>alert(1)</script>"
+
+
+def injected_crash(case: Case, timing: TimingConfig) -> Outcome:
+    try:
+        raise RuntimeError("injected fault (test fixture): device lost during timing")
+    except RuntimeError as error:
+        return failed(error, "timing")
+
+
+def run_machine(results: Path, label: str, threads: int, cases=OK_CASES + UNAVAILABLE_CASES,
+                with_failure: bool = True) -> None:
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        context = RunContext(suite="report-test", store=ResultsStore(results), timing=TINY, label=label)
+        context.store.ensure_writable()
+        for case in cases:
+            run_case(case, context)
+        if with_failure:
+            run_case(FAILED_CASE, context, execute=injected_crash)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def write_parbench(results: Path) -> None:
+    for label, threads in MACHINES.items():
+        run_machine(results, label, threads)
+
+
+def write_asv(results: Path, machine: str = "asv-box") -> Path:
+    """An asv results file saved by asv itself; benchmark `time_step` over two real cases, one
+    skipped (NaN, asv's mark for NotImplementedError), and an outdated benchmark version."""
+    from asv import util
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    asv_dir = results / "asv"
+    ok = OK_CASES[0]
+    measurement = execute_in_process(ok, TINY).measurement
+    assert measurement is not None
+    params = [[repr(ok.id), repr(UNAVAILABLE_CASES[0].id)]]
+    run = Results({"machine": machine, "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
+                   "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
+                  "virtualenv-py3.11", {})
+    benchmarks = {
+        "benchmarks.kernels.Matmul.time_step": {"name": "benchmarks.kernels.Matmul.time_step", "version": "v2",
+                                                "params": params, "param_names": ["case"], "type": "time"},
+        "benchmarks.kernels.Matmul.track_tflops": {"name": "benchmarks.kernels.Matmul.track_tflops",
+                                                   "version": "v1", "params": params, "param_names": ["case"],
+                                                   "type": "track"},
+    }
+    samples = list(measurement.samples)
+    run.add_result(benchmarks["benchmarks.kernels.Matmul.time_step"],
+                   BenchmarkResult(result=[measurement.median, float("nan")], samples=[samples, None],
+                                   number=[measurement.block_size, None],
+                                   errcode=0, stderr="", profile=None), record_samples=True)
+    run.add_result(benchmarks["benchmarks.kernels.Matmul.track_tflops"],
+                   BenchmarkResult(result=[1.0, float("nan")], samples=[None, None], number=[None, None],
+                                   errcode=0, stderr="", profile=None))
+    run.save(str(asv_dir))
+    # The track benchmark's workload changed since that result: its current version is v2.
+    current = {**benchmarks, "benchmarks.kernels.Matmul.track_tflops": {
+        **benchmarks["benchmarks.kernels.Matmul.track_tflops"], "version": "v2"}}
+    util.write_json(str(asv_dir / "benchmarks.json"), current, api_version=2)
+    return next((asv_dir / machine).glob("*.json"))
+
+
+PYTEST_CONFTEST = '''
+from suites.provenance import environment
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["parbench"] = environment("pytest-box")
+'''
+
+PYTEST_BENCHMARK = '''
+from suites.case import Case
+from suites.workloads import WORKLOADS
+
+CASE = Case.from_id({case_id!r})
+
+def test_matmul(benchmark):
+    runnable = WORKLOADS[CASE.workload](CASE).runnable()
+    runnable.setup()
+    check = runnable.check()
+    def step():
+        runnable.step()
+        runnable.synchronize()
+    benchmark.pedantic(step, rounds=12, iterations=1, warmup_rounds=2)
+    benchmark.extra_info.update(case=CASE.to_dict(), status="ok", metrics={{}}, check=check.to_dict(),
+                                emulated=False)
+'''
+
+
+def write_pytest_benchmark(results: Path, workdir: Path) -> Path:
+    """Run a real pytest-benchmark session in a subprocess; its JSON lands in results/pytest-benchmark/."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "conftest.py").write_text(PYTEST_CONFTEST)
+    (workdir / "test_bench.py").write_text(textwrap.dedent(PYTEST_BENCHMARK.format(case_id=OK_CASES[0].id)))
+    out = results / "pytest-benchmark" / "run.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(workdir),
+                    "-c", "/dev/null", f"--benchmark-json={out}", "--benchmark-save-data", str(workdir)],
+                   cwd=workdir, check=True, capture_output=True, timeout=300)
+    return out
