@@ -25,6 +25,7 @@ from .timing import TimingConfig
 from .vocabulary import Status
 
 GRACE_S = 5.0
+POLL_S = 0.05
 STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
 
@@ -94,31 +95,38 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **extra_env}, start_new_session=True), log))
         deadline = time.monotonic() + case_timeout(timing)
-        timed_out = False
         try:
-            for process, _ in processes:
-                remaining = deadline - time.monotonic()
-                try:
-                    process.wait(timeout=max(remaining, 0.01))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    break
-                if process.returncode != 0:
-                    break  # one rank died: its peers would wait for it forever
+            crashed, timed_out = _wait_all([p for p, _ in processes], deadline)
         finally:
             for process, log in processes:
                 _stop(process)
                 log.close()
-        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out)
+        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, crashed)
+
+
+def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[int | None, bool]:
+    """Wait for every process, but stop at the first non-zero exit: its peers would wait for
+    it forever. Returns (index of that process or None, whether the deadline passed)."""
+    while True:
+        codes = [process.poll() for process in processes]
+        crashed = next((i for i, code in enumerate(codes) if code not in (None, 0)), None)
+        if crashed is not None or all(code is not None for code in codes):
+            return crashed, False
+        if time.monotonic() >= deadline:
+            return None, True
+        time.sleep(POLL_S)
 
 
 def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool) -> Outcome:
+             timed_out: bool, crashed: int | None = None) -> Outcome:
     outcomes: list[Outcome | None] = []
     for index, _ in enumerate(processes):
         result = tmpdir / f"rank{index}.json"
         outcomes.append(Outcome.from_dict(json.loads(result.read_text())) if result.exists() else None)
-    for index, (process, outcome) in enumerate(zip(processes, outcomes)):
+    # The rank that died first is the cause; its peers' failures are usually the symptom.
+    order = sorted(range(len(processes)), key=lambda index: index != crashed)
+    for index in order:
+        process, outcome = processes[index], outcomes[index]
         if outcome is None or outcome.status is Status.FAILED:
             if timed_out and outcome is None:
                 why = f"rank {index} did not finish within {case_timeout(timing):.0f} s (killed)"
