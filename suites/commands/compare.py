@@ -3,18 +3,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..display import number, seconds
+from ..display import seconds
 from ..errors import UserError
 from ..store import DEFAULT_RESULTS_DIR
 
 help = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
 
-STYLES = {"B faster": "green", "B slower": "bold red", "same (within noise)": "dim"}
+STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,25 +30,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "any case, or a case ok in A failed in B")
 
 
-def _value(value: float | None, render) -> str:  # noqa: ANN001
+def _value(value: float | None, render: Callable[[float], str]) -> str:
     return "-" if value is None or value != value else render(value)
 
 
-def table(pairs, a: str, b: str) -> Table:  # noqa: ANN001
-    out = Table(title=f"A = {a}   vs   B = {b}   (ratio = throughput B / A; > 1: B faster)")
-    for column, justify in (("case", "left"), ("A median", "right"), ("B median", "right"), ("unit", "left"),
-                            ("A thr", "right"), ("B thr", "right"), ("B/A", "right"), ("noise", "left"),
-                            ("verdict", "left")):
-        out.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+def _flag(value: Any) -> bool:
+    return False if value is None or value != value or value is pd.NA else bool(value)
+
+
+def _noise(row: Any) -> str:
+    if isinstance(row.p_value, float) and row.p_value == row.p_value:
+        return f"p={row.p_value:.1g}"
+    if not isinstance(row.noise_test, str) or not row.noise_test:
+        return ""
+    return "IQRs apart" if _flag(row.beyond_noise) else "IQRs overlap"
+
+
+def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
+    out = Table(title=f"A = {a}  vs  B = {b}", caption="B/A = throughput B / throughput A (> 1: B faster); "
+                "noise: Mann-Whitney p on raw samples, else IQR overlap")
+    out.add_column("case", overflow="fold", min_width=20)
+    for column in ("A median", "B median", "B/A"):
+        out.add_column(column, justify="right", no_wrap=True)
+    out.add_column("noise", no_wrap=True)
+    out.add_column("verdict", min_width=9)
     for row in pairs.itertuples(index=False):
         verdict = Text(row.verdict, style=STYLES.get(row.verdict, "yellow"))
-        if row.emulated is True or row.emulated_base is True:
-            verdict.append(" (emulated)", style="cyan")
+        if _flag(row.emulated) or _flag(row.emulated_base):
+            verdict.append(" emulated", style="cyan")
         out.add_row(Text(row.case_id), _value(row.median_s_base, seconds), _value(row.median_s, seconds),
-                    Text(row.throughput_unit if isinstance(row.throughput_unit, str) and row.throughput_unit
-                         else str(row.throughput_unit_base or "")),
-                    _value(row.throughput_base, number), _value(row.throughput, number),
-                    _value(row.ratio, lambda r: f"{r:.3f}"), Text(str(row.noise_test or "")), verdict)
+                    _value(row.ratio, lambda r: f"{r:.3f}"), _noise(row), verdict)
     return out
 
 

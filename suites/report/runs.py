@@ -2,7 +2,7 @@
 
 A and B are each a results path, or a machine label or run id (or its unique prefix) within
 a results folder. Rows pair by case id; ratio = throughput(B) / throughput(A), so > 1 means B
-is faster. A regression is a case B runs slower than A by more than a threshold *and* beyond
+is faster; `verdict` is "B faster"/"B slower" only beyond noise, else "same". A regression is a case B runs slower than A by more than a threshold *and* beyond
 noise (suites.report.noise), or a case that was ok in A and failed in B.
 """
 from __future__ import annotations
@@ -73,11 +73,13 @@ def verdicts(pairs: pd.DataFrame, both_ok: pd.Series) -> pd.Series:
     verdict[pairs["side"].eq("left_only")] = "only in B"
     verdict[pairs["side"].eq("right_only")] = "only in A"
     paired = pairs["side"].eq("both")
-    verdict[paired & ~both_ok] = "B " + pairs["status"] + " / A " + pairs["status_base"]
+    same = pairs["status"].eq(pairs["status_base"])
+    verdict[paired & ~both_ok & same] = "both " + pairs["status"]
+    verdict[paired & ~both_ok & ~same] = "A " + pairs["status_base"] + ", B " + pairs["status"]
     beyond = pairs["beyond_noise"].fillna(False).astype(bool)
     verdict[both_ok & beyond & pairs["ratio"].gt(1)] = "B faster"
     verdict[both_ok & beyond & pairs["ratio"].lt(1)] = "B slower"
-    verdict[both_ok & ~beyond] = "same (within noise)"
+    verdict[both_ok & ~beyond] = "same"
     return verdict
 
 

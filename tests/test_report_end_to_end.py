@@ -1,0 +1,152 @@
+"""Loading, `parbench report` and `parbench compare` on real results of all three front ends.
+
+The results are made by parbench's own runner (two machine labels, unavailable cases, one
+injected crash), asv's own Results writer and a real pytest-benchmark session: see
+tests/report_support.py.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suites.cli import main
+from suites.report.columns import COLUMNS
+from suites.report.loading import load_results
+from suites.store import ResultsWarning
+from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, write_asv, write_parbench,
+                                  write_pytest_benchmark)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    pytest.importorskip("torch", reason="the results are made by real torch runs")
+    root = tmp_path_factory.mktemp("report") / "results"
+    write_parbench(root)
+    write_asv(root)
+    write_pytest_benchmark(root, root.parent / "pytest-work")
+    return root
+
+
+@pytest.fixture(scope="module")
+def frame(results) -> pd.DataFrame:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResultsWarning)
+        return load_results(results)
+
+
+def test_one_tidy_table_from_all_three_sources_and_every_machine(frame):
+    assert set(frame["source"]) == {"parbench", "asv", "pytest-benchmark"}
+    assert set(MACHINES) | {"asv-box", "pytest-box"} == set(frame["machine"])
+    assert list(frame.columns[:2]) == ["source", "machine"]
+    assert set(COLUMNS) <= set(frame.columns)
+    assert {"param_m", "param_batch", "param_layout"} <= set(frame.columns)
+    ok = frame[frame["status"].eq("ok")]
+    assert ok["median_s"].gt(0).all() and ok["throughput"].gt(0).all() and ok["n"].ge(1).all()
+
+
+def test_parbench_rows_keep_their_provenance_and_samples(frame):
+    rows = frame[frame["source"].eq("parbench") & frame["status"].eq("ok")]
+    assert set(rows["threads"]) == {"torch=1", "torch=2"}
+    assert (rows["samples_s"].map(len) == rows["n"]).all()
+    assert rows["check_passed"].all()
+    per_machine = rows.groupby("machine")["case_id"].nunique()
+    assert (per_machine == len(OK_CASES)).all()
+
+
+def test_unavailable_and_failed_cases_are_rows_with_reasons(frame):
+    parbench = frame[frame["source"].eq("parbench")]
+    unavailable = parbench[parbench["status"].eq("unavailable")]
+    assert set(unavailable["case_id"]) == {case.id for case in UNAVAILABLE_CASES}
+    assert unavailable["reason"].str.len().gt(0).all()
+    failed = parbench[parbench["status"].eq("failed")]
+    assert set(failed["case_id"]) == {FAILED_CASE.id}
+    assert failed["reason"].str.contains("injected fault").all()
+
+
+def test_asv_results_expand_params_mark_skips_and_honour_versions(frame):
+    asv = frame[frame["source"].eq("asv")].set_index("case_id")
+    assert asv.loc[OK_CASES[0].id, "status"] == "ok"
+    assert asv.loc[OK_CASES[0].id, "n"] >= 8  # raw samples were saved and read back
+    assert asv.loc[UNAVAILABLE_CASES[0].id, "status"] == "unavailable"
+    # track_tflops' stored version is outdated, so TFLOP/s is derived from the step time instead of 1.0
+    assert asv.loc[OK_CASES[0].id, "tflops"] == pytest.approx(2 * 128**3 / asv.loc[OK_CASES[0].id, "median_s"] / 1e12)
+
+
+def test_pytest_benchmark_rows_use_its_stats_and_parbench_environment(frame, results):
+    row = frame[frame["source"].eq("pytest-benchmark")].iloc[0]
+    stats = json.loads((results / "pytest-benchmark" / "run.json").read_text())["benchmarks"][0]["stats"]
+    assert row["median_s"] == stats["median"] and row["n"] == len(stats["data"]) == 12
+    assert row["machine"] == "pytest-box" and row["check_passed"]
+
+
+def test_corrupt_and_foreign_files_warn_by_name_and_the_rest_loads(results, tmp_path, frame):
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "foreign.json").write_text(json.dumps({"hello": "world"}))
+    (tmp_path / "garbage.jsonl").write_text("not a record\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = load_results([results, tmp_path, tmp_path / "missing"])
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
+    for name in ("broken.json", "foreign.json", "garbage.jsonl", "missing"):
+        assert any(name in message for message in messages), name
+    assert len(loaded) == len(frame)
+
+
+def test_import_suites_loads_neither_pandas_nor_frameworks_until_called(results):
+    code = ("import sys, suites; assert 'pandas' not in sys.modules; "
+            f"frame = suites.load_results({str(results)!r}); "
+            "assert not {'torch', 'tensorflow'} & set(sys.modules); print(len(frame))")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) > 0
+
+
+def test_report_command_writes_one_self_contained_page_and_exports(results, tmp_path, capsys):
+    out = tmp_path / "reports"
+    assert main(["report", str(results), "-o", str(out), "--csv", "--parquet"]) == 0
+    html = (out / "index.html").read_text()
+    assert "http://" not in html and "https://" not in html and "<link" not in html
+    assert html.count("data:image/png;base64,") >= 4
+    assert "ci-1thread" in html and "ci-2threads" in html and "injected fault" in html
+    csv = pd.read_csv(out / "results.csv")
+    assert len(csv) == len(load_results(results)) and "cost_per_m_samples" in csv.columns
+    if (out / "results.parquet").exists():
+        parquet = pd.read_parquet(out / "results.parquet")
+        assert list(parquet.columns) == list(csv.columns)
+
+
+def test_report_escapes_text_from_results(tmp_path):
+    pytest.importorskip("torch")
+    from tests.report_support import XSS_LABEL, run_machine
+
+    run_machine(tmp_path / "results", XSS_LABEL, 1, cases=OK_CASES[:1], with_failure=False)
+    assert main(["report", str(tmp_path / "results"), "-o", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert XSS_LABEL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_compare_flags_a_slower_machine_only_with_a_regression_gate(results, capsys):
+    assert main(["compare", "ci-1thread", "ci-1thread", "--results", str(results),
+                 "--fail-on-regression", "0.05"]) == 0
+    assert "no regression" in capsys.readouterr().out
+    frame = load_results(results)
+    medians = frame[frame["status"].eq("ok") & frame["source"].eq("parbench")].pivot_table(
+        index="case_id", columns="machine", values="median_s")
+    slower, faster = ("ci-2threads", "ci-1thread") if medians["ci-2threads"].sum() > medians["ci-1thread"].sum() \
+        else ("ci-1thread", "ci-2threads")
+    assert main(["compare", faster, slower, "--results", str(results)]) == 0  # no gate, no failure
+    capsys.readouterr()
+    code = main(["compare", faster, slower, "--results", str(results), "--fail-on-regression", "0.0"])
+    out = capsys.readouterr().out
+    assert "B slower" in out or "same" in out
+    assert code == (1 if "regression(s)" in out else 0)
+
+
+def test_compare_names_what_it_cannot_find(results, capsys):
+    assert main(["compare", "no-such-machine", "ci-1thread", "--results", str(results)]) == 2
+    assert "ci-1thread" in capsys.readouterr().err
