@@ -1,1 +1,1 @@
-"""Runnable checks of parbench itself (harness overhead, coordination overhead): each prints figures."""
+"""Checks of parbench's own measuring machinery against hand-written baselines."""

@@ -1,0 +1,92 @@
+"""Does parbench's DDP measurement add overhead? Compare it with a plain torchrun script.
+
+    python -m suites.checks.ddp_overhead [--rounds 3]
+
+Runs the training suite's DDP case (train_step, mlp, 2 gloo ranks on the CPU, fp32, batch 32
+per rank) through parbench's rank launcher and timer, and `suites.checks.plain_ddp` — the same
+model shape and batch in a hand-written loop — through torchrun, with the same threads per
+rank. The two alternate for `--rounds` rounds so drifting machine load hits both alike; the
+medians of the rounds are compared. Target: parbench within 3% of the plain loop.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..case import Case
+from ..grid import load_suite
+from ..launch import case_timeout, free_ports, run_ranks, threads_per_process
+from ..vocabulary import Status
+
+CASE = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 32})
+TARGET = 0.03
+PLAIN_TIMEOUT_S = 180.0
+
+
+def parbench_step_s() -> float:
+    outcome = run_ranks(CASE, load_suite("training").timing)
+    if outcome.status is not Status.OK or outcome.measurement is None:
+        raise SystemExit(f"parbench's DDP case did not run: {outcome.status}: {outcome.reason}")
+    return outcome.measurement.median
+
+
+def plain_step_s(threads: int) -> float:
+    """Run the plain script under torchrun (rendezvous on 127.0.0.1, port picked now)."""
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        raise SystemExit("torchrun is not on PATH (it comes with torch)")
+    with tempfile.TemporaryDirectory(prefix="parbench-plain-") as tmp:
+        out = Path(tmp) / "plain.json"
+        command = [torchrun, "--nproc-per-node", str(CASE.n_devices), "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"127.0.0.1:{free_ports(1)[0]}", "--max-restarts", "0",
+                   "-m", "suites.checks.plain_ddp", "--batch", str(CASE.param_dict["batch"]),
+                   "--threads", str(threads), "--out", str(out)]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            log = process.communicate(timeout=PLAIN_TIMEOUT_S)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            log = f"timed out after {PLAIN_TIMEOUT_S:.0f} s"
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                    process.wait(timeout=5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    continue
+        if not out.exists():
+            raise SystemExit(f"the plain DDP script failed:\n{log[-3000:]}")
+        return float(json.loads(out.read_text())["step_s"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m suites.checks.ddp_overhead",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both (default 3)")
+    args = parser.parse_args()
+    threads = threads_per_process(CASE, CASE.n_devices)
+    print(f"case {CASE.id}: {CASE.n_devices} gloo ranks x {threads} thread(s); "
+          f"parbench timeout per run {case_timeout(load_suite('training').timing):.0f} s")
+    ours, plain = [], []
+    for round_index in range(args.rounds):
+        ours.append(parbench_step_s())
+        plain.append(plain_step_s(threads))
+        print(f"round {round_index + 1}: parbench {ours[-1] * 1e3:.3f} ms/step, "
+              f"plain torchrun {plain[-1] * 1e3:.3f} ms/step", flush=True)
+    ratio = statistics.median(ours) / statistics.median(plain)
+    print(f"median over rounds: parbench {statistics.median(ours) * 1e3:.3f} ms/step, plain "
+          f"{statistics.median(plain) * 1e3:.3f} ms/step, ratio {ratio:.3f} "
+          f"({'within' if abs(ratio - 1) <= TARGET else 'OUTSIDE'} the {TARGET:.0%} target)")
+    return 0 if abs(ratio - 1) <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
