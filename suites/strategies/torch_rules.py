@@ -42,6 +42,10 @@ class DataParallelRules(StrategyRules):
                     f"GPUs; {device.count} visible")
         return None
 
+    def emulated(self, case: Case) -> bool:
+        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
+        return False
+
 
 @dataclass(frozen=True)
 class DdpRules(StrategyRules):
