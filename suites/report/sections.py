@@ -18,7 +18,7 @@ from .prices import PriceTable, add_costs
 from .relative import relative_performance
 from .scaling import scaling
 from .selection import latest, not_ok, usable
-from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_number, fmt_pct, fmt_ratio,
+from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fmt_number, fmt_pct, fmt_ratio,
                      fmt_seconds, fmt_text)
 
 #: Formulas of the comparisons, shown in the report beside suites.metrics.FORMULAS.
@@ -59,9 +59,15 @@ def _row_class(row: pd.Series) -> str:
                                           ("bad", row.get("status") == "failed")) if on)
 
 
-CONFIG_SPEC = [("machine", "machine", fmt_text), ("device", "device", fmt_text), ("N", "n_devices", fmt_number),
+#: Configuration columns of a table; "devices" is added by `with_devices`.
+CONFIG_SPEC = [("machine", "machine", fmt_text), ("devices", "devices", fmt_text),
                ("framework", "framework", fmt_text), ("strategy", "strategy", fmt_text),
                ("precision", "precision", fmt_text)]
+
+
+def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add 'devices', e.g. 'gpu×4': kind and count in one short column."""
+    return frame.assign(devices=frame["device"] + "×" + frame["n_devices"].astype(str))
 
 
 def summary(frame: pd.DataFrame, currency: str) -> tuple[Section, pd.DataFrame]:
@@ -102,10 +108,11 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         unit = group["throughput_unit"].iloc[0]
         section = Section(problem, f"problem-{index}", text=[
             f"Throughput in {unit}; sorted fastest first. Click a column header to sort."])
-        section.tables.append(build(group, [
+        tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
+        section.tables.append(build(with_devices(group), [
             *CONFIG_SPEC, ("device name", "device_name", fmt_text), (unit, "throughput", fmt_number),
             ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
-            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), ("TFLOP/s", "tflops", fmt_number),
+            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
             ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag), ("noisy", "noisy", fmt_flag),
@@ -176,7 +183,7 @@ def precision_section(frame: pd.DataFrame) -> Section:
         section.text.append("No pairs: no case ran in fp32 and in another precision on the same machine.")
         return section
     section.figures.append((figures.precision(pairs), "speedup of each precision over fp32"))
-    section.tables.append(build(pairs.sort_values(["problem", "speedup"], ascending=[True, False]), [
+    section.tables.append(build(with_devices(pairs).sort_values(["problem", "speedup"], ascending=[True, False]), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("speedup vs fp32", "speedup", fmt_ratio),
         ("noise", "noise_test", fmt_text), ("check", "check_passed", fmt_check),
         ("check metric", "check_metric", fmt_text), ("check value", "check_value", fmt_number),
@@ -194,7 +201,7 @@ def peak_section(frame: pd.DataFrame) -> Section:
         return section
     if rows["pct_peak_table"].notna().any():
         section.figures.append((figures.peak(rows[rows["pct_peak_table"].notna()]), "percent of peak per configuration"))
-    section.tables.append(build(rows.sort_values("pct_peak_table", ascending=False), [
+    section.tables.append(build(with_devices(rows).sort_values("pct_peak_table", ascending=False), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("TFLOP/s", "tflops", fmt_number),
         ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
         ("device name", "device_name", fmt_text)], css=_row_class))
@@ -208,9 +215,9 @@ def not_ok_section(frame: pd.DataFrame) -> Section:
         f"(latest record of each case on each machine). Unavailable: the hardware or software is not there; "
         f"failed: the case crashed or computed the wrong thing."])
     section.tables.append(build(rows, [
-        ("status", "status", fmt_text), ("machine", "machine", fmt_text), ("case", "case_id", fmt_text),
+        ("status", "status", fmt_text), ("machine", "machine", fmt_text), ("case", "case_id", fmt_id),
         ("reason", "reason", fmt_text), ("emulated", "emulated", fmt_flag), ("source", "source", fmt_text),
-        ("run", "run_id", fmt_text), ("file", "path", fmt_text)], css=_row_class))
+        ("run", "run_id", fmt_text), ("file", "path", fmt_id)], css=_row_class))
     return section
 
 

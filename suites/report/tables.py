@@ -26,6 +26,8 @@ class Table:
     headers: list[str]
     rows: list[list[Cell]]
     numeric: list[bool] = field(default_factory=list)
+    #: Columns of long unbroken identifiers (case ids, paths) that may wrap anywhere.
+    identifier: list[bool] = field(default_factory=list)
     caption: str = ""
 
 
@@ -61,6 +63,11 @@ def fmt_text(value: Any) -> str:
     return "" if missing(value) else str(value)
 
 
+def fmt_id(value: Any) -> str:
+    """Like fmt_text, for case ids and paths: the column may wrap inside the text."""
+    return fmt_text(value)
+
+
 def fmt_flag(value: Any) -> str:
     return "yes" if value is True or value == True else ""  # noqa: E712 (pandas booleans)
 
@@ -90,4 +97,5 @@ def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str
             for text_row, key_row, row_class in zip(texts.itertuples(index=False), keys.itertuples(index=False),
                                                     classes)]
     return Table(headers=[header for header, _, _ in spec], rows=rows,
-                 numeric=[fmt in NUMERIC for _, _, fmt in spec], caption=caption)
+                 numeric=[fmt in NUMERIC for _, _, fmt in spec],
+                 identifier=[fmt is fmt_id for _, _, fmt in spec], caption=caption)
