@@ -70,39 +70,29 @@ def write_parbench(results: Path) -> None:
 
 
 def write_asv(results: Path, machine: str = "asv-box") -> Path:
-    """An asv results file saved by asv itself; benchmark `time_step` over two real cases, one
-    skipped (NaN, asv's mark for NotImplementedError), and an outdated benchmark version."""
+    """An asv results file saved by asv itself, from real measurements: `Matmul.time_step` over a
+    case that runs and one that is skipped (NaN, asv's mark for NotImplementedError), and
+    `Conv2d.time_step` stored at version v1 while benchmarks.json says the current one is v2."""
     from asv import util
     from asv.results import Results
     from asv.runner import BenchmarkResult
 
     asv_dir = results / "asv"
-    ok = OK_CASES[0]
-    measurement = execute_in_process(ok, TINY).measurement
-    assert measurement is not None
-    params = [[repr(ok.id), repr(UNAVAILABLE_CASES[0].id)]]
     run = Results({"machine": machine, "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
                    "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
                   "virtualenv-py3.11", {})
-    benchmarks = {
-        "benchmarks.kernels.Matmul.time_step": {"name": "benchmarks.kernels.Matmul.time_step", "version": "v2",
-                                                "params": params, "param_names": ["case"], "type": "time"},
-        "benchmarks.kernels.Matmul.track_tflops": {"name": "benchmarks.kernels.Matmul.track_tflops",
-                                                   "version": "v1", "params": params, "param_names": ["case"],
-                                                   "type": "track"},
-    }
-    samples = list(measurement.samples)
-    run.add_result(benchmarks["benchmarks.kernels.Matmul.time_step"],
-                   BenchmarkResult(result=[measurement.median, float("nan")], samples=[samples, None],
-                                   number=[measurement.block_size, None],
-                                   errcode=0, stderr="", profile=None), record_samples=True)
-    run.add_result(benchmarks["benchmarks.kernels.Matmul.track_tflops"],
-                   BenchmarkResult(result=[1.0, float("nan")], samples=[None, None], number=[None, None],
-                                   errcode=0, stderr="", profile=None))
+    current = {}
+    for name, case, stored_version in (("kernels.Matmul.time_step", OK_CASES[0], "v2"),
+                                       ("kernels.Conv2d.time_step", OK_CASES[2], "v1")):
+        measurement = execute_in_process(case, TINY).measurement
+        assert measurement is not None
+        benchmark = {"name": name, "version": stored_version, "params": [[repr(case.id), repr(UNAVAILABLE_CASES[0].id)]],
+                     "param_names": ["case"], "type": "time"}
+        run.add_result(benchmark, BenchmarkResult(
+            result=[measurement.median, float("nan")], samples=[list(measurement.samples), None],
+            number=[measurement.block_size, None], errcode=0, stderr="", profile=None), record_samples=True)
+        current[name] = {**benchmark, "version": "v2"}
     run.save(str(asv_dir))
-    # The track benchmark's workload changed since that result: its current version is v2.
-    current = {**benchmarks, "benchmarks.kernels.Matmul.track_tflops": {
-        **benchmarks["benchmarks.kernels.Matmul.track_tflops"], "version": "v2"}}
     util.write_json(str(asv_dir / "benchmarks.json"), current, api_version=2)
     return next((asv_dir / machine).glob("*.json"))
 

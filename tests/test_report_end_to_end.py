@@ -77,8 +77,15 @@ def test_asv_results_expand_params_mark_skips_and_honour_versions(frame):
     assert len(samples) == asv.loc[OK_CASES[0].id, "n"] >= 3
     assert asv.loc[OK_CASES[0].id, "median_s"] == pytest.approx(float(np.median(samples)))
     assert asv.loc[UNAVAILABLE_CASES[0].id, "status"] == "unavailable"
-    # track_tflops' stored version is outdated, so TFLOP/s is derived from the step time instead of 1.0
     assert asv.loc[OK_CASES[0].id, "tflops"] == pytest.approx(2 * 128**3 / asv.loc[OK_CASES[0].id, "median_s"] / 1e12)
+    assert OK_CASES[2].id not in asv.index  # Conv2d's stored result is of an outdated benchmark version
+
+
+def test_outdated_asv_results_are_named_in_a_warning(results):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_results(results / "asv")
+    assert any("1 asv benchmark result(s) skipped" in str(w.message) for w in caught)
 
 
 def test_pytest_benchmark_rows_use_its_stats_and_parbench_environment(frame, results):
@@ -153,3 +160,14 @@ def test_compare_flags_a_slower_machine_only_with_a_regression_gate(results, cap
 def test_compare_names_what_it_cannot_find(results, capsys):
     assert main(["compare", "no-such-machine", "ci-1thread", "--results", str(results)]) == 2
     assert "ci-1thread" in capsys.readouterr().err
+
+
+def test_pre_0_5_asv_files_are_named_with_the_fix(tmp_path):
+    old = tmp_path / "box" / "abc-env.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps({"commit_hash": "abc", "env_name": "env", "params": {"machine": "box"},
+                               "results": {}, "version": 1}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert load_results(tmp_path).empty
+    assert any("abc-env.json" in str(w.message) and "asv update" in str(w.message) for w in caught)

@@ -1,9 +1,12 @@
 """Figures the tidy table derives from each row: missing metrics and the comparable throughput.
 
-asv and pytest-benchmark rows may carry only a step time; their samples/s, TFLOP/s and bus
-bandwidth are computed here from the workload's analytic counts, with the formulas parbench
-uses for its own records (suites.metrics). `throughput` is the one figure every comparison
-uses, so that a ratio always means "how much more work per second".
+For asv and pytest-benchmark rows, samples/s, TFLOP/s and bus bandwidth are computed here from
+the row's median step time and the workload's analytic counts (the formulas of suites.metrics),
+replacing what the source stored where the work is known: asv's track_* benchmarks time the
+case again, separately, so their figures disagree with the step time and samples of the row.
+The % of peak columns are rescaled with TFLOP/s. parbench's own rows derive every metric from
+the stored measurement already and are kept as stored. `throughput` is the one figure every
+comparison uses, so that a ratio always means "how much more work per second".
 """
 from __future__ import annotations
 
@@ -38,11 +41,21 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     per_row = work.reindex(frame["case_id"]).set_axis(frame.index)
     t = frame["median_s"]
     n = frame["n_devices"].astype("float64")
+    own = frame["source"].eq("parbench")
+
+    def prefer(column: str, derived: pd.Series) -> pd.Series:
+        stored = frame[column]
+        return stored.where(own | derived.isna(), derived).fillna(derived)
+
     algbw = per_row["bytes"] / t / 1e9
-    frame["tflops"] = frame["tflops"].fillna(per_row["flops"] / t / 1e12)
-    frame["samples_per_s"] = frame["samples_per_s"].fillna(per_row["samples"] / t)
-    frame["algbw_gbs"] = frame["algbw_gbs"].fillna(algbw)
-    frame["busbw_gbs"] = frame["busbw_gbs"].fillna(algbw * 2 * (n - 1) / n)
+    tflops = prefer("tflops", per_row["flops"] / t / 1e12)
+    rescale = (tflops / frame["tflops"]).where(frame["tflops"].gt(0), 1.0)
+    frame["pct_peak_table"] *= rescale
+    frame["pct_peak_measured"] *= rescale
+    frame["tflops"] = tflops
+    frame["samples_per_s"] = prefer("samples_per_s", per_row["samples"] / t)
+    frame["algbw_gbs"] = prefer("algbw_gbs", algbw)
+    frame["busbw_gbs"] = prefer("busbw_gbs", algbw * 2 * (n - 1) / n)
     frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
                                           frame["iqr_s"] / t > TimingConfig.target_rel_iqr)
     frame["noisy"] = frame["noisy"].fillna(False).astype("boolean")

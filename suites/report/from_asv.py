@@ -8,7 +8,8 @@ over the product of those lists. A result of null means the benchmark failed, Na
 skipped (setup raised NotImplementedError: parbench's benchmarks do that for unavailable cases).
 
 parbench's asv benchmarks (benchmarks/) take one parameter, `case`, whose values are case ids,
-and are named ``benchmarks.<module>.<Class>.<method>`` with the methods in `METHODS`. A result
+and are named ``<module>.<Class>.<method>`` (relative to benchmark_dir) with the methods in
+`METHODS`. A result
 is kept only when its benchmark version equals the current one in ``benchmarks.json`` (two
 levels up from the results file) where that file exists: a changed workload makes old numbers
 incomparable, exactly as asv itself treats them.
