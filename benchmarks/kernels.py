@@ -1,0 +1,5 @@
+"""asv benchmarks of the kernel workloads (matmul, conv2d) in the selected suite."""
+from suites.frontends.asv_support import benchmark_classes
+
+# The classes are generated from the registry; asv finds them among this module's globals.
+globals().update(benchmark_classes("kernel", __name__))

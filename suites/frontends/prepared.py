@@ -1,0 +1,82 @@
+"""A case made ready for a front end that times its steps itself (asv, pytest-benchmark).
+
+The same stages as `suites.execute.execute_in_process`, stopping before the timing loop:
+availability, set-up, numerics check, then the core's warm-up with the device synchronised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..availability import unavailable_reason
+from ..case import Case
+from ..check import Check
+from ..execute import unsupported_errors, unsupported_reason
+from ..runnable import Runnable
+from ..strategies import Launch, rules_for
+from ..timing import TimingConfig, WarmUp, warm_up
+from ..workloads import WORKLOADS
+
+
+class CaseUnavailable(NotImplementedError):
+    """The case cannot run here; the message says why.
+
+    A NotImplementedError, because that is how an asv benchmark's setup says "skip me"
+    (asv then shows n/a); pytest front ends turn it into `pytest.skip`.
+    """
+
+
+class NumericsFailed(AssertionError):
+    """The case computed the wrong thing: a failed case, however fast."""
+
+    def __init__(self, case: Case, check: Check) -> None:
+        super().__init__(f"{case.id}: numerics check failed: {check}")
+        self.check = check
+
+
+def runs_in_process(case: Case) -> bool:
+    """Whether the case's strategy is timed in the calling process (not in launched ranks)."""
+    return rules_for(case.strategy).launch is Launch.IN_PROCESS
+
+
+@dataclass
+class PreparedCase:
+    case: Case
+    runnable: Runnable
+    check: Check
+    warmup: WarmUp
+
+    def step_and_synchronize(self) -> None:
+        """One step, finished on the device: what a front end's timer may time."""
+        self.runnable.step()
+        self.runnable.synchronize()
+
+    def close(self) -> None:
+        self.runnable.teardown()
+
+
+def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
+    """Set up, check and warm up `case` in this process.
+
+    Raises CaseUnavailable (not here, or a multi-process strategy, which a front end must run
+    through `suites.runner.launch` instead) or NumericsFailed.
+    """
+    reason = unavailable_reason(case)
+    if reason:
+        raise CaseUnavailable(reason)
+    if not runs_in_process(case):
+        raise CaseUnavailable(f"strategy {case.strategy} runs in its own processes "
+                              f"({rules_for(case.strategy).launch.value}); it cannot be timed in this one")
+    runnable = WORKLOADS[case.workload](case).runnable()
+    try:
+        runnable.setup()
+        check = runnable.check()
+        if not check.passed:
+            raise NumericsFailed(case, check)
+        warm = warm_up(runnable, timing)
+    except unsupported_errors(type(runnable)) as error:
+        runnable.teardown()
+        raise CaseUnavailable(unsupported_reason(error)) from error
+    except BaseException:
+        runnable.teardown()
+        raise
+    return PreparedCase(case, runnable, check, warm)

@@ -1,0 +1,223 @@
+"""pytest-benchmark front end: a suite's cases as benchmark tests, provenance, and the gate.
+
+Loaded by the repository's root conftest.py; elsewhere use ``-p suites.frontends.pytest_plugin``.
+A test that takes the argument `parbench_case` runs once per case of ``--parbench-suite``
+(default quick), with the case id as test id. By default only the smoke subset runs: the
+cheapest case (analytic FLOPs, then bytes moved) of each workload x framework x device x
+strategy x precision; the others are marked `benchmark_heavy` and skipped unless ``--heavy``.
+
+Each benchmark is timed the way the core times it: set-up, numerics check and the core's
+warm-up (`suites.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
+step + synchronise, the block as long as the core's (no pytest-benchmark calibration).
+`extra_info` carries the case, status, derived metrics, numerics check and `emulated`;
+`machine_info["parbench"]` carries `suites.provenance.environment()`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pytest
+
+from ..case import Case
+from ..errors import UserError
+from ..grid import DEFAULT_SUITE, Suite, load_suite
+from ..measurement import Measurement
+from ..metrics import derive
+from ..peaks import PeakTable
+from ..provenance import environment, machine_label, threads_in_use
+from ..store import DEFAULT_RESULTS_DIR
+from ..strategies import rules_for
+from ..timing import TimingConfig
+from ..vocabulary import Status
+from ..workloads import WORKLOADS
+from .gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
+    judge, measure_relative, run_single_threaded, threshold_from
+from .prepared import CaseUnavailable, NumericsFailed, prepare
+
+HEAVY_MARKER = "benchmark_heavy"
+_GATE = pytest.StashKey["GateSession"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("parbench", "parbench benchmarks (pytest-benchmark front end)")
+    group.addoption("--parbench-suite", default=DEFAULT_SUITE, metavar="NAME",
+                    help=f"built-in suite or .toml grid whose cases the benchmark tests run "
+                         f"(default {DEFAULT_SUITE})")
+    group.addoption("--heavy", action="store_true",
+                    help=f"also run heavy benchmarks (marker {HEAVY_MARKER}): every case of the "
+                         f"suite, not only the smoke subset")
+    group.addoption("--parbench-gate-baseline", type=Path, metavar="PATH",
+                    help="judge each benchmarked case against this gate baseline; a regression "
+                         "fails the test")
+    group.addoption("--parbench-gate-save", type=Path, metavar="PATH",
+                    help="record a gate baseline of the benchmarked cases to PATH")
+    group.addoption("--parbench-gate-threshold", metavar="FRACTION",
+                    help="allowed growth of a case's time relative to the reference kernel "
+                         "(default $PARBENCH_GATE_THRESHOLD, else 0.2 = 20%%)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{HEAVY_MARKER}: heavy pytest-benchmark cases, opt-in with --heavy")
+    try:
+        gate = GateSession.from_options(
+            config.getoption("--parbench-gate-baseline"), config.getoption("--parbench-gate-save"),
+            config.getoption("--parbench-gate-threshold"))
+    except UserError as error:
+        raise pytest.UsageError(str(error)) from None
+    if gate.active:
+        run_single_threaded()  # before any test module loads a framework; see gate.py
+    config.stash[_GATE] = gate
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "parbench_case" not in metafunc.fixturenames:
+        return
+    try:
+        suite = load_suite(metafunc.config.getoption("--parbench-suite"))
+    except UserError as error:
+        raise pytest.UsageError(str(error)) from None
+    smoke = smoke_cases(suite.cases)
+    metafunc.parametrize("parbench_case", [
+        pytest.param(case, id=case.id, marks=() if case in smoke else getattr(pytest.mark, HEAVY_MARKER))
+        for case in suite.cases])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--heavy"):
+        return
+    skip = pytest.mark.skip(reason="heavy benchmark: run with --heavy")
+    for item in items:
+        if HEAVY_MARKER in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    machine_info["parbench"] = {**environment(), "threads": threads_in_use()}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gate = session.config.stash.get(_GATE, None)
+    if gate is not None:
+        gate.save()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    gate = config.stash.get(_GATE, None)
+    if gate is None or not gate.active:
+        return
+    terminalreporter.section("parbench regression gate")
+    for line in gate.summary():
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def parbench_suite(pytestconfig: pytest.Config) -> Suite:
+    return load_suite(pytestconfig.getoption("--parbench-suite"))
+
+
+@pytest.fixture(scope="session")
+def parbench_gate(pytestconfig: pytest.Config) -> "GateSession":
+    return pytestconfig.stash[_GATE]
+
+
+def smoke_cases(cases: Iterable[Case]) -> set[Case]:
+    """The cheapest case of each workload x framework x device x strategy x precision."""
+    cheapest: dict[tuple[Any, ...], Case] = {}
+    for case in cases:
+        key = (case.workload, case.framework, case.device, case.strategy, case.precision)
+        if key not in cheapest or _cost(case) < _cost(cheapest[key]):
+            cheapest[key] = case
+    return set(cheapest.values())
+
+
+def _cost(case: Case) -> tuple[float, int, int, str]:
+    workload = WORKLOADS[case.workload](case)
+    return workload.flops_per_step(), workload.bytes_per_step() or 0, case.n_devices, case.id
+
+
+@dataclass
+class GateSession:
+    """The gate for one pytest session: judges cases against a baseline and/or records one."""
+
+    threshold: float
+    baseline: Baseline | None = None
+    save_path: Path | None = None
+    reference: ReferenceKernel = field(default_factory=ReferenceKernel)
+    timing: GateTiming = field(default_factory=GateTiming)
+    measured: dict[str, RelativeTime] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @classmethod
+    def from_options(cls, baseline_path: Path | None, save_path: Path | None,
+                     threshold: str | None) -> "GateSession":
+        reference = ReferenceKernel()
+        baseline = Baseline.load(baseline_path, reference.name) if baseline_path else None
+        return cls(threshold_from(threshold), baseline, save_path, reference)
+
+    @property
+    def active(self) -> bool:
+        return self.baseline is not None or self.save_path is not None
+
+    def check(self, case: Case, step: Step) -> Verdict | None:
+        """Measure `step` (one step of `case`, synchronised) relative to the reference; fail
+        the test if it regressed."""
+        if not self.active:
+            return None
+        case_id = case.id
+
+        def measure() -> RelativeTime:
+            return measure_relative(step, self.reference, self.timing, clock_for(case))
+
+        if self.baseline is None:
+            self.measured[case_id] = measure()
+            return None
+        verdict = judge(case_id, measure, self.baseline.ratio(case_id), self.threshold)
+        self.measured[case_id] = verdict.current
+        self.verdicts.append(verdict)
+        if verdict.regressed:
+            pytest.fail(f"performance regression: {verdict}", pytrace=False)
+        return verdict
+
+    def save(self) -> None:
+        if self.save_path is not None and self.measured:
+            Baseline(self.reference.name, dict(self.measured), environment()).save(self.save_path)
+
+    def summary(self) -> list[str]:
+        lines = [str(verdict) for verdict in self.verdicts]
+        regressed = sum(verdict.regressed for verdict in self.verdicts)
+        if self.baseline is not None:
+            lines.append(f"{len(self.verdicts)} case(s) judged, {regressed} regressed "
+                         f"(threshold +{self.threshold:.0%} in time relative to {self.reference.name})")
+        if self.save_path is not None:
+            lines.append(f"baseline of {len(self.measured)} case(s) saved to {self.save_path}")
+        return lines
+
+
+def benchmark_case(benchmark: Any, case: Case, timing: TimingConfig, gate: GateSession) -> None:
+    """The body of a benchmark test: prepare, time with pedantic rounds, record, gate."""
+    benchmark.group = f"{case.workload} {case.device}"
+    benchmark.extra_info.update(case=case.to_dict(), status=str(Status.OK), metrics={}, check=None,
+                                emulated=rules_for(case.strategy).emulated(case))
+    try:
+        prepared = prepare(case, timing)
+    except CaseUnavailable as error:
+        pytest.skip(str(error))
+    except NumericsFailed as error:
+        benchmark.extra_info.update(status=str(Status.FAILED), check=error.check.to_dict())
+        raise
+    try:
+        block = prepared.warmup.block_size
+        benchmark.pedantic(prepared.step_and_synchronize, rounds=timing.min_samples, iterations=block)
+        benchmark.extra_info["check"] = prepared.check.to_dict()
+        if benchmark.stats:  # None under --benchmark-disable: the step ran once, untimed
+            measurement = Measurement(samples=tuple(benchmark.stats.stats.data), block_size=block,
+                                      warmup_steps=prepared.warmup.steps,
+                                      first_step_s=prepared.warmup.first_step_s,
+                                      target_rel_iqr=timing.target_rel_iqr, stop_reason="fixed rounds")
+            benchmark.extra_info["metrics"] = derive(case, measurement, DEFAULT_RESULTS_DIR,
+                                                     machine_label(), PeakTable.load())
+        gate.check(case, prepared.step_and_synchronize)
+    finally:
+        prepared.close()
