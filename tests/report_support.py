@@ -19,7 +19,6 @@ from suites.execute import Outcome, execute_in_process, failed
 from suites.runner import RunContext, run_case
 from suites.store import ResultsStore
 from suites.timing import TimingConfig
-from suites.vocabulary import Status
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)

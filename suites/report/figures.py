@@ -36,6 +36,12 @@ def _colors(keys: pd.Series) -> list[str]:
     return [order[key] for key in keys]
 
 
+def _labels(rows: pd.DataFrame, with_problem: bool = False) -> pd.Series:
+    """Configuration labels; emulated rows say so, in figures as in tables."""
+    labels = config_label(rows) + (" · " + rows["problem"] if with_problem else "")
+    return labels + np.where(rows["emulated"].fillna(False).astype(bool), " (emulated)", "")
+
+
 def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, title: str,
           xerr: np.ndarray | None = None, reference: float | None = None) -> Figure:
     figure = Figure(figsize=(WIDTH_IN, 1.0 + BAR_IN * len(labels)))
@@ -59,7 +65,7 @@ def throughput(rows: pd.DataFrame, problem: str) -> str:
     work = rows["throughput"] * rows["median_s"]
     low = (rows["throughput"] - work / rows["q3_s"]).clip(lower=0).fillna(0)
     high = (work / rows["q1_s"] - rows["throughput"]).clip(lower=0).fillna(0)
-    labels = config_label(rows) + np.where(rows["emulated"].fillna(False), " (emulated)", "")
+    labels = _labels(rows)
     unit = rows["throughput_unit"].iloc[0]
     return png(_bars(labels, rows["throughput"], _colors(rows["machine"]), unit,
                      f"{problem}: throughput (bars: median; whiskers: IQR)", np.vstack([low, high])))
@@ -91,7 +97,7 @@ def scaling(curves: pd.DataFrame) -> str:
 def precision(pairs: pd.DataFrame) -> str:
     """Mixed/reduced precision speedup over fp32 on the same machine, device and strategy."""
     pairs = pairs.sort_values("speedup", ascending=False)
-    labels = config_label(pairs) + " · " + pairs["problem"]
+    labels = _labels(pairs, with_problem=True)
     return png(_bars(labels, pairs["speedup"], _colors(pairs["precision"]), "speedup over fp32 (throughput ratio)",
                      "precision speedup vs fp32 (dashed: 1.0)", reference=1.0))
 
@@ -99,6 +105,6 @@ def precision(pairs: pd.DataFrame) -> str:
 def peak(rows: pd.DataFrame) -> str:
     """% of the peaks table's figure per configuration and problem."""
     rows = rows.sort_values("pct_peak_table", ascending=False)
-    labels = config_label(rows) + " · " + rows["problem"]
+    labels = _labels(rows, with_problem=True)
     return png(_bars(labels, rows["pct_peak_table"], _colors(rows["machine"]), "% of peak (peaks table)",
                      "% of peak: 100 · TFLOP/s / (N · peak of one device in this precision)"))

@@ -6,6 +6,7 @@ here writes HTML.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import pandas as pd
 
 from ..metrics import FORMULAS
@@ -44,6 +45,7 @@ class Section:
     text: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (base64 PNG, alt text)
+    nav: str = ""  # short name in the page's navigation bar ('' = title)
 
 
 @dataclass
@@ -70,9 +72,9 @@ def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(devices=frame["device"] + "×" + frame["n_devices"].astype(str))
 
 
-def summary(frame: pd.DataFrame, currency: str) -> tuple[Section, pd.DataFrame]:
+def summary(frame: pd.DataFrame, currency: str) -> Section:
     table = choices(frame)
-    section = Section("Summary: what to choose", "summary",
+    section = Section("Summary: what to choose", "summary", nav="Summary",
                       text=[sentence(row, currency) for _, row in table.iterrows()] or
                       ["No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
     section.tables.append(build(table, [
@@ -81,7 +83,7 @@ def summary(frame: pd.DataFrame, currency: str) -> tuple[Section, pd.DataFrame]:
         ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
         ("configs", "configs", fmt_number)], caption="Fastest and cheapest configuration per problem"))
-    return section, table
+    return section
 
 
 def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str | None]:
@@ -137,7 +139,7 @@ def _baseline_labels(pairs: pd.DataFrame) -> pd.Series:
 
 def versus_baseline(frame: pd.DataFrame, baseline: dict[str, str], free: list[str]) -> Section:
     pairs = speedup(frame, baseline, free)
-    section = Section(f"Speedup vs baseline ({describe(baseline)})", "baseline", text=[
+    section = Section(f"Speedup vs baseline ({describe(baseline)})", "baseline", nav="Speedup vs baseline", text=[
         f"Each configuration against the row that differs only in {', '.join([*baseline, *free])}; "
         f"speedup = throughput / baseline throughput. Choose another baseline with "
         f"`parbench report --baseline COLUMN=VALUE`."])
@@ -175,7 +177,7 @@ def scaling_section(frame: pd.DataFrame) -> Section:
 
 def precision_section(frame: pd.DataFrame) -> Section:
     pairs = speedup(frame, {"precision": "fp32"})
-    section = Section("Precision: speedup over fp32, with the numerics check", "precision", text=[
+    section = Section("Precision: speedup over fp32, with the numerics check", "precision", nav="Precision", text=[
         "speedup = throughput in the lower precision / fp32 throughput of the same case on the same machine. "
         "The check column is the lower-precision case's numerics check (kernels: against float64 NumPy; training: "
         "against the fp32 loss trajectory); a case that fails it is a failed case and is listed below instead."])
@@ -254,7 +256,7 @@ class ReportContent:
 def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     costed = add_costs(frame, options.prices)
     currency = options.prices.currency
-    head, _ = summary(costed, currency)
+    head = summary(costed, currency)
     rel, reference_machine = relative(costed, options.reference)
     baseline, free = (options.baseline, ["n_devices"] if "strategy" in options.baseline else []) \
         if options.baseline else default_baseline(costed, reference_machine)
