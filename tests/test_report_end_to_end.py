@@ -171,3 +171,21 @@ def test_pre_0_5_asv_files_are_named_with_the_fix(tmp_path):
         warnings.simplefilter("always")
         assert load_results(tmp_path).empty
     assert any("abc-env.json" in str(w.message) and "asv update" in str(w.message) for w in caught)
+
+
+def test_parquet_without_pyarrow_is_one_clear_line_before_any_work(results, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("suites.report.exports.parquet_available", lambda: False)
+    assert main(["report", str(results), "-o", str(tmp_path / "out"), "--parquet"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "pyarrow" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_baseline_option_pairs_rows_with_the_chosen_baseline(results, tmp_path):
+    out = tmp_path / "reports"
+    assert main(["report", str(results), "-o", str(out), "--baseline", "machine=ci-1thread",
+                 "--baseline", "framework=torch", "--reference", "ci-2threads"]) == 0
+    html = (out / "index.html").read_text()
+    assert "Speedup vs baseline (machine=ci-1thread, framework=torch)" in html
+    assert "Reference: ci-2threads · cpu×1 = 1.00" in html
+    assert main(["report", str(results), "-o", str(out), "--baseline", "colour=blue"]) == 2

@@ -23,9 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the tidy table as OUTPUT/results.parquet (needs pyarrow)")
     parser.add_argument("--prices", type=Path,
                         help="price table overriding suites/prices.toml (default $PARBENCH_PRICES if set)")
-    parser.add_argument("--baseline", nargs="+", metavar="COLUMN=VALUE",
+    parser.add_argument("--baseline", action="append", metavar="COLUMN=VALUE",
                         help="baseline of the speedup table, e.g. device=cpu, strategy=single, precision=fp32, "
-                             "machine=LABEL (default: the reference machine, or strategy=single on one machine)")
+                             "machine=LABEL; repeat for several columns (default: the reference machine, or "
+                             "strategy=single on one machine)")
     parser.add_argument("--reference", help="reference of the relative-performance summary: a machine label or "
                                             "'machine · device×N' (default: the hardware that ran the most problems)")
     parser.add_argument("--title", default="parbench report", help="report title")
