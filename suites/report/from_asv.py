@@ -29,10 +29,9 @@ from ..store import ResultsWarning
 from .columns import case_fields
 
 SOURCE = "asv"
-#: benchmark method -> the tidy column its result fills.
+#: benchmark method -> the tidy column its result fills. `track_rank_step_s` (per-rank step
+#: time) has no column: per-rank figures stay in parbench's own records.
 METHODS = {"time_step": "median_s", "track_samples_per_s": "samples_per_s", "track_tflops": "tflops"}
-#: asv's own per-rank figure is not a column: per-rank times stay in parbench's own records.
-IGNORED_METHODS = {"track_rank_step_s"}
 
 
 def is_asv_results(data: Any) -> bool:

@@ -13,9 +13,6 @@ import pandas as pd
 
 from .selection import latest, usable
 
-HARDWARE = ["machine", "device", "device_name", "n_devices"]
-
-
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)
 
