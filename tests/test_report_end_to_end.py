@@ -157,6 +157,12 @@ def test_compare_flags_a_slower_machine_only_with_a_regression_gate(results, cap
     assert code == (1 if "regression(s)" in out else 0)
 
 
+def test_compare_lists_cases_measured_on_one_side_only(results, capsys):
+    assert main(["compare", "ci-1thread", "asv-box", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "only in A" in out and "both unavailable" in out
+
+
 def test_compare_names_what_it_cannot_find(results, capsys):
     assert main(["compare", "no-such-machine", "ci-1thread", "--results", str(results)]) == 2
     assert "ci-1thread" in capsys.readouterr().err

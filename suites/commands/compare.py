@@ -35,7 +35,7 @@ def _value(value: float | None, render: Callable[[float], str]) -> str:
 
 
 def _flag(value: Any) -> bool:
-    return False if value is None or value != value or value is pd.NA else bool(value)
+    return False if pd.isna(value) else bool(value)
 
 
 def _noise(row: Any) -> str:
