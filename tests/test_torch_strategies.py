@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,7 +20,6 @@ torch = pytest.importorskip("torch")
 
 from suites.case import Case  # noqa: E402
 from suites.devices import DeviceInfo  # noqa: E402
-from suites.execute import execute_in_process  # noqa: E402
 from suites.frameworks import torch_models  # noqa: E402
 from suites.frameworks.torch_training import TorchTrainStep  # noqa: E402
 from suites.launch import free_ports  # noqa: E402
@@ -48,20 +48,37 @@ def context(tmp_path: Path) -> RunContext:
     return RunContext(suite="test", store=store, timing=FAST)
 
 
-def processes_mentioning(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
+MARKER_ENV = "PARBENCH_TEST_PROCESS_MARK"
+
+
+@pytest.fixture
+def our_processes(monkeypatch):
+    """Marks every process this test starts (through the environment they inherit) and returns
+    a function listing those still alive: other tests may run workers on this machine too."""
+    marker = f"{MARKER_ENV}={uuid.uuid4().hex}".encode()
+    monkeypatch.setenv(MARKER_ENV, marker.decode().partition("=")[2])
+
+    def alive() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in environ and state != "Z":
+                found.append(int(entry.name))
+        return found
+
+    probe = subprocess.Popen(["sleep", "60"])  # the detector must see a process we started
+    try:
+        assert probe.pid in alive()
+    finally:
+        probe.kill()
+        probe.wait()
+    return alive
 
 
 # --- the models are the specs' functions ------------------------------------------------------
@@ -159,7 +176,8 @@ def test_gradient_check_fails_when_the_strategy_loses_part_of_the_batch():
     assert not check.passed and check.metric == "grad_rel_l2_err" and check.value > 0.05
 
 
-def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(tmp_path):
+def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(tmp_path,
+                                                                                our_processes):
     record = run_case(train_case("ddp", n=2), context(tmp_path))
     assert record.status is Status.OK, record.reason
     assert record.emulated
@@ -169,7 +187,7 @@ def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(t
     assert len(record.measurement.rank_medians) == 2
     assert record.metrics["samples_per_s"] == pytest.approx(8 / record.measurement.median)
     assert [r.case for r in ResultsStore(tmp_path / "results").load()] == [record.case]
-    assert processes_mentioning("suites.worker") == []
+    assert our_processes() == []
 
 
 @pytest.mark.parametrize("precision, tolerance", [("bf16", 3e-2), ("fp16", 1e-2)])
@@ -288,7 +306,8 @@ def crashing_workload(tmp_path, monkeypatch):
     return CrashingRank
 
 
-def test_a_crashing_rank_fails_its_case_and_the_suite_goes_on(tmp_path, crashing_workload):
+def test_a_crashing_rank_fails_its_case_and_the_suite_goes_on(tmp_path, crashing_workload,
+                                                               our_processes):
     crashing = Case.make("crashing_rank", "torch", "cpu", "ddp", "fp32", 2)
     healthy = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024})
     started = time.monotonic()
@@ -299,8 +318,7 @@ def test_a_crashing_rank_fails_its_case_and_the_suite_goes_on(tmp_path, crashing
     assert failed.details["rank"] == 1
     assert "rank 1 crashing on purpose" in failed.details["output_tail"]
     assert time.monotonic() - started < 60, "the launcher waited for a dead rank's peers"
-    assert processes_mentioning("crashing_rank") == []
-    assert processes_mentioning("suites.worker") == []
+    assert our_processes() == []
 
 
 # --- torchrun ---------------------------------------------------------------------------------
@@ -314,9 +332,8 @@ def _stop_group(process: subprocess.Popen) -> None:
             continue
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
-def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path):
+def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes):
     """Two torchrun agents, one rank each, meeting through c10d rendezvous on 127.0.0.1: the
     multi-machine command line, with both "machines" on this host."""
     case = train_case("ddp", n=2)
@@ -341,4 +358,4 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path):
     for outcome in outcomes:
         assert outcome["status"] == "ok", outcome["reason"]
         assert outcome["check"]["passed"] and outcome["check"]["metric"] == "grad_rel_l2_err"
-    assert processes_mentioning(f"parbench-test-{port}") == []
+    assert our_processes() == []
