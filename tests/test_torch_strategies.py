@@ -222,17 +222,23 @@ def _gpus(count: int) -> DeviceInfo:
     return DeviceInfo(Framework.TORCH, DeviceKind.GPU, count, tuple(f"GPU {i}" for i in range(count)))
 
 
+CPU = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("a CPU",))
+
+
 def test_gpu_strategies_need_a_gpu_per_device():
     ddp, dataparallel = rules_for(Strategy.DDP), rules_for(Strategy.DATAPARALLEL)
     two_gpus = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
     assert "NCCL needs one GPU per rank" in ddp.unavailable_reason(two_gpus, _gpus(1))
     assert ddp.unavailable_reason(two_gpus, _gpus(2)) is None
+    strong = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 4,
+                       {"model": "mlp", "batch": 10, "scaling": "strong"})
+    assert "does not split evenly over 4 ranks" in ddp.unavailable_reason(strong, CPU)
     gloo = Case.make("allreduce", "torch", "gpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "gloo"})
     assert ddp.unavailable_reason(gloo, _gpus(1)) is None  # gloo ranks may share a GPU
     nccl_on_cpu = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "nccl"})
-    assert "CUDA tensors only" in ddp.unavailable_reason(nccl_on_cpu, _gpus(0))
+    assert "CUDA tensors only" in ddp.unavailable_reason(nccl_on_cpu, CPU)
     ring = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "ring"})
-    assert "not a torch.distributed backend" in ddp.unavailable_reason(ring, _gpus(0))
+    assert "not a torch.distributed backend" in ddp.unavailable_reason(ring, CPU)
     dp = Case.make("train_step", "torch", "gpu", "dataparallel", "fp32", 2, {"model": "mlp", "batch": 4})
     assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(dp, _gpus(1))
     assert dataparallel.unavailable_reason(dp, _gpus(2)) is None

@@ -7,6 +7,7 @@ from ..case import Case
 from ..devices import DeviceInfo
 from ..vocabulary import DeviceKind, Strategy
 from ..workloads import WORKLOADS
+from ..workloads.training import TrainStep
 from . import Launch, StrategyRules
 
 PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
@@ -68,6 +69,10 @@ class DdpRules(StrategyRules):
         if backend == "nccl" and device.count < case.n_devices:
             return (f"NCCL needs one GPU per rank: {case.n_devices} ranks need {case.n_devices} "
                     f"visible GPUs, {device.count} visible (gloo can share a GPU)")
+        workload = WORKLOADS[case.workload](case)
+        if isinstance(workload, TrainStep) and workload.global_batch % case.n_devices:
+            return (f"the global batch of {workload.global_batch} does not split evenly over "
+                    f"{case.n_devices} ranks (DDP's mean of per-rank means needs equal shards)")
         return None
 
 
