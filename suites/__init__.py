@@ -7,9 +7,18 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy attribute
-    """`suites.load_results(paths)`: imported on first use, so `import suites` stays free of pandas."""
+    """`suites.load_results(paths)`, `suites.user_model(...)`, `suites.benchmark_model(...)`:
+    imported on first use, so `import suites` stays free of pandas."""
     if name == "load_results":
         from .report.loading import load_results
 
         return load_results
+    if name == "benchmark_model":
+        from .custom import benchmark_model
+
+        return benchmark_model
+    if name == "user_model":
+        from .workloads.user_model import user_model
+
+        return user_model
     raise AttributeError(f"module 'suites' has no attribute {name!r}")

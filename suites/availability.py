@@ -14,6 +14,11 @@ class Unsupported(Exception):
 def unavailable_reason(case: Case) -> str | None:
     if not framework_installed(case.framework):
         return not_installed_reason(case.framework)
+    from .workloads import WORKLOADS
+
+    reason = WORKLOADS[case.workload](case).unavailable_reason()
+    if reason:
+        return reason
     device = discover(case.framework, case.device)
     if not device.available:
         return f"no {case.device}: {device.reason}"

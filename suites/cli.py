@@ -7,6 +7,7 @@ import sys
 import warnings
 
 from .errors import UserError
+from .workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `help`, `add_arguments(parser)` and `run(args) -> int`.
 COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare")
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line  # one line per warning, no source location
     args = build_parser().parse_args(argv)
     try:
+        load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
         return int(args.handler(args) or 0)
     except UserError as error:
         print(f"parbench: error: {error}", file=sys.stderr)

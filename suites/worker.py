@@ -9,6 +9,7 @@ from pathlib import Path
 from .case import Case
 from .execute import Outcome, execute_in_process, failed
 from .timing import TimingConfig
+from .workloads.user_model import load_plugins
 
 
 def outcome_path(out: Path) -> Path:
@@ -30,6 +31,7 @@ def main() -> None:
                         help="where to write the outcome JSON (under torchrun, rank r > 0 "
                              "writes OUT.rank<r>)")
     args = parser.parse_args()
+    load_plugins()  # user models registered by the parent process
     case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
             else Case.from_id(args.case))
     timing = TimingConfig.from_mapping(json.loads(args.timing))

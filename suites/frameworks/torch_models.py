@@ -8,14 +8,19 @@ one: ``<path>.kernel``/``.gamma`` -> ``<path>.weight``, ``.bias``/``.beta`` -> `
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..vocabulary import Framework
 from ..workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
+from ..workloads.user_model import UserModel
 
 LAYER_NORM_EPS = 1e-5
+USER_MODEL_SEED = 0
 
 
 def torch_name(canonical: str) -> str:
@@ -163,8 +168,35 @@ class TorchTransformerBlock(TorchModel):
         return self.head(x.mean(dim=1))
 
 
+class TorchUserModel(TorchModel):
+    """A user's module. Its own parameter names and torch layout are the canonical ones here,
+    and its weights come from the builder after `torch.manual_seed`, so every copy is equal."""
+
+    def __init__(self, spec: UserModel) -> None:
+        super().__init__(spec)
+        torch.manual_seed(USER_MODEL_SEED)
+        self.inner = spec.builders[Framework.TORCH]()
+
+    def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
+        if weights:
+            raise ValueError("a user model draws its own weights; it takes no canonical weights")
+
+    def canonical_gradients(self) -> dict[str, np.ndarray]:
+        return {name: parameter.grad.detach().to("cpu", torch.float64).numpy()
+                for name, parameter in self.inner.named_parameters()}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
 _MODULES: dict[type[ModelSpec], type[TorchModel]] = {
-    Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock}
+    Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
+    UserModel: TorchUserModel}
+
+
+def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Mean over the batch, as the spec declares: softmax cross-entropy or squared error."""
+    return F.mse_loss if spec.loss == "mse" else F.cross_entropy
 
 
 def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,

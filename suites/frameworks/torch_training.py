@@ -12,7 +12,6 @@ import itertools
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -37,7 +36,8 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
     """Single-device full-batch gradients in float64 on the CPU (canonical layout)."""
     model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
     inputs = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double()
-    F.cross_entropy(model(inputs), torch.from_numpy(y)).backward()
+    target = torch.from_numpy(y)
+    torch_models.loss_function(spec)(model(inputs), target.double() if target.is_floating_point() else target).backward()
     return model.canonical_gradients()
 
 
@@ -52,9 +52,9 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     losses = []
     for (x, y), update in zip(batches, applied):
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(backend.to_device(model.input_from_canonical(x), device,
-                                                       torch.float32)),
-                               torch.from_numpy(y).to(device))
+        loss = torch_models.loss_function(spec)(
+            model(backend.to_device(model.input_from_canonical(x), device, torch.float32)),
+            torch.from_numpy(y).to(device))
         loss.backward()
         if update:
             optimizer.step()
@@ -75,6 +75,7 @@ class TorchTrainStep(Runnable):
         self.model = torch_models.build(self.spec, self.weights, self.device)
         self.trained = self._wrap(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        self.loss = torch_models.loss_function(self.spec)
         self.autocast_dtype = AUTOCAST_DTYPES.get(self.case.precision)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
@@ -106,14 +107,20 @@ class TorchTrainStep(Runnable):
         shape = (self.local_batch, *self.model.input_shape)
         count = rotation_count(int(np.prod(shape)) * 4)
         return [(torch.randn(shape, generator=generator, device=self.device),
-                 torch.randint(0, NUM_CLASSES, (self.local_batch,), generator=generator,
-                               device=self.device)) for _ in range(count)]
+                 self._random_targets(generator)) for _ in range(count)]
+
+    def _random_targets(self, generator: torch.Generator) -> torch.Tensor:
+        if self.spec.loss == "mse":
+            return torch.randn((self.local_batch, *self.spec.target_shape), generator=generator,
+                               device=self.device)
+        return torch.randint(0, NUM_CLASSES, (self.local_batch,), generator=generator,
+                             device=self.device)
 
     def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype,
                             enabled=self.autocast_dtype is not None):
-            loss = F.cross_entropy(self.trained(x), y)
+            loss = self.loss(self.trained(x), y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -155,7 +162,7 @@ class TorchTrainStep(Runnable):
         float64 single-device gradient of the same global batch and weights, on rank 0."""
         (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(self.trained(x_local), y_local).backward()
+        self.loss(self.trained(x_local), y_local).backward()
         check = None
         if self.rank == 0:
             check = gradients_against_reference(

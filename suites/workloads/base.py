@@ -76,6 +76,10 @@ class Workload(ABC):
         """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
         return None
 
+    def unavailable_reason(self) -> str | None:
+        """Why this workload cannot run as `self.case` asks, independent of the hardware."""
+        return None
+
     @classmethod
     def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
         """Problems that involve several parameters together (e.g. a kernel bigger than the image)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Mapping
+from typing import Callable, ClassVar, Mapping
 
 import numpy as np
 
+from ..case import ParamValue
 from ..vocabulary import Framework, Strategy
 from .base import Param, Workload
 
@@ -54,6 +55,16 @@ class ModelSpec(ABC):
                 fan_in = int(np.prod(shape[:-1]))
                 weights[name] = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         return weights
+
+    @property
+    def loss(self) -> str:
+        """"cross_entropy" (integer class labels) or "mse" (float targets of `target_shape`)."""
+        return "cross_entropy"
+
+    @property
+    def target_shape(self) -> tuple[int, ...]:
+        """Shape of one sample's target: () for class labels."""
+        return tuple(self.make_batch(1, 0)[1].shape[1:])
 
     def make_batch(self, batch: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """A deterministic random batch: float32 inputs and int64 class labels."""
@@ -158,7 +169,14 @@ class TransformerBlock(ModelSpec):
         return float(projections + attention + feed_forward + 2 * d * NUM_CLASSES)
 
 
-MODELS: dict[str, type[ModelSpec]] = {m.name: m for m in (Mlp, ResidualCnn, TransformerBlock)}
+#: Model name -> a zero-argument factory of its spec; user models join through `register_model`.
+MODELS: dict[str, Callable[[], ModelSpec]] = {m.name: m for m in (Mlp, ResidualCnn, TransformerBlock)}
+
+
+def register_model(name: str, factory: Callable[[], ModelSpec]) -> None:
+    if name in MODELS and MODELS[name] is not factory:
+        raise ValueError(f"a model named {name!r} is already registered; choose another name")
+    MODELS[name] = factory
 
 
 class TrainStep(Workload):
@@ -168,15 +186,31 @@ class TrainStep(Workload):
     name = "train_step"
     kind = "training"
     params = (
-        Param("model", type=str, choices=tuple(MODELS), minimum=None),
+        Param("model", type=str, minimum=None, help="a built-in model (mlp, cnn, transformer) or a registered user model"),
         Param("batch", help="per-device batch (weak scaling) or global batch (strong scaling)"),
         Param("scaling", type=str, default="weak", choices=("weak", "strong"), minimum=None),
+        Param("placement", type=str, default="replicated", choices=("replicated", "param_server"),
+              minimum=None, help="strategy towers: variables replicated on every tower, or on a "
+                                 "parameter device (the CPU) that averages and applies the update"),
     )
     strategies = frozenset(Strategy)
     implementations: ClassVar[Mapping[Framework, str]] = {
         Framework.TORCH: "suites.frameworks.torch_training:TorchTrainStep",
         Framework.TF: "suites.frameworks.tf_training:TfTrainStep",
     }
+
+    @classmethod
+    def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
+        if params.get("model") not in MODELS:
+            return [f"model {params.get('model')!r} is not one of {', '.join(MODELS)} "
+                    f"(user models must be registered before the grid is read)"]
+        return []
+
+    def unavailable_reason(self) -> str | None:
+        builders = getattr(self.model, "builders", None)
+        if builders is not None and self.case.framework not in builders:
+            return f"user model {self.p['model']!r} has no {self.case.framework} builder"
+        return None
 
     @property
     def model(self) -> ModelSpec:

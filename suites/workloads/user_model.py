@@ -1,0 +1,121 @@
+"""Bring your own model: a model-building function per framework, a loss and (optionally) data.
+
+In the spirit of the classic TF tutorials that wrap a user's model function to spread it over
+towers, parbench takes your builder and runs it through every strategy and precision that
+applies. The builder is called with no arguments after the framework's RNG is seeded, so every
+rank, tower and reference copy starts from the same weights.
+
+Multi-process strategies run your model in fresh processes; they import the module that
+defines it (its file path travels in PARBENCH_PLUGINS), so define and register the model at
+module level, and keep a script's own work under ``if __name__ == "__main__":``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from ..vocabulary import Framework
+from .training import ModelSpec, register_model
+
+PLUGINS_ENV = "PARBENCH_PLUGINS"
+LOSSES = ("mse", "cross_entropy")
+
+
+@dataclass(frozen=True)
+class UserModel(ModelSpec):
+    name: ClassVar[str] = "user"
+    model_name: str = "user"
+    sample_shape: tuple[int, ...] = ()
+    loss: str = "mse"  # type: ignore[assignment]  # a field here, a property on built-in specs
+    #: framework -> function building the model (torch: nn.Module; tf: a callable whose
+    #: trainable_variables are its weights, e.g. a keras Model or tf.Module).
+    builders: dict[Framework, Callable[[], Any]] = field(default_factory=dict)
+    data: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
+    flops_per_sample: float = 0.0
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.sample_shape
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Unknown to neutral code: each framework reads them off the built model."""
+        return {}
+
+    def init_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Empty: the builder draws its own weights after the framework RNG is seeded."""
+        return {}
+
+    def forward_flops_per_sample(self) -> float:
+        return self.flops_per_sample
+
+    def make_batch(self, batch: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        if self.data is None:
+            return super().make_batch(batch, seed)
+        x, y = self.data(batch, seed)
+        return np.asarray(x, np.float32), np.asarray(y, np.int64 if self.loss == "cross_entropy" else np.float32)
+
+
+def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
+               torch: Callable[[], Any] | None = None, tf: Callable[[], Any] | None = None,
+               data: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
+               flops_per_sample: float = 0.0) -> UserModel:
+    """Register a model of your own; use its name as `model` in a train_step case or grid.
+
+    `data(batch, seed) -> (x, y)` draws a deterministic batch (NumPy); without it inputs are
+    standard normal and targets are class labels (cross_entropy) — give `data` for mse.
+    `flops_per_sample` (forward pass) enables TFLOP/s and % of peak; 0 leaves them out.
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss {loss!r} is not one of {', '.join(LOSSES)}")
+    builders = {framework: builder for framework, builder in
+                ((Framework.TORCH, torch), (Framework.TF, tf)) if builder is not None}
+    if not builders:
+        raise ValueError("give at least one builder: torch=... and/or tf=...")
+    if loss == "mse" and data is None:
+        raise ValueError("an mse model needs data=(batch, seed) -> (x, y) to define its targets")
+    spec = UserModel(model_name=name, sample_shape=tuple(input_shape), loss=loss, builders=builders,
+                     data=data, flops_per_sample=flops_per_sample)
+    register_model(name, lambda: spec)
+    _remember_plugin(builders.values())
+    return spec
+
+
+def _remember_plugin(functions: Any) -> None:
+    """Put the defining file in PARBENCH_PLUGINS so worker processes register the model too."""
+    paths = [p for p in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if p]
+    for function in functions:
+        source = inspect.getsourcefile(function)
+        if source and source not in paths:
+            paths.append(source)
+    os.environ[PLUGINS_ENV] = os.pathsep.join(paths)
+
+
+def load_plugins() -> None:
+    """Import every file or module named in PARBENCH_PLUGINS (in worker processes)."""
+    for entry in filter(None, os.environ.get(PLUGINS_ENV, "").split(os.pathsep)):
+        path = Path(entry)
+        if path.suffix == ".py" and path.is_file():
+            module_name = f"parbench_plugin_{path.stem}"
+            if module_name in sys.modules or _already_loaded(path):
+                continue
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            assert spec and spec.loader
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(entry)
+
+
+def _already_loaded(path: Path) -> bool:
+    resolved = path.resolve()
+    return any(getattr(m, "__file__", None) and Path(m.__file__).resolve() == resolved
+               for m in list(sys.modules.values()))
