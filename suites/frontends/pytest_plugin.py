@@ -38,6 +38,7 @@ from .prepared import CaseUnavailable, NumericsFailed, prepare
 
 HEAVY_MARKER = "benchmark_heavy"
 _GATE = pytest.StashKey["GateSession"]()
+_SUITE = pytest.StashKey[Suite]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{HEAVY_MARKER}: heavy pytest-benchmark cases, opt-in with --heavy")
     try:
+        config.stash[_SUITE] = load_suite(config.getoption("--parbench-suite"))
         gate = GateSession.from_options(
             config.getoption("--parbench-gate-baseline"), config.getoption("--parbench-gate-save"),
             config.getoption("--parbench-gate-threshold"))
@@ -74,10 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "parbench_case" not in metafunc.fixturenames:
         return
-    try:
-        suite = load_suite(metafunc.config.getoption("--parbench-suite"))
-    except UserError as error:
-        raise pytest.UsageError(str(error)) from None
+    suite = metafunc.config.stash[_SUITE]
     smoke = smoke_cases(suite.cases)
     metafunc.parametrize("parbench_case", [
         pytest.param(case, id=case.id, marks=() if case in smoke else getattr(pytest.mark, HEAVY_MARKER))
@@ -114,7 +113,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 @pytest.fixture(scope="session")
 def parbench_suite(pytestconfig: pytest.Config) -> Suite:
-    return load_suite(pytestconfig.getoption("--parbench-suite"))
+    return pytestconfig.stash[_SUITE]
 
 
 @pytest.fixture(scope="session")
@@ -191,7 +190,8 @@ class GateSession:
             lines.append(f"{len(self.verdicts)} case(s) judged, {regressed} regressed "
                          f"(threshold +{self.threshold:.0%} in time relative to {self.reference.name})")
         if self.save_path is not None:
-            lines.append(f"baseline of {len(self.measured)} case(s) saved to {self.save_path}")
+            lines.append(f"baseline of {len(self.measured)} case(s) saved to {self.save_path}" if self.measured
+                         else "no case was measured: no baseline saved")
         return lines
 
 

@@ -1,0 +1,229 @@
+"""The asv front end: asv.conf.json against asv's own keys, discovery = the registry, adapters."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import asv
+import asv.config
+import asv.environment
+import pytest
+from asv_runner.benchmarks.mark import SkipNotImplemented
+
+from suites.case import Case
+from suites.execute import Outcome
+from suites.frontends import asv_support
+from suites.frontends.prepared import CaseUnavailable
+from suites.grid import load_suite
+from suites.measurement import Measurement
+from suites.vocabulary import Status
+from suites.workloads import WORKLOADS
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = json.loads((ROOT / "asv.conf.json").read_text())
+ASV_SOURCE = Path(asv.__file__).parent
+
+#: A grid whose cases launch rank processes (torch DDP), next to one timed in process.
+LAUNCHED_GRID = """
+[[grid]]
+workload = "allreduce"
+framework = "torch"
+device = ["cpu", "gpu"]
+strategy = "ddp"
+n_devices = 2
+params = { bytes = 4096 }
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = ["single", "ddp"]
+n_devices = [1, 2]
+params = { model = "mlp", batch = 8 }
+"""
+
+
+def known_config_keys() -> set[str]:
+    """Every key asv reads from asv.conf.json: `Config`'s attributes, the file-format
+    `version`, and the optional ones its modules read with getattr(conf, "...")."""
+    keys = set(vars(asv.config.Config())) | {"version"}
+    for path in ASV_SOURCE.rglob("*.py"):
+        keys |= set(re.findall(r"getattr\(\s*conf\s*,\s*['\"](\w+)['\"]", path.read_text()))
+    return keys
+
+
+def test_every_asv_config_key_is_one_asv_knows():
+    unknown = set(CONFIG) - known_config_keys()
+    assert not unknown, f"asv silently ignores these keys of asv.conf.json: {sorted(unknown)}"
+    matrix_kinds = set(re.findall(r"key_type == '(\w+)'",
+                                  inspect.getsource(asv.environment._parse_matrix_entries))) - {"python"}
+    assert matrix_kinds == {"req", "env", "env_nobuild"}
+    assert set(CONFIG["matrix"]) <= matrix_kinds
+
+
+def test_asv_config_places_and_pins():
+    assert CONFIG["version"] == asv.config.Config.api_version
+    assert (CONFIG["benchmark_dir"], CONFIG["results_dir"], CONFIG["html_dir"]) == \
+        ("benchmarks", "results/asv", "reports/asv")
+    assert (CONFIG["launch_method"], CONFIG["environment_type"]) == ("spawn", "virtualenv")
+    # Exact pins: a range or a bare name would let pip fetch the multi-GB CUDA torch build.
+    assert CONFIG["matrix"]["req"] == {"torch": ["2.13.0"], "tensorflow-cpu": ["2.21.0"]}
+    assert asv.config.Config.from_json({**CONFIG}).results_dir == "results/asv"
+
+
+def test_asv_output_is_ignored_by_git():
+    paths = [CONFIG["results_dir"] + "/m/r.json", CONFIG["html_dir"] + "/index.html",
+             CONFIG["env_dir"] + "/x", "results/pytest-benchmark/a.json"]
+    ignored = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout.split() == paths
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")))
+def test_benchmark_module_imports_without_frameworks(module):
+    code = (f"import sys, benchmarks.{module}; "
+            f"loaded = [m for m in ('torch', 'tensorflow') if m in sys.modules]; "
+            f"assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_every_workload_kind_has_a_benchmarks_module():
+    assert {w.kind for w in WORKLOADS.values()} <= set(asv_support.KIND_MODULES)
+    for module in asv_support.KIND_MODULES.values():
+        assert (ROOT / "benchmarks" / f"{module}.py").is_file()
+
+
+def test_asv_check_passes():
+    result = subprocess.run(["asv", "check", "--python=same"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No problems found" in result.stdout
+
+
+def discover(tmp_path: Path, suite: str | None) -> dict[str, dict]:
+    """What asv itself discovers: the discovery step `asv run` runs, with its JSON output."""
+    out = tmp_path / "discovered.json"
+    env = {k: v for k, v in os.environ.items() if k != asv_support.SUITE_ENV}
+    if suite is not None:
+        env[asv_support.SUITE_ENV] = suite
+    subprocess.run([sys.executable, str(ASV_SOURCE / "benchmark.py"), "discover",
+                    str(ROOT / "benchmarks"), str(out)], cwd=ROOT, env=env, check=True, timeout=120)
+    return {entry["name"]: entry for entry in json.loads(out.read_text())}
+
+
+def discovered_cases(benchmarks: dict[str, dict]) -> dict[str, list[str]]:
+    """{class name: its case ids}, after checking every method of a class has the same cases."""
+    by_class: dict[str, list[str]] = {}
+    for name, entry in benchmarks.items():
+        assert entry["param_names"] == ["case"], name
+        cases = [asv_support.case_from_asv_param(v).id for v in entry["params"][0]]
+        by_class.setdefault(name.rsplit(".", 1)[0], cases)
+        assert by_class[name.rsplit(".", 1)[0]] == cases, name
+    return by_class
+
+
+@pytest.mark.parametrize("suite", [None, "kernels", "gpu"])
+def test_asv_discovers_exactly_the_suites_cases(tmp_path, suite):
+    benchmarks = discover(tmp_path, suite)
+    by_class = discovered_cases(benchmarks)
+    expected = [case.id for case in load_suite(suite or "quick").cases]
+    found = [case_id for cases in by_class.values() for case_id in cases]
+    assert sorted(found) == sorted(expected) and len(set(found)) == len(found)
+    for name, entry in benchmarks.items():
+        module, cls, method = name.split(".")
+        workload = WORKLOADS[Case.from_id(asv_support.case_from_asv_param(entry["params"][0][0]).id).workload]
+        assert (module, cls) == (asv_support.KIND_MODULES[workload.kind], workload.__name__)
+        assert entry["version"] == workload.version()
+    methods = {name.split(".", 1)[1] for name in benchmarks}
+    if suite is None:
+        assert methods == {"Matmul.time_step", "Matmul.track_tflops", "Conv2d.time_step",
+                           "Conv2d.track_tflops", "Conv2d.track_samples_per_s"}
+
+
+def test_launched_strategies_get_their_own_classes(tmp_path):
+    grid = tmp_path / "launched.toml"
+    grid.write_text(LAUNCHED_GRID)
+    benchmarks = discover(tmp_path, str(grid))
+    by_class = discovered_cases(benchmarks)
+    suite = load_suite(str(grid))
+    assert set(by_class) == {"collectives.AllreduceLaunched", "training.TrainStep",
+                             "training.TrainStepLaunched"}
+    assert by_class["training.TrainStep"] == [c.id for c in suite.cases
+                                              if c.workload == "train_step" and str(c.strategy) == "single"]
+    assert {n.rsplit(".", 1)[1] for n in benchmarks if n.startswith("training.TrainStepLaunched.")} == \
+        {"track_rank_step_s", "track_tflops", "track_samples_per_s"}
+    # An all-reduce has no FLOPs and no samples: only the in-rank step time.
+    assert [n for n in benchmarks if n.startswith("collectives.")] == \
+        ["collectives.AllreduceLaunched.track_rank_step_s"]
+    assert benchmarks["training.TrainStepLaunched.track_rank_step_s"]["unit"] == "seconds"
+    assert benchmarks["training.TrainStepLaunched.track_rank_step_s"]["timeout"] > 60
+
+
+def test_case_from_asv_param_reads_reprs_and_plain_ids():
+    case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
+    assert asv_support.case_from_asv_param(repr(case.id)) == case
+    assert asv_support.case_from_asv_param(case.id) == case
+
+
+def classes(grid_text: str, tmp_path: Path) -> dict[str, type]:
+    grid = tmp_path / "grid.toml"
+    grid.write_text(grid_text)
+    suite = load_suite(str(grid))
+    return {**asv_support.benchmark_classes("kernel", "benchmarks.kernels", suite),
+            **asv_support.benchmark_classes("training", "benchmarks.training", suite),
+            **asv_support.benchmark_classes("collective", "benchmarks.collectives", suite)}
+
+
+def test_in_process_benchmark_times_a_prepared_case_and_skips_unavailable_ones(tmp_path):
+    pytest.importorskip("torch")
+    generated = classes('[timing]\nbudget_s = 0.2\nwarmup_s = 0.02\nmin_time_s = 0.01\n'
+                        '[[grid]]\nworkload = "matmul"\nframework = "torch"\ndevice = ["cpu", "gpu"]\n'
+                        'params = { m = 64, n = 64, k = 64 }\n', tmp_path)
+    matmul = generated["Matmul"]()
+    cpu_id, gpu_id = matmul.params[0]
+    matmul.setup(cpu_id)
+    prepared = matmul.prepared
+    assert prepared.check.passed and prepared.warmup.steps >= 1
+    matmul.time_step(cpu_id)
+    matmul.setup(cpu_id)  # asv re-runs setup before every sample: the prepared case is reused
+    assert matmul.prepared is prepared
+    assert 0 < matmul.track_tflops(cpu_id) < 1e4
+    with pytest.raises(NotImplementedError, match="no gpu"):  # asv shows it as n/a
+        matmul.setup(gpu_id)
+
+
+def fake_launch(outcome: Outcome):
+    def launch(case, timing):
+        return outcome
+    return launch
+
+
+def test_launched_benchmark_reports_what_the_ranks_measured(tmp_path, monkeypatch):
+    generated = classes(LAUNCHED_GRID, tmp_path)
+    bench = generated["TrainStepLaunched"]()
+    case_id = bench.params[0][0]
+    ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
+    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.OK, measurement=ranks)))
+    assert bench.track_rank_step_s(case_id) == pytest.approx(0.011)
+    batch = WORKLOADS["train_step"](Case.from_id(case_id)).samples_per_step()
+    assert bench.track_samples_per_s(case_id) == pytest.approx(batch / 0.011)
+
+    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
+    with pytest.raises(SkipNotImplemented, match="gloo missing"):
+        bench.track_rank_step_s(case_id)
+    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(
+        Status.FAILED, "rank 1 exited with code 1", details={"output_tail": ["Traceback ..."]})))
+    with pytest.raises(RuntimeError, match="rank 1 exited(.|\n)*Traceback"):
+        bench.track_rank_step_s(case_id)
+
+
+def test_launched_benchmark_setup_skips_unavailable_cases(tmp_path):
+    generated = classes(LAUNCHED_GRID, tmp_path)
+    bench = generated["AllreduceLaunched"]()
+    gpu_id = next(case_id for case_id in bench.params[0] if "/gpu:" in case_id)
+    with pytest.raises(CaseUnavailable):
+        bench.setup(gpu_id)
