@@ -31,7 +31,10 @@ TAIL_LINES = 20
 
 
 def case_timeout(timing: TimingConfig) -> float:
-    """Framework import + rendezvous + warm-up + the timing budget, with room to spare."""
+    """`timing.case_timeout_s` if set, else framework import + rendezvous + warm-up + the timing
+    budget, with room to spare."""
+    if timing.case_timeout_s is not None:
+        return timing.case_timeout_s
     return STARTUP_ALLOWANCE_S + 4 * timing.budget_s + 4 * timing.warmup_s
 
 

@@ -27,6 +27,9 @@ class TimingConfig:
     #: ... or once this much time has been spent timing this case.
     budget_s: float = 4.0
     max_samples: int = 2000
+    #: Hard limit on one out-of-process case, start-up and rendezvous included, after which its
+    #: processes are killed; None derives it from the budget (`launch.case_timeout`).
+    case_timeout_s: float | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> "TimingConfig":
