@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import os
 
-from . import tf_backend as backend  # noqa: F401  (sets TF's log level before TF loads)
+from . import tf_backend  # noqa: F401  (sets TF's log level before TF loads)
 import tensorflow as tf  # noqa: E402
 
 from ..availability import Unsupported  # noqa: E402

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
+from ..availability import Unsupported
 from ..workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
 
 LAYER_NORM_EPSILON = 1e-5
@@ -97,6 +98,9 @@ FORWARDS: dict[type[ModelSpec], Callable[..., Forward]] = {
 
 
 def build_forward(spec: ModelSpec) -> Forward:
+    if type(spec) not in FORWARDS:
+        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in FORWARDS)}); "
+                          f"{spec.name!r} has no TF forward here")
     return FORWARDS[type(spec)](spec)
 
 

@@ -274,9 +274,11 @@ class StrategyTrainer(Trainer):
         self.lockstep = Lockstep(strategy) if lockstep else None
         self.read_back_to_sync = read_back_to_sync
         self._last: Any = None
-        self._draw = tf.function(lambda seed: strategy.run(
-            lambda s: self._random_local_batch(
-                s, tf.distribute.get_replica_context().replica_id_in_sync_group), args=(seed,)))
+        self._draw = tf.function(lambda seed: strategy.run(self._random_replica_batch, args=(seed,)))
+
+    def _random_replica_batch(self, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return self._random_local_batch(seed, replica)
 
     def random_batch(self, seed: int) -> Batch:
         return self._draw(tf.constant(seed))

@@ -14,6 +14,7 @@ the loss over the first steps with the fp32 single-device trajectory.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import tensorflow as tf
@@ -81,7 +82,9 @@ class TfTrainStep(Runnable):
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:
         check = self._loss_trajectory_check() if self.case.precision in MIXED else self._gradient_check()
-        return self._copies_diverged() or check
+        copies = self.trainer.weight_copies()
+        return self._copies_diverged(copies) or replace(
+            check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
 
     def _reference(self, dtype: tf.DType) -> SingleDeviceTrainer:
         return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), REFERENCE_DEVICE)
@@ -97,7 +100,7 @@ class TfTrainStep(Runnable):
         _, copies = self.trainer.checked_step(self.trainer.numpy_batch(x, y))
         reference_trainer = self._reference(tf.float64)
         _, (reference,) = reference_trainer.checked_step(reference_trainer.numpy_batch(x, y))
-        detail = f"{self._describe()} vs float64 single-device, {len(copies)} variable copies"
+        detail = f"{self._describe()} vs float64 single-device, {len(copies)} applied gradient(s)"
         checks = [gradients_against_reference(copy, reference, self.case.precision, detail)
                   for copy in copies]
         return max(checks, key=lambda check: check.value)
@@ -124,10 +127,9 @@ class TfTrainStep(Runnable):
                          "loss scaling skipped every step: no update was checked")
         return check
 
-    def _copies_diverged(self) -> Check | None:
+    def _copies_diverged(self, copies: list[dict[str, np.ndarray]]) -> Check | None:
         """A failed check if the copies of the variables in this process differ after the check's
         steps (every copy must apply the same update), else None."""
-        copies = self.trainer.weight_copies()
         difference = max(float(np.max(np.abs(copy[name] - copies[0][name])))
                          for copy in copies[1:] for name in copy) if len(copies) > 1 else 0.0
         if difference == 0.0:

@@ -1,0 +1,260 @@
+"""TensorFlow strategies, training steps and mixed precision: models, checks, launch paths."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+torch = pytest.importorskip("torch")
+
+from suites.availability import unavailable_reason  # noqa: E402
+from suites.case import Case  # noqa: E402
+from suites.frameworks import tf_models, torch_models  # noqa: E402
+from suites.frameworks.tf_mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
+from suites.frameworks.tf_trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
+from suites.frameworks.tf_training import TfTrainStep  # noqa: E402
+from suites.launch import _run_processes, free_ports  # noqa: E402
+from suites.runner import RunContext, run_case  # noqa: E402
+from suites.store import ResultsStore  # noqa: E402
+from suites.strategies import Launch, rules_for  # noqa: E402
+from suites.timing import TimingConfig  # noqa: E402
+from suites.vocabulary import Precision, Status, Strategy  # noqa: E402
+from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
+MARKER_ENV = "PARBENCH_TEST_PROCESS_MARK"
+
+
+def train_case(strategy: str, precision: str = "fp32", n: int = 1, model: str = "mlp",
+               batch: int = 4, **params: str) -> Case:
+    return Case.make("train_step", "tf", "cpu", strategy, precision, n,
+                     {"model": model, "batch": batch, **params})
+
+
+def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
+    store = ResultsStore(tmp_path / "results")
+    store.ensure_writable()
+    return RunContext(suite="test", store=store, timing=timing)
+
+
+@pytest.fixture
+def our_processes(monkeypatch):
+    """Marks the processes this test starts (through the environment they inherit) and returns
+    a function listing those still alive: other tests may run workers on this machine too."""
+    marker = uuid.uuid4().hex
+    monkeypatch.setenv(MARKER_ENV, marker)
+    needle = f"{MARKER_ENV}={marker}".encode()
+
+    def alive() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if needle in environ and state != "Z":
+                found.append(int(entry.name))
+        return found
+
+    return alive
+
+
+# --- the TF models compute the specs' functions -------------------------------------------------
+TINY_SPECS = [Mlp(features=12, hidden=16, depth=2), ResidualCnn(image=6, channels=4, blocks=2),
+              TransformerBlock(seq=5, d_model=8, heads=2, ffn=16)]
+
+
+def _nontrivial_weights(spec):
+    weights = spec.init_weights(seed=3)
+    for name in weights:  # biases and norm parameters away from 0/1, so their use matters too
+        if name.endswith(("bias", "beta", "gamma")):
+            weights[name] = weights[name] + np.linspace(-0.5, 0.5, weights[name].size,
+                                                        dtype=np.float32).reshape(weights[name].shape)
+    return weights
+
+
+@pytest.mark.parametrize("spec", TINY_SPECS, ids=lambda spec: spec.name)
+def test_tf_forward_equals_torch_forward_from_the_same_weights(spec):
+    weights = _nontrivial_weights(spec)
+    x, _ = spec.make_batch(3, seed=4)
+    tf_logits = tf_models.build_forward(spec)(
+        {n: tf.constant(w, tf.float64) for n, w in weights.items()}, tf.constant(x), tf.float64).numpy()
+    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    with torch.no_grad():
+        torch_logits = model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double())
+    np.testing.assert_allclose(tf_logits, torch_logits.numpy(), rtol=1e-9, atol=1e-9)
+
+
+# --- loss scaling ---------------------------------------------------------------------------------
+def test_dynamic_loss_scale_halves_on_overflow_and_grows_after_the_interval():
+    state = LossScaling.initial_state()
+    assert LossScaling.next_state(state, tf.constant(False)).numpy().tolist() == [INITIAL_SCALE / 2, 0]
+    almost = tf.constant([INITIAL_SCALE, GROWTH_INTERVAL - 1.0])
+    assert LossScaling.next_state(almost, tf.constant(True)).numpy().tolist() == [INITIAL_SCALE * 2, 0]
+    assert LossScaling.next_state(state, tf.constant(True)).numpy().tolist() == [INITIAL_SCALE, 1]
+
+
+def test_fp16_step_with_overflowing_gradients_is_skipped_and_the_scale_halved():
+    spec = TINY_SPECS[0]
+    trainer = SingleDeviceTrainer(TrainingSetup(spec, spec.init_weights(), 8, tf.float16,
+                                                LossScaling.for_precision(Precision.FP16)), "/CPU:0")
+    before = trainer.weight_copies()[0]
+    trainer.state.assign([2.0 ** 40, 0.0])  # the scaled loss overflows float16
+    trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))
+    assert trainer.loss_scale() == 2.0 ** 39
+    after = trainer.weight_copies()[0]
+    assert all(np.array_equal(before[name], after[name]) for name in before)
+    trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))  # 2**39 still overflows
+    trainer.state.assign([INITIAL_SCALE, 0.0])
+    trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))
+    assert not np.array_equal(before["dense0.kernel"], trainer.weight_copies()[0]["dense0.kernel"])
+
+
+# --- the checks have teeth ------------------------------------------------------------------------
+def test_gradient_check_fails_when_part_of_the_batch_is_lost():
+    runnable = TfTrainStep(TrainStep(train_case("single", batch=8)))
+    runnable.setup()
+    assert runnable.check().passed
+    full = runnable.trainer.numpy_batch
+    runnable.trainer.numpy_batch = lambda x, y: full(np.concatenate([x[:4], x[:4]]), np.concatenate([y[:4], y[:4]]))
+    check = runnable.check()
+    assert not check.passed and check.metric == "grad_rel_l2_err" and check.value > 0.05
+
+
+def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
+    record = run_case(train_case("single", "bf16", model="transformer"), context(tmp_path))
+    assert record.status is Status.OK, record.reason
+    assert record.check.metric == "loss_traj_max_rel_err"
+    assert record.check.passed and 0 < record.check.value <= record.check.tolerance
+    assert "0 step(s) skipped by loss scaling" in record.check.detail
+
+
+# --- data-parallel strategies through the real launch path ----------------------------------------
+@pytest.mark.parametrize("case, copies", [
+    (train_case("towers", n=2, model="cnn", placement="param_server"), 1),
+    (train_case("towers", n=2, model="transformer", placement="replicated"), 2),
+    (train_case("mirrored", n=2), 2),
+    (train_case("mirrored", "fp16", n=2), 2),
+    (train_case("multiworker", n=2), 1),  # per worker process
+    (train_case("multiworker", "bf16", n=2, model="transformer"), 1),
+], ids=lambda value: (f"{value.strategy}-{value.precision}-{value.param_dict['model']}"
+                      f"{'-' + value.param_dict['placement'] if 'placement' in value.param_dict else ''}"
+                      if isinstance(value, Case) else None))
+def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, copies, our_processes):
+    launch = rules_for(case.strategy).launch
+    assert launch is (Launch.RANKS if case.strategy is Strategy.MULTIWORKER else Launch.ISOLATED)
+    record = run_case(case, context(tmp_path))
+    assert record.status is Status.OK, (record.reason, record.details)
+    assert record.emulated
+    assert record.check.passed, record.check
+    if case.precision is Precision.FP32:
+        assert record.check.metric == "grad_rel_l2_err" and record.check.value <= 1e-5
+        assert "global batch 8" in record.check.detail
+    else:
+        assert record.check.metric == "loss_traj_max_rel_err"
+    assert f"{copies} copies of the variables here, identical" in record.check.detail
+    if case.strategy is Strategy.MULTIWORKER:
+        assert len(record.measurement.rank_medians) == 2
+    assert record.metrics["samples_per_s"] == pytest.approx(8 / record.measurement.median)
+    assert our_processes() == []
+
+
+def test_allreduce_over_two_logical_devices_and_two_workers_equals_the_analytic_sum(tmp_path, our_processes):
+    for strategy, precision in (("mirrored", "fp32"), ("multiworker", "bf16")):
+        case = Case.make("allreduce", "tf", "cpu", strategy, precision, 2, {"bytes": 65536})
+        record = run_case(case, context(tmp_path))
+        assert record.status is Status.OK, (record.reason, record.details)
+        assert record.emulated and record.check.passed and record.check.value == 0.0
+        assert record.metrics["busbw_gbs"] == pytest.approx(record.metrics["algbw_gbs"])  # n=2: 2(n-1)/n = 1
+    assert our_processes() == []
+
+
+# --- availability and failure -----------------------------------------------------------------------
+def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorflow(monkeypatch):
+    if any(Path("/dev").glob("accel*")):
+        pytest.skip("a TPU device file exists here")
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    code = textwrap.dedent("""
+        import sys, time
+        from suites.availability import unavailable_reason
+        from suites.case import Case
+        start = time.monotonic()
+        reason = unavailable_reason(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8,
+                                              {"model": "mlp", "batch": 32}))
+        print(f"{time.monotonic() - start:.3f}")
+        print(reason)
+        print("tensorflow" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         timeout=60, check=True).stdout.splitlines()
+    seconds, reason, imported_tf = float(out[0]), out[1], out[2]
+    assert seconds < 5.0
+    assert reason.startswith("no tpu: no TPU runtime")
+    assert imported_tf == "False"
+
+
+@pytest.mark.parametrize("case, expected", [
+    (train_case("tpu", n=8), "TPUStrategy runs on TPUs"),
+    (train_case("mirrored", n=2, placement="param_server"), "placement 'param_server' is a towers layout"),
+    (train_case("towers", n=3, batch=4, scaling="strong"), "does not split evenly over 3 replicas"),
+    (Case.make("allreduce", "tf", "cpu", "mirrored", "fp32", 2, {"bytes": 1024, "backend": "nccl"}),
+     "NCCL all-reduce has no cpu kernel"),
+    (Case.make("allreduce", "tf", "cpu", "mirrored", "fp32", 2, {"bytes": 1024, "backend": "ring"}),
+     "MirroredStrategy has no 'ring' all-reduce"),
+    (Case.make("allreduce", "tf", "cpu", "multiworker", "fp32", 2, {"bytes": 1024, "backend": "gloo"}),
+     "'gloo' is a torch.distributed backend"),
+])
+def test_unavailable_cases_say_why(case, expected):
+    assert expected in (unavailable_reason(case) or "")
+
+
+def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
+    rules = rules_for(Strategy.MULTIWORKER)
+    case = train_case("multiworker", n=3)
+    assert rules.processes(case) == 3 and rules.ports_needed(case) == 3
+    env = rules.rank_env(case, 1, 3, [1111, 2222, 3333])
+    assert env == {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222", '
+                                '"127.0.0.1:3333"]}, "task": {"type": "worker", "index": 1}}'}
+
+
+def test_strategy_rules_do_not_import_a_framework():
+    code = ("import sys, suites.strategies.tf_rules; "
+            "assert 'tensorflow' not in sys.modules and 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60, check=True)
+
+
+def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_path, our_processes):
+    """Only rank 0 of 2 starts: it waits for its peer in the strategy's rendezvous (ignoring
+    SIGTERM) until the launcher's deadline, then is killed; nothing stays running or bound."""
+    case = train_case("multiworker", n=2)
+    rules = rules_for(case.strategy)
+    ports = free_ports(2)
+    only_rank_0 = [rules.rank_env(case, 0, 2, ports)]
+    timing = replace(FAST, case_timeout_s=8.0)
+    start = time.monotonic()
+    record = run_case(case, context(tmp_path, timing),
+                      execute=lambda case, timing: _run_processes(case, timing, only_rank_0))
+    elapsed = time.monotonic() - start
+    assert record.status is Status.FAILED
+    assert record.reason == "rank 0 did not finish within 8 s (killed)"
+    assert 8.0 <= elapsed < 8.0 + 30.0
+    assert our_processes() == []
+    with socket.socket() as sock:  # nothing listens on rank 0's gRPC port any more
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # connections may be in TIME_WAIT
+        sock.bind(("127.0.0.1", ports[0]))
+        sock.listen()
