@@ -98,7 +98,7 @@ def test_every_workload_kind_has_a_benchmarks_module():
 
 
 def test_asv_check_passes():
-    result = subprocess.run(["asv", "check", "--python=same"], cwd=ROOT, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No problems found" in result.stdout
