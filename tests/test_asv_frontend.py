@@ -73,6 +73,9 @@ def test_asv_config_places_and_pins():
     assert (CONFIG["launch_method"], CONFIG["environment_type"]) == ("spawn", "virtualenv")
     # Exact pins: a range or a bare name would let pip fetch the multi-GB CUDA torch build.
     assert CONFIG["matrix"]["req"] == {"torch": ["2.13.0"], "tensorflow-cpu": ["2.21.0"]}
+    # Only parbench's own wheel: asv installs the one wheel it finds in the build cache, and
+    # a `pip wheel` with dependencies leaves numpy's, pandas', ... there too.
+    assert all("--no-deps" in command for command in CONFIG["build_command"] if "pip wheel" in command)
     assert asv.config.Config.from_json({**CONFIG}).results_dir == "results/asv"
 
 

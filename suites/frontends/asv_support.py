@@ -83,9 +83,10 @@ class CaseBenchmark(ABC):
 class InProcessBenchmark(CaseBenchmark):
     """Cases timed in the asv process."""
 
-    #: The case this process prepared. asv re-runs `setup` before every timing sample; its
-    #: steps do not consume their inputs, so preparing again (framework set-up, numerics
-    #: check, warm-up) would repeat identical work. The process ends after the benchmark.
+    #: The case this process prepared. asv re-runs `setup` before every timing sample, but a
+    #: step needs no fresh state between samples (the core times consecutive steps too), so
+    #: preparing again (framework set-up, numerics check, warm-up) would only repeat the same
+    #: work. asv ends the process after the benchmark.
     _prepared: PreparedCase | None = None
 
     def setup(self, case_id: str) -> None:
