@@ -91,6 +91,10 @@ def test_relative_time_measures_work_not_machine_speed():
     assert measured.clock == "cpu" and measured.pairs == 9
 
 
+#: Clean runs on a busy 2-core machine land within about +-6% of their baseline, a 30% slowdown
+#: at +22% to +37%: 15% sits between the two with room on both sides.
+THRESHOLD = 0.15
+
 #: A benchmark test that runs one small registry case through the gate. EXTRA_WORK adds that
 #: fraction of real extra steps (not a sleep), so the slowdown scales with the machine's speed
 #: the way a real regression does.
@@ -129,7 +133,7 @@ def gate_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, extra_w
              *options: str) -> pytest.RunResult:
     monkeypatch.setenv("EXTRA_WORK", str(extra_work))
     return pytester.runpytest_subprocess("-p", "suites.frontends.pytest_plugin", "-p", "no:cacheprovider",
-                                         "--parbench-gate-threshold", "0.2", *options, timeout=300)
+                                         "--parbench-gate-threshold", str(THRESHOLD), *options, timeout=300)
 
 
 def change(result: pytest.RunResult) -> float:
@@ -152,10 +156,10 @@ def test_gate_passes_two_clean_runs_and_fails_a_30_percent_slowdown(pytester, mo
     for _ in range(2):
         clean = gate_run(pytester, monkeypatch, 0.0, "--parbench-gate-baseline", str(baseline))
         clean.assert_outcomes(passed=1)
-        assert abs(change(clean)) < 0.2
+        assert abs(change(clean)) < THRESHOLD
 
     slowed = gate_run(pytester, monkeypatch, 0.3, "--parbench-gate-baseline", str(baseline))
     slowed.assert_outcomes(failed=1)
     assert "performance regression" in slowed.stdout.str()
-    assert 0.2 < change(slowed) < 0.45
+    assert THRESHOLD < change(slowed) < 0.5
     assert "1 case(s) judged, 1 regressed" in slowed.stdout.str()
