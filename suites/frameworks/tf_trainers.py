@@ -54,7 +54,6 @@ class Trainer(ABC):
 
     def __init__(self, setup: TrainingSetup, replicas: int) -> None:
         self.setup = setup
-        self.replicas = replicas
         self.local_batch = setup.global_batch // replicas
         self.forward = build_forward(setup.spec)
         self.names = list(setup.weights)
