@@ -1,0 +1,54 @@
+"""GPU paths, run for real where an NVIDIA GPU is visible (`pytest -m gpu`); skipped elsewhere."""
+from __future__ import annotations
+
+import pytest
+
+from suites.availability import unavailable_reason
+from suites.case import Case
+from suites.devices import discover
+from suites.execute import execute_in_process
+from suites.runner import launch
+from suites.vocabulary import DeviceKind, Framework, Status
+from tests.conftest import FAST
+
+torch = pytest.importorskip("torch")
+gpu = discover(Framework.TORCH, DeviceKind.GPU)
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu.available, reason=f"no GPU: {gpu.reason}")]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("workload, params", [
+    ("matmul", {"m": 1024, "n": 1024, "k": 1024}),
+    ("conv2d", {"batch": 8, "h": 28, "w": 28, "cin": 64, "cout": 64, "layout": "nhwc"}),
+])
+def test_torch_gpu_kernels_pass_their_checks(workload, params, precision):
+    case = Case.make(workload, "torch", "gpu", precision=precision, params=params)
+    reason = unavailable_reason(case)
+    if reason:
+        pytest.skip(reason)
+    outcome = execute_in_process(case, FAST)
+    assert outcome.status is Status.OK, outcome.reason
+    assert outcome.check.passed
+
+
+def test_large_bf16_gemm_reaches_a_sane_fraction_of_peak():
+    case = Case.make("matmul", "torch", "gpu", precision="bf16", params={"m": 8192, "n": 8192, "k": 8192})
+    outcome = execute_in_process(case, FAST)
+    assert outcome.status is Status.OK, outcome.reason
+    tflops = 2 * 8192**3 / outcome.measurement.median / 1e12
+    assert tflops > 50, f"{tflops:.1f} TFLOP/s is far below any data-centre GPU's bf16 rate"
+
+
+def test_ddp_with_nccl_needs_one_gpu_per_rank():
+    case = Case.make("train_step", "torch", "gpu", "ddp", "fp32", torch.cuda.device_count() + 1,
+                     {"model": "mlp", "batch": 8})
+    reason = unavailable_reason(case)
+    assert reason and "GPU" in reason
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_single_gpu_training_step_passes_its_check(precision):
+    outcome = launch(Case.make("train_step", "torch", "gpu", precision=precision,
+                               params={"model": "cnn", "batch": 16}), FAST)
+    assert outcome.status is Status.OK, outcome.reason
+    assert outcome.check.passed
