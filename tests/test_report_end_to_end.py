@@ -53,7 +53,9 @@ def test_one_tidy_table_from_all_three_sources_and_every_machine(frame):
 
 def test_parbench_rows_keep_their_provenance_and_samples(frame):
     rows = frame[frame["source"].eq("parbench") & frame["status"].eq("ok")]
-    assert set(rows["threads"]) == {"torch=1", "torch=2"}
+    # TF's threads appear too when an earlier test in the session imported TensorFlow.
+    torch_threads = rows["threads"].str.extract(r"torch=(\d+)")[0]
+    assert set(torch_threads) == {"1", "2"}
     assert (rows["samples_s"].map(len) == rows["n"]).all()
     assert rows["check_passed"].all()
     per_machine = rows.groupby("machine")["case_id"].nunique()
