@@ -18,8 +18,8 @@ from asv_runner.benchmarks.mark import SkipNotImplemented
 from suites.case import Case
 from suites.execute import Outcome
 from suites.frontends import asv_support
-from suites.frontends.prepared import CaseUnavailable
-from suites.grid import load_suite
+from suites.frontends.prepared import CaseUnavailable, runs_in_process
+from suites.grid import builtin_suite_names, load_suite
 from suites.measurement import Measurement
 from suites.vocabulary import Status
 from suites.workloads import WORKLOADS
@@ -129,17 +129,23 @@ def discovered_cases(benchmarks: dict[str, dict]) -> dict[str, list[str]]:
     return by_class
 
 
-@pytest.mark.parametrize("suite", [None, "kernels", "gpu"])
+@pytest.mark.parametrize("suite", [None, *builtin_suite_names()])
 def test_asv_discovers_exactly_the_suites_cases(tmp_path, suite):
     benchmarks = discover(tmp_path, suite)
     by_class = discovered_cases(benchmarks)
     expected = [case.id for case in load_suite(suite or "quick").cases]
     found = [case_id for cases in by_class.values() for case_id in cases]
     assert sorted(found) == sorted(expected) and len(set(found)) == len(found)
+    for class_name, case_ids in by_class.items():
+        module, cls = class_name.split(".")
+        cases = [Case.from_id(case_id) for case_id in case_ids]
+        workload = WORKLOADS[cases[0].workload]
+        launched = [not runs_in_process(case) for case in cases]
+        assert module == asv_support.KIND_MODULES[workload.kind]
+        assert cls == workload.__name__ + (asv_support.LAUNCHED_SUFFIX if launched[0] else "")
+        assert all(c.workload == workload.name for c in cases) and len(set(launched)) == 1
     for name, entry in benchmarks.items():
-        module, cls, method = name.split(".")
-        workload = WORKLOADS[Case.from_id(asv_support.case_from_asv_param(entry["params"][0][0]).id).workload]
-        assert (module, cls) == (asv_support.KIND_MODULES[workload.kind], workload.__name__)
+        workload = WORKLOADS[asv_support.case_from_asv_param(entry["params"][0][0]).workload]
         assert entry["version"] == workload.version()
     methods = {name.split(".", 1)[1] for name in benchmarks}
     if suite is None:
