@@ -2,9 +2,10 @@
 
     python -m suites.examples.poly            # or: python path/to/poly.py
 
-The model is a function that builds it; parbench seeds the framework's RNG before calling it,
-wraps it in each strategy (DDP ranks import this file again, so registration is at module level
-and the script's own work sits under __main__).
+The model is a function per framework that builds it (the same network in torch and Keras);
+parbench seeds the framework's RNG before calling it, wraps it in each strategy (DDP ranks and
+TF workers import this file again, so registration is at module level and the script's own work
+sits under __main__).
 """
 from __future__ import annotations
 
@@ -29,7 +30,13 @@ def build_torch():  # noqa: ANN201 - returns torch.nn.Module; torch is imported 
     return torch.nn.Sequential(torch.nn.Linear(3, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 
 
-POLY = suites.user_model("poly", input_shape=(3,), loss="mse", torch=build_torch,
+def build_tf():  # noqa: ANN201 - returns a keras.Model; keras is imported only when called
+    import keras
+
+    return keras.Sequential([keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(1)])
+
+
+POLY = suites.user_model("poly", input_shape=(3,), loss="mse", torch=build_torch, tf=build_tf,
                          data=polynomial_data, flops_per_sample=2 * (3 * 16 + 16 * 1))
 
 

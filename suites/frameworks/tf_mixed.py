@@ -21,6 +21,11 @@ from ..vocabulary import Precision
 INITIAL_SCALE = 2.0 ** 15
 GROWTH_INTERVAL = 2000
 FACTOR = 2.0
+#: The Keras dtype policy that computes in a dtype: variables float32 (float64 for the float64
+#: reference), layers cast them and their inputs to the compute dtype.
+KERAS_POLICIES = {tf.float32: "float32", tf.float64: "float64",
+                  tf.float16: "mixed_float16", tf.bfloat16: "mixed_bfloat16"}
+
 
 @dataclass(frozen=True)
 class LossScaling:
@@ -58,6 +63,11 @@ class LossScaling:
         finite_state = tf.stack([tf.where(grow, scale * FACTOR, scale), tf.where(grow, 0.0, good_steps)])
         shrunk_state = tf.stack([scale / FACTOR, tf.constant(0.0)])
         return tf.where(finite, finite_state, shrunk_state)
+
+
+def keras_dtype_policy(compute_dtype: tf.DType) -> str:
+    """The name of the Keras dtype policy whose layers compute in `compute_dtype`."""
+    return KERAS_POLICIES[compute_dtype]
 
 
 def sgd_update(variable: tf.Variable, grad: tf.Tensor, finite: tf.Tensor | None,

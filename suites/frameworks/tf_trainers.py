@@ -30,7 +30,7 @@ from ..workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
 from . import tf_backend as backend
 from .tf_distribute import Lockstep, synchronize_devices
 from .tf_mixed import LossScaling, sgd_update
-from .tf_models import build_forward, summed_cross_entropy
+from .tf_models import build_forward, summed_loss
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
 
@@ -55,7 +55,9 @@ class Trainer(ABC):
     def __init__(self, setup: TrainingSetup, replicas: int) -> None:
         self.setup = setup
         self.local_batch = setup.global_batch // replicas
-        self.forward = build_forward(setup.spec)
+        self.forward = build_forward(setup.spec, setup.compute_dtype)
+        self.loss_function = summed_loss(setup.spec)
+        self.target_shape = setup.spec.target_shape
         self.names = list(setup.weights)
         # Two functions, traced separately: the checks' tracing stays out of the first timed step.
         self._step = tf.function(lambda batch: self._train_step(batch)[0])
@@ -74,14 +76,19 @@ class Trainer(ABC):
     def _local_loss(self, weights: Mapping[str, tf.Tensor], x: tf.Tensor, y: tf.Tensor,
                     divisor: int) -> tf.Tensor:
         logits = self.forward(weights, x, self.setup.compute_dtype)
-        return tf.cast(summed_cross_entropy(logits, y), self.setup.variable_dtype) / divisor
+        return tf.cast(self.loss_function(logits, y), self.setup.variable_dtype) / divisor
 
     def _random_local_batch(self, seed: tf.Tensor, replica: tf.Tensor | int) -> tuple[tf.Tensor, tf.Tensor]:
-        """Random inputs and labels, drawn where the enclosing device scope puts them."""
+        """Random inputs and targets, drawn where the enclosing device scope puts them."""
         seeds = tf.stack([tf.cast(seed, tf.int32), tf.cast(replica, tf.int32)])
         x = tf.random.stateless_normal((self.local_batch, *self.setup.spec.input_shape), seeds)
-        y = tf.random.stateless_uniform((self.local_batch,), seeds + 1, 0, NUM_CLASSES, dtype=tf.int32)
-        return x, y
+        return x, self._random_targets(seeds + 1)
+
+    def _random_targets(self, seeds: tf.Tensor) -> tf.Tensor:
+        """Standard normal targets of the spec's target shape (mse), or class labels."""
+        if self.setup.spec.loss == "mse":
+            return tf.random.stateless_normal((self.local_batch, *self.target_shape), seeds)
+        return tf.random.stateless_uniform((self.local_batch,), seeds, 0, NUM_CLASSES, dtype=tf.int32)
 
     def _sgd(self, variable: tf.Variable, grad: tf.Tensor, finite: tf.Tensor | None = None) -> tf.Operation:
         return sgd_update(variable, grad, finite, self.setup.learning_rate)

@@ -28,6 +28,7 @@ from ..workloads.training import TrainStep
 from . import tf_backend as backend
 from .tf_distribute import configure_runtime, make_strategy, replica_devices
 from .tf_mixed import LossScaling
+from .tf_models import initial_weights
 from .tf_trainers import SingleDeviceTrainer, StrategyTrainer, TowersTrainer, Trainer, TrainingSetup
 
 WEIGHTS_SEED = 0
@@ -47,9 +48,12 @@ class TfTrainStep(Runnable):
         configure_runtime(self.case)
         backend.set_matmul_precision(self.case.precision)
         self.spec = self.workload.model
-        self.weights = self.spec.init_weights(WEIGHTS_SEED)
+        # First: a multi-worker strategy configures collective ops, which must come before any TF
+        # op (building a user model's Keras model for its initial weights runs some).
+        strategy = self._distribute_strategy()
+        self.weights = initial_weights(self.spec, WEIGHTS_SEED)
         self.trainer = self._trainer(self._training_setup(
-            backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)))
+            backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)), strategy)
         sample_bytes = int(np.prod(self.spec.input_shape)) * 4
         count = rotation_count(sample_bytes * self.workload.per_device_batch)
         self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
@@ -60,15 +64,19 @@ class TfTrainStep(Runnable):
         return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
                              scaling, variable_dtype)
 
-    def _trainer(self, setup: TrainingSetup) -> Trainer:
-        strategy = self.case.strategy
-        if strategy is Strategy.SINGLE:
+    def _distribute_strategy(self) -> tf.distribute.Strategy | None:
+        """The case's `tf.distribute` strategy; None for single and towers (no strategy object)."""
+        if self.case.strategy in (Strategy.SINGLE, Strategy.TOWERS):
+            return None
+        return make_strategy(self.case)
+
+    def _trainer(self, setup: TrainingSetup, strategy: tf.distribute.Strategy | None) -> Trainer:
+        if strategy is not None:
+            return StrategyTrainer(setup, strategy, lockstep=self.case.strategy is Strategy.MULTIWORKER,
+                                   read_back_to_sync=self.case.strategy is Strategy.TPU)
+        if self.case.strategy is Strategy.SINGLE:
             return SingleDeviceTrainer(setup, backend.device_name(self.case))
-        if strategy is Strategy.TOWERS:
-            return TowersTrainer(setup, replica_devices(self.case), str(self.p["placement"]))
-        return StrategyTrainer(setup, make_strategy(self.case),
-                               lockstep=strategy is Strategy.MULTIWORKER,
-                               read_back_to_sync=strategy is Strategy.TPU)
+        return TowersTrainer(setup, replica_devices(self.case), str(self.p["placement"]))
 
     def step(self) -> None:
         self.trainer.step(self.batches[next(self._order)])

@@ -17,10 +17,9 @@ from torch import nn
 
 from ..vocabulary import Framework
 from ..workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
-from ..workloads.user_model import UserModel
+from ..workloads.user_model import USER_MODEL_SEED, UserModel
 
 LAYER_NORM_EPS = 1e-5
-USER_MODEL_SEED = 0
 
 
 def torch_name(canonical: str) -> str:

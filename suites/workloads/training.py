@@ -7,7 +7,8 @@ function from the same arrays, so their losses and gradients can be compared wit
 and with the single-device full-batch result.
 
 One step = forward + backward + optimizer update (plain SGD, so the update is the same
-function everywhere). Loss: mean softmax cross-entropy over the global batch.
+function everywhere). Loss: the spec's `loss` (softmax cross-entropy for the built-in models;
+user models may choose squared error), mean over the global batch.
 """
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ from .training import ModelSpec, register_model
 
 PLUGINS_ENV = "PARBENCH_PLUGINS"
 LOSSES = ("mse", "cross_entropy")
+#: Every framework seeds its RNG with this before calling a builder (torch.manual_seed,
+#: keras.utils.set_random_seed), so every copy of a model in one framework starts equal.
+USER_MODEL_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,8 @@ class UserModel(ModelSpec):
     model_name: str = "user"
     sample_shape: tuple[int, ...] = ()
     loss: str = "mse"  # type: ignore[assignment]  # a field here, a property on built-in specs
-    #: framework -> function building the model (torch: nn.Module; tf: a callable whose
-    #: trainable_variables are its weights, e.g. a keras Model or tf.Module).
+    #: framework -> function building the model (torch: an nn.Module; tf: a Keras 3 model,
+    #: e.g. a keras.Sequential, whose trainable variables are its weights).
     builders: dict[Framework, Callable[[], Any]] = field(default_factory=dict)
     data: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
     flops_per_sample: float = 0.0
@@ -69,6 +72,8 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
                flops_per_sample: float = 0.0) -> UserModel:
     """Register a model of your own; use its name as `model` in a train_step case or grid.
 
+    `torch()` returns an nn.Module, `tf()` a Keras 3 model; each is called with no arguments
+    after its framework's RNG is seeded with `USER_MODEL_SEED`.
     `data(batch, seed) -> (x, y)` draws a deterministic batch (NumPy); without it inputs are
     standard normal and targets are class labels (cross_entropy) — give `data` for mse.
     `flops_per_sample` (forward pass) enables TFLOP/s and % of peak; 0 leaves them out.
