@@ -1,6 +1,6 @@
 """pytest-benchmark front end: a suite's cases as benchmark tests, provenance, and the gate.
 
-Loaded by the repository's root conftest.py; elsewhere use ``-p suites.frontends.pytest_plugin``.
+Loaded through `addopts` in pyproject.toml; elsewhere use ``-p suites.frontends.pytest_plugin``.
 A test that takes the argument `parbench_case` runs once per case of ``--parbench-suite``
 (default quick), with the case id as test id. By default only the smoke subset runs: the
 cheapest case (analytic FLOPs, then bytes moved) of each workload x framework x device x
