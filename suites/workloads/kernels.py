@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import ClassVar, Mapping
 
 import numpy as np
@@ -11,8 +12,10 @@ from ..vocabulary import Framework
 from .base import Param, Workload
 
 #: Inputs are rotated through enough copies to span this many bytes, so a kernel whose
-#: operands fit in cache is not timed hot from the previous step.
+#: operands fit in cache is not timed hot from the previous step. PARBENCH_ROTATION_BYTES
+#: overrides it (0: one copy, hot-cache timing as torch.utils.benchmark does).
 ROTATION_BYTES = 64 * 2**20
+ROTATION_ENV = "PARBENCH_ROTATION_BYTES"
 MAX_ROTATION = 16
 #: The numerics check compares at most this many leading rows / images with float64.
 CHECK_ROWS = 128
@@ -20,7 +23,8 @@ CHECK_IMAGES = 2
 
 
 def rotation_count(bytes_per_input_set: int) -> int:
-    return max(1, min(MAX_ROTATION, math.ceil(ROTATION_BYTES / max(bytes_per_input_set, 1))))
+    span = int(os.environ.get(ROTATION_ENV, ROTATION_BYTES))
+    return max(1, min(MAX_ROTATION, math.ceil(span / max(bytes_per_input_set, 1))))
 
 
 class Matmul(Workload):
