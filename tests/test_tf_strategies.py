@@ -1,18 +1,18 @@
 """TensorFlow strategies, training steps and mixed precision: models, checks, launch paths."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.processes import mark_processes
 
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
@@ -33,7 +33,6 @@ from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBl
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
-MARKER_ENV = "PARBENCH_TEST_PROCESS_MARK"
 
 
 def train_case(strategy: str, precision: str = "fp32", n: int = 1, model: str = "mlp",
@@ -50,27 +49,8 @@ def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
 
 @pytest.fixture
 def our_processes(monkeypatch):
-    """Marks the processes this test starts (through the environment they inherit) and returns
-    a function listing those still alive: other tests may run workers on this machine too."""
-    marker = uuid.uuid4().hex
-    monkeypatch.setenv(MARKER_ENV, marker)
-    needle = f"{MARKER_ENV}={marker}".encode()
-
-    def alive() -> list[int]:
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if needle in environ and state != "Z":
-                found.append(int(entry.name))
-        return found
-
-    return alive
+    """Lists the still-running processes this test started (other tests run workers too)."""
+    return mark_processes(monkeypatch)
 
 
 # --- the TF models compute the specs' functions -------------------------------------------------

@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
@@ -48,30 +49,13 @@ def context(tmp_path: Path) -> RunContext:
     return RunContext(suite="test", store=store, timing=FAST)
 
 
-MARKER_ENV = "PARBENCH_TEST_PROCESS_MARK"
 
 
 @pytest.fixture
 def our_processes(monkeypatch):
     """Marks every process this test starts (through the environment they inherit) and returns
     a function listing those still alive: other tests may run workers on this machine too."""
-    marker = f"{MARKER_ENV}={uuid.uuid4().hex}".encode()
-    monkeypatch.setenv(MARKER_ENV, marker.decode().partition("=")[2])
-
-    def alive() -> list[int]:
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in environ and state != "Z":
-                found.append(int(entry.name))
-        return found
-
+    alive = mark_processes(monkeypatch)
     probe = subprocess.Popen(["sleep", "60"])  # the detector must see a process we started
     try:
         assert probe.pid in alive()

@@ -18,19 +18,11 @@ import tensorflow as tf
 from ..check import Check
 from ..runnable import Runnable
 from ..vocabulary import Strategy
-from ..workloads.collectives import Allreduce
+from ..workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 from . import tf_backend as backend
 from .tf_distribute import (Lockstep, configure_runtime, describe_all_reduce, make_strategy,
                             synchronize_devices)
 
-DATA_SEED = 1
-#: Pattern values are (replica + index) mod PATTERN_PERIOD: small integers, so every partial
-#: sum is exact in fp16/bf16 up to 2**8 / (PATTERN_PERIOD - 1) = 128 replicas.
-PATTERN_PERIOD = 3
-
-
-def check_pattern(replica: int, elements: int) -> np.ndarray:
-    return ((replica + np.arange(elements)) % PATTERN_PERIOD).astype(np.float64)
 
 
 class TfAllreduce(Runnable):
@@ -83,7 +75,7 @@ class TfAllreduce(Runnable):
 
         patterns = tf.function(lambda: self.strategy.run(pattern))()
         reduced = self.strategy.experimental_local_results(self._checked_reduce(patterns))
-        expected = sum(check_pattern(replica, elements) for replica in range(replicas))
+        expected = expected_sum(replicas, elements)
         error = max(float(np.max(np.abs(backend.to_numpy(local) - expected))) for local in reduced)
         collective = describe_all_reduce(self.case, str(self.p["backend"]))
         return Check(error == 0.0, "max_abs_err", error, 0.0,

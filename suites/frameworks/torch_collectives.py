@@ -13,18 +13,10 @@ import torch.distributed as dist
 
 from ..check import Check
 from ..runnable import Runnable
-from ..workloads.collectives import Allreduce
+from ..workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, check_pattern, expected_sum
 from . import torch_backend as backend
 from .torch_distributed import ProcessGroup, limit_threads_from_env
 
-DATA_SEED = 1
-#: The check pattern's values are (rank + index) mod PATTERN_PERIOD: small integers, so every
-#: partial sum is exact in fp16/bf16 up to 2**8 / (PATTERN_PERIOD - 1) = 128 ranks.
-PATTERN_PERIOD = 3
-
-
-def check_pattern(rank: int, elements: int) -> np.ndarray:
-    return ((rank + np.arange(elements)) % PATTERN_PERIOD).astype(np.float64)
 
 
 class TorchAllreduce(Runnable):
@@ -55,7 +47,7 @@ class TorchAllreduce(Runnable):
         elements, world = self.workload.elements, self.group.world_size
         buffer = backend.to_device(check_pattern(self.group.rank, elements), self.device, self.dtype)
         dist.all_reduce(buffer)
-        expected = sum(check_pattern(rank, elements) for rank in range(world))
+        expected = expected_sum(world, elements)
         error = self.group.maximum(float(np.max(np.abs(backend.to_numpy(buffer) - expected))))
         return Check(error == 0.0, "max_abs_err", error, 0.0,
                      f"sum of {world} ranks' (rank + i) mod {PATTERN_PERIOD} over {elements} "

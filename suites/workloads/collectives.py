@@ -3,8 +3,26 @@ from __future__ import annotations
 
 from typing import ClassVar, Mapping
 
+import numpy as np
+
 from ..vocabulary import Framework, Precision, Strategy
 from .base import Param, Workload
+
+#: Buffers of the check hold (participant + index) mod PATTERN_PERIOD: small integers, so every
+#: partial sum is exact in fp16/bf16 up to 2**8 / (PATTERN_PERIOD - 1) = 128 participants.
+PATTERN_PERIOD = 3
+#: Seed of the random (timed) buffers, offset by the participant's rank.
+DATA_SEED = 1
+
+
+def check_pattern(participant: int, elements: int) -> np.ndarray:
+    return ((participant + np.arange(elements)) % PATTERN_PERIOD).astype(np.float64)
+
+
+def expected_sum(participants: int, elements: int) -> np.ndarray:
+    """What every participant must hold after all-reducing the check pattern."""
+    return sum(check_pattern(p, elements) for p in range(participants))
+
 
 DTYPE_BYTES = {Precision.FP32: 4, Precision.TF32: 4, Precision.FP16: 2, Precision.BF16: 2}
 
