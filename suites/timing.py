@@ -71,7 +71,8 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig()) -> WarmUp
     extra = int(agree(max(0, math.ceil(remaining / max(step_estimate, 1e-9)))))
     warmup += [_timed(step, synchronize, 1) for _ in range(extra)]
     step_estimate = float(np.median(warmup[len(warmup) // 2:]))
-    block_size = int(agree(max(1, math.ceil(config.block_min_s / max(step_estimate, 1e-9)))))
+    block_s = max(config.block_min_s, runnable.min_block_s)
+    block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
     return WarmUp(first_step_s, len(warmup) + 1, step_estimate, block_size)
 
 

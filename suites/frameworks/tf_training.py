@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from ..check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
-from ..runnable import Runnable
+from ..runnable import COORDINATED_BLOCK_S, Runnable
 from ..vocabulary import Precision, Strategy
 from ..workloads.kernels import rotation_count
 from ..workloads.training import TrainStep
@@ -51,6 +51,8 @@ class TfTrainStep(Runnable):
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
         strategy = self._distribute_strategy()
+        if self.case.strategy is Strategy.MULTIWORKER:
+            self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
         self.trainer = self._trainer(self._training_setup(
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)), strategy)

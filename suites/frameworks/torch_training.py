@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
-from ..runnable import Runnable
+from ..runnable import COORDINATED_BLOCK_S, Runnable
 from ..vocabulary import Precision, Strategy
 from ..workloads.kernels import rotation_count
 from ..workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
@@ -68,6 +68,8 @@ class TorchTrainStep(Runnable):
     def setup(self) -> None:
         limit_threads_from_env()
         self.group = ProcessGroup(self.case) if self.case.strategy is Strategy.DDP else None
+        if self.group:
+            self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
         backend.set_matmul_precision(self.case.precision)
         self.spec = self.workload.model
