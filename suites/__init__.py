@@ -6,19 +6,17 @@ Importing this package imports neither torch nor TensorFlow.
 __version__ = "0.1.0"
 
 
+#: Public functions, imported on first use so `import suites` stays free of pandas and frameworks.
+_LAZY = {
+    "load_results": "suites.report.loading",
+    "benchmark_model": "suites.custom",
+    "user_model": "suites.workloads.user_model",
+}
+
+
 def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy attribute
-    """`suites.load_results(paths)`, `suites.user_model(...)`, `suites.benchmark_model(...)`:
-    imported on first use, so `import suites` stays free of pandas."""
-    if name == "load_results":
-        from .report.loading import load_results
+    if name not in _LAZY:
+        raise AttributeError(f"module 'suites' has no attribute {name!r}")
+    import importlib
 
-        return load_results
-    if name == "benchmark_model":
-        from .custom import benchmark_model
-
-        return benchmark_model
-    if name == "user_model":
-        from .workloads.user_model import user_model
-
-        return user_model
-    raise AttributeError(f"module 'suites' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

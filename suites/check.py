@@ -34,9 +34,8 @@ class Check:
         return cls(**data)
 
     def __str__(self) -> str:
-        verdict = "pass" if self.passed else "FAIL"
-        return f"{verdict} ({self.metric}={self.value:.2e} <= {self.tolerance:.0e})" if self.passed \
-            else f"{verdict} ({self.metric}={self.value:.2e} > {self.tolerance:.0e})"
+        verdict, relation = ("pass", "<=") if self.passed else ("FAIL", ">")
+        return f"{verdict} ({self.metric}={self.value:.2e} {relation} {self.tolerance:.0e})"
 
 
 def normwise_relative_error(output: np.ndarray, reference: np.ndarray) -> float:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .case import Case
@@ -144,9 +144,7 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
     assert primary is not None
     if len(outcomes) > 1 and primary.measurement is not None:
         rank_medians = tuple(o.measurement.median for o in outcomes if o and o.measurement)
-        primary.measurement = type(primary.measurement)(**{
-            **{k: getattr(primary.measurement, k) for k in primary.measurement.__dataclass_fields__},
-            "rank_medians": rank_medians})
+        primary.measurement = replace(primary.measurement, rank_medians=rank_medians)
         primary.details["straggler"] = max(rank_medians) > 1.10 * min(rank_medians)
     return primary
 

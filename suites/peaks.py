@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .devices import DeviceInfo
-from .errors import UserError
+from .user_files import shipped_table, user_table
 from .vocabulary import DeviceKind, Precision
 
 PEAKS_ENV = "PARBENCH_PEAKS"
@@ -25,15 +23,11 @@ class PeakTable:
 
     @classmethod
     def load(cls) -> "PeakTable":
-        data = tomllib.loads(resources.files("suites").joinpath("peaks.toml").read_text())
+        data = shipped_table("peaks.toml")
         gpu, cpu = list(data.get("gpu", [])), list(data.get("cpu", []))
         user_file = os.environ.get(PEAKS_ENV)
         if user_file:
-            try:
-                user = tomllib.loads(Path(user_file).read_text())
-            except (OSError, tomllib.TOMLDecodeError) as error:
-                raise UserError(f"{PEAKS_ENV}={user_file}: cannot read the peaks table ({error}); "
-                                f"fix the file or unset {PEAKS_ENV}") from None
+            user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
             gpu = list(user.get("gpu", [])) + gpu
             cpu = list(user.get("cpu", [])) + cpu
         return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)))

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     stored = 0
     for kind in map(DeviceKind, args.device or ["cpu", "gpu"]):
         for precision in map(Precision, args.precision or ["fp32"]):
-            best: tuple[float, str] | None = None
+            best: tuple[float, Case] | None = None
             for framework in Framework:
                 for size in args.sizes:
                     case = Case.make("matmul", framework, kind, precision=precision,
@@ -55,12 +55,12 @@ def run(args: argparse.Namespace) -> int:
                     tflops = 2.0 * size**3 / outcome.measurement.median / 1e12
                     console.print(f"{case.id}: {tflops:.3f} TFLOP/s")
                     if best is None or tflops > best[0]:
-                        best = (tflops, case.id)
+                        best = (tflops, case)
             if best:
-                path = save_calibration(args.results, machine, discover(Framework.TORCH, kind)
-                                        if discover(Framework.TORCH, kind).available
-                                        else discover(Framework.TF, kind), precision, best[0], best[1])
-                console.print(f"[green]{kind} {precision} peak {best[0]:.3f} TFLOP/s[/] ({best[1]}) -> {path}")
+                tflops, case = best
+                path = save_calibration(args.results, machine, discover(case.framework, kind), precision,
+                                        tflops, case.id)
+                console.print(f"[green]{kind} {precision} peak {tflops:.3f} TFLOP/s[/] ({case.id}) -> {path}")
                 stored += 1
     if not stored:
         raise UserError("nothing could be calibrated: no requested device/precision is available here; "

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..display import record_table, terminal
 from ..filters import __doc__ as filter_help
+from ..errors import UserError
 from ..filters import select
 from ..grid import DEFAULT_SUITE, load_suite
 from ..runner import RunContext, run_cases
@@ -36,25 +38,19 @@ def run(args: argparse.Namespace) -> int:
     timing = suite.timing
     if args.budget is not None:
         if args.budget <= 0:
-            from ..errors import UserError
             raise UserError(f"--budget must be a positive number of seconds, got {args.budget}")
-        timing = type(timing)(**{**timing.__dict__, "budget_s": args.budget})
+        timing = replace(timing, budget_s=args.budget)
     store = ResultsStore(args.results)
-    store.ensure_writable()
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,
                   transient=True) as progress:
-        task = progress.add_task(suite.name, total=len(cases), current="")
-        pending = iter(cases)
-        progress.update(task, current=cases[0].id)
-        for record in run_cases(cases, context):
+        task = progress.add_task(suite.name, total=len(cases), current=cases[0].id)
+        for done, record in enumerate(run_cases(cases, context), start=1):
             records.append(record)
-            upcoming = next(pending, None)
-            upcoming = next(pending, None) if upcoming == record.case else upcoming
-            progress.update(task, advance=1, current=upcoming.id if upcoming else "")
+            progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "")
     console.print(record_table(records, title=f"suite {suite.name} - run {context.run_id}"))
     failed = sum(r.status is Status.FAILED for r in records)
     counts = {s: sum(r.status is s for r in records) for s in Status}

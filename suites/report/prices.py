@@ -9,16 +9,14 @@ for CPU cases [cpu] per_core_hour x the cores the run could use.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import UserError
+from ..user_files import shipped_table, user_table
 
 PRICES_ENV = "PARBENCH_PRICES"
 COST_COLUMNS = ["price_per_hour", "price_rule", "cost_per_m_samples", "cost_per_pflop"]
@@ -35,15 +33,11 @@ class PriceTable:
     @classmethod
     def load(cls, user_file: str | Path | None = None) -> "PriceTable":
         """The shipped table, overridden by `user_file` or else by $PARBENCH_PRICES."""
-        data = tomllib.loads(resources.files("suites").joinpath("prices.toml").read_text())
+        data = shipped_table("prices.toml")
         sources = ["suites/prices.toml"]
         user_file = user_file or os.environ.get(PRICES_ENV)
         if user_file:
-            try:
-                user = tomllib.loads(Path(user_file).read_text())
-            except (OSError, tomllib.TOMLDecodeError) as error:
-                raise UserError(f"price table {user_file}: cannot read it ({error}); fix the file, "
-                                f"or drop --prices / unset {PRICES_ENV}") from None
+            user = user_table(user_file, "price table", f"fix the file, or drop --prices / unset {PRICES_ENV}")
             data = {**data, **{k: v for k, v in user.items() if k not in ("machines", "device", "cpu")},
                     "machines": {**data.get("machines", {}), **user.get("machines", {})},
                     "device": [*user.get("device", []), *data.get("device", [])],

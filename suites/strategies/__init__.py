@@ -7,6 +7,7 @@ framework's own modules and is imported only when a case of it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from enum import Enum
 
 from ..case import Case
@@ -48,6 +49,7 @@ class StrategyRules:
         return case.device is DeviceKind.CPU and case.n_devices > 1
 
 
+@lru_cache(maxsize=None)
 def _all_rules() -> dict[Strategy, StrategyRules]:
     # Framework-neutral rule modules (they must not import torch or TensorFlow).
     from .tf_rules import RULES as TF_RULES
