@@ -1,17 +1,20 @@
 """Does parbench's DDP measurement add overhead? Compare it with a plain torchrun script.
 
-    python -m suites.checks.ddp_overhead [--rounds 3]
+    python -m suites.checks.ddp_overhead [--rounds 5] [--budget 8]
 
 Runs the training suite's DDP case (train_step, mlp, 2 gloo ranks on the CPU, fp32, batch 32
 per rank) through parbench's rank launcher and timer, and `suites.checks.plain_ddp` — the same
 model shape and batch in a hand-written loop — through torchrun, with the same threads per
-rank. The two alternate for `--rounds` rounds so drifting machine load hits both alike; the
-medians of the rounds are compared. Target: parbench within 3% of the plain loop.
+rank. The two alternate for `--rounds` rounds so drifting machine load hits both alike, and
+each round gives both the same time (`--budget` seconds of timing): two ranks sharing two
+cores over loopback vary by ±5% from one run to the next, so short runs can't resolve 3%.
+The medians of the rounds are compared. Target: parbench within 3% of the plain loop.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -19,26 +22,30 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from ..case import Case
 from ..grid import load_suite
 from ..launch import case_timeout, free_ports, run_ranks, threads_per_process
+from ..timing import TimingConfig
 from ..vocabulary import Status
 
 CASE = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 32})
 TARGET = 0.03
 PLAIN_TIMEOUT_S = 180.0
+#: Steps per timed repeat of the plain loop.
+PLAIN_STEPS = 50
 
 
-def parbench_step_s() -> float:
-    outcome = run_ranks(CASE, load_suite("training").timing)
+def parbench_step_s(timing: TimingConfig) -> float:
+    outcome = run_ranks(CASE, timing)
     if outcome.status is not Status.OK or outcome.measurement is None:
         raise SystemExit(f"parbench's DDP case did not run: {outcome.status}: {outcome.reason}")
     return outcome.measurement.median
 
 
-def plain_step_s(threads: int) -> float:
+def plain_step_s(threads: int, repeats: int) -> float:
     """Run the plain script under torchrun (rendezvous on 127.0.0.1, port picked now)."""
     torchrun = shutil.which("torchrun")
     if torchrun is None:
@@ -48,7 +55,8 @@ def plain_step_s(threads: int) -> float:
         command = [torchrun, "--nproc-per-node", str(CASE.n_devices), "--rdzv-backend", "c10d",
                    "--rdzv-endpoint", f"127.0.0.1:{free_ports(1)[0]}", "--max-restarts", "0",
                    "-m", "suites.checks.plain_ddp", "--batch", str(CASE.param_dict["batch"]),
-                   "--threads", str(threads), "--out", str(out)]
+                   "--threads", str(threads), "--steps", str(PLAIN_STEPS),
+                   "--repeats", str(repeats), "--out", str(out)]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         try:
@@ -70,17 +78,34 @@ def plain_step_s(threads: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m suites.checks.ddp_overhead",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of both (default 5)")
+    parser.add_argument("--budget", type=float, default=8.0,
+                        help="seconds of timing per run, for both (default 8)")
     args = parser.parse_args()
+    if args.rounds < 1 or args.budget <= 0:
+        parser.error("--rounds must be at least 1 and --budget positive")
     threads = threads_per_process(CASE, CASE.n_devices)
+    timing = replace(load_suite("training").timing, budget_s=args.budget)
     print(f"case {CASE.id}: {CASE.n_devices} gloo ranks x {threads} thread(s); "
-          f"parbench timeout per run {case_timeout(load_suite('training').timing):.0f} s")
+          f"{args.budget:g} s of timing per run; parbench timeout per run "
+          f"{case_timeout(timing):.0f} s")
     ours, plain = [], []
+
+    def repeats() -> int:
+        """As many plain repeats as fill the budget at parbench's latest step time."""
+        return max(9, math.ceil(args.budget / (PLAIN_STEPS * (ours[-1] if ours else 0.01))))
+
     for round_index in range(args.rounds):
-        ours.append(parbench_step_s())
-        plain.append(plain_step_s(threads))
+        # ABBA order: whichever runs second in a round never gets a systematic edge
+        if round_index % 2 == 0:
+            ours.append(parbench_step_s(timing))
+            plain.append(plain_step_s(threads, repeats()))
+        else:
+            plain.append(plain_step_s(threads, repeats()))
+            ours.append(parbench_step_s(timing))
         print(f"round {round_index + 1}: parbench {ours[-1] * 1e3:.3f} ms/step, "
-              f"plain torchrun {plain[-1] * 1e3:.3f} ms/step", flush=True)
+              f"plain torchrun {plain[-1] * 1e3:.3f} ms/step "
+              f"(ratio {ours[-1] / plain[-1]:.3f})", flush=True)
     ratio = statistics.median(ours) / statistics.median(plain)
     print(f"median over rounds: parbench {statistics.median(ours) * 1e3:.3f} ms/step, plain "
           f"{statistics.median(plain) * 1e3:.3f} ms/step, ratio {ratio:.3f} "

@@ -83,16 +83,16 @@ class TorchMlp(TorchModel):
     def __init__(self, spec: Mlp) -> None:
         super().__init__(spec)
         widths = [spec.features] + [spec.hidden] * spec.depth + [NUM_CLASSES]
-        self.layers = len(widths) - 1
         for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
             self.add_module(f"dense{i}", nn.Linear(fan_in, fan_out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for i in range(self.layers):
-            x = getattr(self, f"dense{i}")(x)
-            if i < self.layers - 1:
-                x = F.relu(x)
-        return x
+        # The registered children, in order: no attribute lookups by name, and DataParallel's
+        # replicas (which copy `_modules`, not plain attributes) use their own layers.
+        *hidden, last = self.children()
+        for layer in hidden:
+            x = F.relu(layer(x))
+        return last(x)
 
 
 class _ResidualBlock(nn.Module):

@@ -8,6 +8,7 @@ its time is the global step time.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import numpy as np
@@ -118,10 +119,16 @@ class TorchTrainStep(Runnable):
         return torch.randint(0, NUM_CLASSES, (self.local_batch,), generator=generator,
                              device=self.device)
 
+    def _precision_context(self) -> contextlib.AbstractContextManager:
+        """Autocast for mixed precision; in fp32/tf32 nothing at all, not even a disabled
+        autocast, so the timed step is exactly what a hand-written loop would run."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
     def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype,
-                            enabled=self.autocast_dtype is not None):
+        with self._precision_context():
             loss = self.loss(self.trained(x), y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
