@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from .case import Case
@@ -140,12 +140,8 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
             return Outcome(Status.FAILED, why, details={
                 "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
                 **(outcome.details if outcome else {})})
-    primary = outcomes[0]
+    primary = outcomes[0]  # rank 0's, which carries every rank's busy time (gathered in-band)
     assert primary is not None
-    if len(outcomes) > 1 and primary.measurement is not None:
-        rank_medians = tuple(o.measurement.median for o in outcomes if o and o.measurement)
-        primary.measurement = replace(primary.measurement, rank_medians=rank_medians)
-        primary.details["straggler"] = max(rank_medians) > 1.10 * min(rank_medians)
     return primary
 
 

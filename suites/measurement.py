@@ -8,6 +8,10 @@ from typing import Any
 import numpy as np
 
 
+#: Busy-time ratio between the slowest and the fastest rank above which a straggler is flagged.
+STRAGGLER_RATIO = 1.10
+
+
 @dataclass(frozen=True)
 class Measurement:
     #: Seconds per step; each sample is the mean of one block of `block_size` steps.
@@ -19,7 +23,9 @@ class Measurement:
     #: The spread target this measurement was repeated for (IQR / median).
     target_rel_iqr: float = 0.02
     stop_reason: str = ""
-    #: Per-rank median step times for multi-process strategies (rank order).
+    #: Multi-process strategies: each rank's median busy time per step, in rank order — the
+    #: part of a block before the rank waits at the barrier for its peers. The samples are
+    #: global (barrier to barrier), so a slow rank sets them; here it shows as the largest.
     rank_medians: tuple[float, ...] = field(default=())
 
     @cached_property
@@ -50,6 +56,12 @@ class Measurement:
         return self.rel_iqr > self.target_rel_iqr
 
     @property
+    def straggler(self) -> bool:
+        """One rank is busy over `STRAGGLER_RATIO` times longer per step than another."""
+        return (len(self.rank_medians) > 1
+                and max(self.rank_medians) > STRAGGLER_RATIO * min(self.rank_medians))
+
+    @property
     def compile_s(self) -> float | None:
         """First-step time beyond a steady step: tracing, compilation, lazy init."""
         if self.first_step_s is None:
@@ -64,6 +76,7 @@ class Measurement:
             "rank_medians_s": list(self.rank_medians),
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
+            "straggler": self.straggler,
             "compile_s": self.compile_s,
         }
 

@@ -10,7 +10,8 @@ Schema version 1, one JSON object per line:
   reason        why not ok ("" when ok)
   emulated      true when several devices were emulated (logical CPUs, gloo ranks on one host)
   measurement   {samples_s[], block_size, warmup_steps, first_step_s, compile_s, median_s, iqr_s,
-                 n, noisy, target_rel_iqr, stop_reason, rank_medians_s[]} or null
+                 n, noisy, target_rel_iqr, stop_reason, rank_medians_s[] (each rank's median
+                 busy time per step, before it waits for its peers), straggler} or null
   metrics       {tflops, samples_per_s, pct_peak_table, pct_peak_measured, algbw_gbs, busbw_gbs, ...}
   check         {passed, metric, value, tolerance, detail} or null
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)

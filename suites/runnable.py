@@ -19,8 +19,10 @@ class Runnable(ABC):
     """One case, ready to be timed in this process.
 
     `setup` allocates (random) inputs on the device; `step` enqueues one unit of work and may
-    return before the device finishes; `synchronize` waits for the device, so the timer reads
-    its host clock only after work is done; `check` verifies numerics once, outside timing.
+    return before the device finishes; `synchronize` waits for this process's devices, so the
+    timer reads its host clock only after work is done; `barrier` then waits for the other
+    ranks of a multi-process case, so a timed block runs barrier to barrier and measures the
+    global step; `check` verifies numerics once, outside timing.
     """
 
     #: Shortest timed block for this runnable. Ranks that meet at a barrier (and agree) once
@@ -43,6 +45,13 @@ class Runnable(ABC):
 
     @abstractmethod
     def check(self) -> Check: ...
+
+    def barrier(self) -> None:
+        """Wait until every rank of a multi-process case gets here; single-process: nothing."""
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        """Every rank's `value`, in rank order, on every rank; single-process: `(value,)`."""
+        return (value,)
 
     def agree(self, value: float) -> float:
         """The same value on every rank of a multi-process case (rank 0's, broadcast).

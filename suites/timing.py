@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,12 +36,24 @@ class TimingConfig:
         return cls(**values)
 
 
-def _timed(step: Callable[[], None], synchronize: Callable[[], None], count: int) -> float:
+@dataclass(frozen=True)
+class Block:
+    """One timed block of steps: its time barrier to barrier, and the part of it this rank
+    was busy (before it waited at the barrier for its peers)."""
+
+    seconds: float
+    busy_s: float
+
+
+def _timed(runnable: Runnable, count: int) -> Block:
+    step = runnable.step
     start = time.perf_counter()
     for _ in range(count):
         step()
-    synchronize()
-    return time.perf_counter() - start
+    runnable.synchronize()
+    arrived = time.perf_counter()
+    runnable.barrier()
+    return Block(time.perf_counter() - start, arrived - start)
 
 
 @dataclass(frozen=True)
@@ -61,15 +73,16 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig()) -> WarmUp
     Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
     themselves after the same warm-up.
     """
-    step, synchronize, agree = runnable.step, runnable.synchronize, runnable.agree
-    synchronize()
-    first_step_s = _timed(step, synchronize, 1)
+    agree = runnable.agree
+    runnable.synchronize()
+    runnable.barrier()
+    first_step_s = _timed(runnable, 1).seconds
 
-    warmup = [_timed(step, synchronize, 1) for _ in range(config.min_warmup_steps)]
+    warmup = [_timed(runnable, 1).seconds for _ in range(config.min_warmup_steps)]
     step_estimate = float(np.median(warmup))
     remaining = config.warmup_s - first_step_s - sum(warmup)
     extra = int(agree(max(0, math.ceil(remaining / max(step_estimate, 1e-9)))))
-    warmup += [_timed(step, synchronize, 1) for _ in range(extra)]
+    warmup += [_timed(runnable, 1).seconds for _ in range(extra)]
     step_estimate = float(np.median(warmup[len(warmup) // 2:]))
     block_s = max(config.block_min_s, runnable.min_block_s)
     block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
@@ -80,17 +93,22 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
     """Time `runnable` (already set up). The device is synchronised before every clock read.
 
     Every decision that changes the number of steps goes through `runnable.agree`, so the
-    ranks of a multi-process case take identical decisions (rank 0's).
+    ranks of a multi-process case take identical decisions (rank 0's). Samples are global
+    (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
+    gathered into `rank_medians`, where a straggler shows.
     """
-    step, synchronize, agree = runnable.step, runnable.synchronize, runnable.agree
+    agree = runnable.agree
     warm = warm_up(runnable, config)
     block_size = warm.block_size
 
     samples: list[float] = []
+    busy: list[float] = []
     stop_reason = "max samples"
     start = time.perf_counter()
     while len(samples) < config.max_samples:
-        samples.append(_timed(step, synchronize, block_size) / block_size)
+        block = _timed(runnable, block_size)
+        samples.append(block.seconds / block_size)
+        busy.append(block.busy_s / block_size)
         elapsed = time.perf_counter() - start
         reason = ""
         if len(samples) >= config.min_samples and elapsed >= config.min_time_s:
@@ -103,6 +121,8 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
         if decision:
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
+    rank_medians = runnable.gather(float(np.median(busy)))
     return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
-                       stop_reason=stop_reason)
+                       stop_reason=stop_reason,
+                       rank_medians=rank_medians if len(rank_medians) > 1 else ())

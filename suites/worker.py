@@ -1,15 +1,25 @@
-"""Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome."""
+"""Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome.
+
+parbench's launcher starts it with `--out` and stores the record itself. Under torchrun (one
+machine or several) give `--results` too: rank 0 then stores the record, with this machine's
+provenance, where `parbench report` finds it.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from .case import Case
+from .errors import UserError
 from .execute import Outcome, execute_in_process, failed
 from .timing import TimingConfig
 from .workloads.user_model import load_plugins
+
+#: The suite name stored with records of cases run directly under torchrun.
+TORCHRUN_SUITE = "torchrun"
 
 
 def outcome_path(out: Path) -> Path:
@@ -22,27 +32,64 @@ def outcome_path(out: Path) -> Path:
     return out
 
 
+def write_outcome(outcome: Outcome, out: Path) -> None:
+    out = outcome_path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(outcome.to_dict()))
+    tmp.replace(out)  # the launcher never sees half a file
+
+
+def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
+                 suite: str, label: str | None) -> Path:
+    """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
+    from .runner import RunContext, run_case
+    from .store import ResultsStore
+
+    if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
+        outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
+    outcome.details["launcher"] = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "worker"
+    store = ResultsStore(results)
+    context = RunContext(suite=suite, store=store, timing=timing, label=label)
+    record = run_case(case, context, execute=lambda _case, _timing: outcome)
+    return store.path_for(record.machine)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m suites.worker")
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
-    parser.add_argument("--out", required=True, type=Path,
+    parser.add_argument("--out", type=Path,
                         help="where to write the outcome JSON (under torchrun, rank r > 0 "
                              "writes OUT.rank<r>)")
+    parser.add_argument("--results", type=Path,
+                        help="results directory: rank 0 stores the case's record there")
+    parser.add_argument("--suite", default=TORCHRUN_SUITE,
+                        help=f"suite name stored with the record (default {TORCHRUN_SUITE})")
+    parser.add_argument("--label", help="machine label stored with the record "
+                                        "(default $PARBENCH_MACHINE or the hostname)")
     args = parser.parse_args()
+    if args.out is None and args.results is None:
+        parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
+    try:
+        case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
+                else Case.from_id(args.case))
+        timing = TimingConfig.from_mapping(json.loads(args.timing))
+        if args.results is not None and int(os.environ.get("RANK", "0")) == 0:
+            from .store import ResultsStore
+            ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
+    except (UserError, ValueError, TypeError) as error:
+        sys.exit(f"parbench worker: {error}")
     load_plugins()  # user models registered by the parent process
-    case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
-            else Case.from_id(args.case))
-    timing = TimingConfig.from_mapping(json.loads(args.timing))
     try:
         outcome: Outcome = execute_in_process(case, timing)
     except Exception as error:  # anything outside the runnable's own stages
         outcome = failed(error, "worker")
-    out = outcome_path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(outcome.to_dict()))
-    tmp.replace(out)  # the launcher never sees half a file
+    if args.out is not None:
+        write_outcome(outcome, args.out)
+    if args.results is not None and int(os.environ.get("RANK", "0")) == 0:
+        path = store_record(case, outcome, timing, args.results, args.suite, args.label)
+        print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
 
 
 if __name__ == "__main__":

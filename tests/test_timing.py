@@ -64,3 +64,35 @@ def test_statistics_come_from_the_raw_samples():
     assert m.median == 3.0 and m.iqr == 2.0 and m.n == 5
     assert m.noisy and m.compile_s == 7.0
     assert Measurement.from_dict(m.to_dict()) == m
+
+
+class WaitingRank(AsyncSleeper):
+    """Rank 0 of a pretend two-rank case whose peer is slower: at every barrier rank 0 waits
+    `wait_per_block` for it, and the gathered busy times say what the peer reported."""
+
+    def __init__(self, seconds: float, wait_per_block: float, peer_busy_factor: float) -> None:
+        super().__init__(seconds)
+        self.wait_per_block, self.peer_busy_factor = wait_per_block, peer_busy_factor
+
+    def barrier(self) -> None:
+        time.sleep(self.wait_per_block)
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return (value, value * self.peer_busy_factor)
+
+
+def test_samples_are_barrier_to_barrier_and_rank_busy_times_expose_a_straggler():
+    config = TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.5, target_rel_iqr=0.5)
+    slow_peer = measure(WaitingRank(0.001, wait_per_block=0.01, peer_busy_factor=1.5), config)
+    # the global sample includes the wait for the peer; this rank's busy time does not
+    assert slow_peer.median > slow_peer.rank_medians[0] + 0.0005
+    assert 0.0009 < slow_peer.rank_medians[0] < 0.002
+    assert slow_peer.straggler and slow_peer.to_dict()["straggler"] is True
+    even = measure(WaitingRank(0.001, wait_per_block=0.0, peer_busy_factor=1.02), config)
+    assert len(even.rank_medians) == 2 and not even.straggler
+    assert Measurement.from_dict(even.to_dict()) == even
+
+
+def test_single_process_measurements_carry_no_rank_times():
+    single = measure(AsyncSleeper(0.001), TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.3))
+    assert single.rank_medians == () and not single.straggler

@@ -333,7 +333,7 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"parbench-test-{port}",
                "--rdzv-conf", "join_timeout=60", "--max-restarts", "0",
                "-m", "suites.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
-               "--out", str(out)]
+               "--out", str(out), "--results", str(tmp_path / "results"), "--label", "two-nodes"]
     # Both "machines" share this host's cores: one thread per rank, as parbench's launcher does.
     env = {**os.environ, "PARBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
     nodes = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -348,4 +348,21 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
     for outcome in outcomes:
         assert outcome["status"] == "ok", outcome["reason"]
         assert outcome["check"]["passed"] and outcome["check"]["metric"] == "grad_rel_l2_err"
+    # rank 0 stored one record, as `parbench run` would, with both ranks' busy times
+    (record,) = ResultsStore(tmp_path / "results").load()
+    assert record.case == case and record.status is Status.OK and record.suite == "torchrun"
+    assert record.environment["machine"] == "two-nodes" and record.emulated
+    assert len(record.measurement.rank_medians) == 2
+    assert record.details["nodes"] == 2 and record.details["launcher"] == "torchrun"
+    assert record.metrics["samples_per_s"] > 0
     assert our_processes() == []
+
+
+def test_worker_refuses_bad_input_in_one_line(tmp_path):
+    out = ["--out", str(tmp_path / "outcome.json")]
+    for args, problem in ((["--case", "train_step/torch/cpu:2/ddp", *out], "not a case id"),
+                          (["--case", train_case("ddp", n=2).id], "give --out")):
+        result = subprocess.run([sys.executable, "-m", "suites.worker", *args], cwd=REPO,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and problem in result.stderr
+        assert "Traceback" not in result.stderr

@@ -58,8 +58,13 @@ class TfAllreduce(Runnable):
 
     def synchronize(self) -> None:
         synchronize_devices(self.strategy.extended.worker_devices)
+
+    def barrier(self) -> None:
         if self.lockstep is not None:
             self.lockstep.barrier()  # timed blocks end when every worker has finished
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.lockstep.gather(value) if self.lockstep is not None else (value,)
 
     def agree(self, value: float) -> float:
         return self.lockstep.agree(value) if self.lockstep is not None else value

@@ -146,26 +146,36 @@ def synchronize_devices(devices: tuple[str, ...] | list[str]) -> None:
 
 
 class Lockstep:
-    """Keeps the processes of a multi-worker case in step: a barrier and rank 0's value on all.
+    """Keeps the processes of a multi-worker case in step: a barrier, rank 0's value on all,
+    and every worker's value on all.
 
-    Both are one all-reduce of a float64 scalar to which only global replica 0 contributes, so
-    the sum is rank 0's value and no worker leaves before every worker has arrived.
+    Each is one all-reduce (sum) of a float64 vector with a slot per global replica, in which
+    every replica fills only its own slot: no worker leaves before every worker has arrived.
     """
 
     def __init__(self, strategy: tf.distribute.Strategy) -> None:
+        replicas = strategy.num_replicas_in_sync
+        #: Replicas are numbered worker by worker, each worker holding this many.
+        self._per_worker = max(1, len(strategy.extended.worker_devices))
+
         def contribution(value: tf.Tensor) -> tf.Tensor:
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            return tf.where(tf.equal(replica, 0), value, tf.zeros_like(value))
+            return tf.one_hot(replica, replicas, dtype=tf.float64) * value
 
         @tf.function
-        def first_replica_value(value: tf.Tensor) -> tf.Tensor:
+        def every_replica_value(value: tf.Tensor) -> tf.Tensor:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution, args=(value,)),
                                    axis=None)
 
-        self._first_replica_value = first_replica_value
+        self._every_replica_value = every_replica_value
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        """Every worker's `value`, in task order."""
+        values = self._every_replica_value(tf.constant(value, tf.float64)).numpy()
+        return tuple(float(v) for v in values[::self._per_worker])
 
     def agree(self, value: float) -> float:
-        return float(self._first_replica_value(tf.constant(value, tf.float64)))
+        return self.gather(value)[0]
 
     def barrier(self) -> None:
         self.agree(0.0)

@@ -134,6 +134,12 @@ class Trainer(ABC):
     def synchronize(self) -> None:
         backend.synchronize()
 
+    def barrier(self) -> None:
+        """Multi-process trainers wait here for the other workers."""
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return (value,)
+
     def agree(self, value: float) -> float:
         return value
 
@@ -340,8 +346,13 @@ class StrategyTrainer(Trainer):
                     value.numpy()
         else:
             synchronize_devices(self.strategy.extended.worker_devices)
+
+    def barrier(self) -> None:
         if self.lockstep is not None:
             self.lockstep.barrier()  # timed blocks end when every worker has finished
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.lockstep.gather(value) if self.lockstep is not None else (value,)
 
     def agree(self, value: float) -> float:
         return self.lockstep.agree(value) if self.lockstep is not None else value

@@ -86,6 +86,12 @@ class TfTrainStep(Runnable):
     def synchronize(self) -> None:
         self.trainer.synchronize()
 
+    def barrier(self) -> None:
+        self.trainer.barrier()
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.trainer.gather(value)
+
     def agree(self, value: float) -> float:
         return self.trainer.agree(value)
 

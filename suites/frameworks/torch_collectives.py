@@ -37,7 +37,12 @@ class TorchAllreduce(Runnable):
 
     def synchronize(self) -> None:
         backend.synchronize(self.device)
+
+    def barrier(self) -> None:
         self.group.barrier()
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.group.gather(value)
 
     def agree(self, value: float) -> float:
         return self.group.broadcast_from_root(value)

@@ -102,6 +102,13 @@ class ProcessGroup:
         dist.all_reduce(tensor)
         return float(tensor.item()) / self.world_size
 
+    def gather(self, value: float) -> tuple[float, ...]:
+        """Every rank's `value`, in rank order, on every rank (one small all-reduce)."""
+        tensor = torch.zeros(self.world_size, dtype=torch.float64, device=self.device)
+        tensor[self.rank] = float(value)
+        dist.all_reduce(tensor)
+        return tuple(tensor.tolist())
+
     def maximum(self, value: float) -> float:
         tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)

@@ -3,8 +3,8 @@
 One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
 on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
 without); tf32 turns on TF32 tensor-core matmuls/convolutions. Under DDP every rank is one
-process; `synchronize` ends with a barrier, so each timed block runs barrier to barrier and
-its time is the global step time.
+process; the timer's `barrier` makes each timed block run barrier to barrier, so its time is
+the global step time.
 """
 from __future__ import annotations
 
@@ -144,8 +144,13 @@ class TorchTrainStep(Runnable):
 
     def synchronize(self) -> None:
         backend.synchronize(self.device)
+
+    def barrier(self) -> None:
         if self.group:
             self.group.barrier()
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.group.gather(value) if self.group else (value,)
 
     def agree(self, value: float) -> float:
         return self.group.broadcast_from_root(value) if self.group else value

@@ -49,6 +49,7 @@ class PreparedCase:
         """One step, finished on the device: what a front end's timer may time."""
         self.runnable.step()
         self.runnable.synchronize()
+        self.runnable.barrier()
 
     def close(self) -> None:
         self.runnable.teardown()
