@@ -44,6 +44,10 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
             status.append(" (emulated)", style="cyan")
         if m is not None and m.noisy:
             status.append(" noisy", style="magenta")
+        if m is not None and m.straggler:
+            status.append(" straggler", style="magenta")
+        if m is not None and m.exchange_share is not None:
+            status.append(f" all-reduce {m.exchange_share:.0%}", style="cyan")
         peak = f"{number(x.get('pct_peak_table'), 2)} / {number(x.get('pct_peak_measured'), 2)}"
         check = str(record.check) if record.check else (record.reason or "-")
         table.add_row(Text(record.case.id), status, seconds(m.median if m else None),

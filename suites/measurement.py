@@ -27,6 +27,9 @@ class Measurement:
     #: part of a block before the rank waits at the barrier for its peers. The samples are
     #: global (barrier to barrier), so a slow rank sets them; here it shows as the largest.
     rank_medians: tuple[float, ...] = field(default=())
+    #: Where the strategy can step without its cross-rank exchange (DDP under `no_sync`): each
+    #: rank's median time of such a step, in rank order — its own compute, free of its peers.
+    rank_compute: tuple[float, ...] = field(default=())
 
     @cached_property
     def median(self) -> float:
@@ -57,9 +60,19 @@ class Measurement:
 
     @property
     def straggler(self) -> bool:
-        """One rank is busy over `STRAGGLER_RATIO` times longer per step than another."""
-        return (len(self.rank_medians) > 1
-                and max(self.rank_medians) > STRAGGLER_RATIO * min(self.rank_medians))
+        """One rank's own compute (or, where that could not be isolated, its busy time) is over
+        `STRAGGLER_RATIO` times another's. Under DDP every step waits in the gradient
+        all-reduce, so busy times even out and only the compute times tell ranks apart."""
+        times = self.rank_compute or self.rank_medians
+        return len(times) > 1 and max(times) > STRAGGLER_RATIO * min(times)
+
+    @property
+    def exchange_share(self) -> float | None:
+        """The part of the global step the slowest rank's own compute does not explain:
+        the cross-rank exchange, and waiting for it."""
+        if not self.rank_compute:
+            return None
+        return max(0.0, 1.0 - max(self.rank_compute) / self.median)
 
     @property
     def compile_s(self) -> float | None:
@@ -73,7 +86,7 @@ class Measurement:
             "samples_s": list(self.samples), "block_size": self.block_size,
             "warmup_steps": self.warmup_steps, "first_step_s": self.first_step_s,
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
-            "rank_medians_s": list(self.rank_medians),
+            "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler,
@@ -86,4 +99,5 @@ class Measurement:
                    warmup_steps=data.get("warmup_steps", 0), first_step_s=data.get("first_step_s"),
                    target_rel_iqr=data.get("target_rel_iqr", 0.02),
                    stop_reason=data.get("stop_reason", ""),
-                   rank_medians=tuple(data.get("rank_medians_s") or ()))
+                   rank_medians=tuple(data.get("rank_medians_s") or ()),
+                   rank_compute=tuple(data.get("rank_compute_s") or ()))

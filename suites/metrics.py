@@ -16,6 +16,7 @@ FORMULAS = {
     "pct_peak_measured": "100 * tflops / (n_devices * this machine's calibrated peak, `parbench calibrate`)",
     "algbw_gbs": "bytes reduced / median time / 1e9",
     "busbw_gbs": "algbw * 2(n-1)/n  (nccl-tests' bus bandwidth for all-reduce)",
+    "exchange_share": "1 - slowest rank's step without the gradient all-reduce (DDP no_sync) / median step time",
 }
 
 
@@ -38,6 +39,8 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
     samples = workload.samples_per_step()
     if samples:
         metrics["samples_per_s"] = samples / t
+    if measurement.exchange_share is not None:
+        metrics["exchange_share"] = measurement.exchange_share
     size = workload.bytes_per_step()
     if size:
         algbw = size / t / 1e9

@@ -11,7 +11,9 @@ Schema version 1, one JSON object per line:
   emulated      true when several devices were emulated (logical CPUs, gloo ranks on one host)
   measurement   {samples_s[], block_size, warmup_steps, first_step_s, compile_s, median_s, iqr_s,
                  n, noisy, target_rel_iqr, stop_reason, rank_medians_s[] (each rank's median
-                 busy time per step, before it waits for its peers), straggler} or null
+                 busy time per step, before it waits for its peers), rank_compute_s[] (DDP:
+                 each rank's median step under no_sync, without the gradient all-reduce),
+                 straggler} or null
   metrics       {tflops, samples_per_s, pct_peak_table, pct_peak_measured, algbw_gbs, busbw_gbs, ...}
   check         {passed, metric, value, tolerance, detail} or null
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .check import Check
 
@@ -28,6 +28,10 @@ class Runnable(ABC):
     #: Shortest timed block for this runnable. Ranks that meet at a barrier (and agree) once
     #: per block raise it, so that per-block coordination stays a negligible part of a block.
     min_block_s: float = 0.0
+    #: The same step without its cross-rank exchange (DDP: under `no_sync`), where the strategy
+    #: has one. The timer times it last, per rank, to separate compute from communication; it
+    #: may leave the ranks' weights apart, so nothing is timed or checked after it.
+    local_step: Callable[[], None] | None = None
 
     def __init__(self, workload: "Workload") -> None:
         self.workload = workload

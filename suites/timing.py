@@ -56,6 +56,27 @@ def _timed(runnable: Runnable, count: int) -> Block:
     return Block(time.perf_counter() - start, arrived - start)
 
 
+#: Blocks of `local_step` timed per rank (after the main measurement) for `rank_compute`.
+LOCAL_STEP_BLOCKS = 5
+
+
+def _local_step_median(runnable: Runnable, block_size: int) -> float:
+    """This rank's median `local_step` time. No collectives inside, so no barriers either."""
+    local_step = runnable.local_step
+    assert local_step is not None
+    for _ in range(block_size):  # a warm-up block: the first no_sync steps allocate anew
+        local_step()
+    runnable.synchronize()
+    times = []
+    for _ in range(LOCAL_STEP_BLOCKS):
+        start = time.perf_counter()
+        for _ in range(block_size):
+            local_step()
+        runnable.synchronize()
+        times.append((time.perf_counter() - start) / block_size)
+    return float(np.median(times))
+
+
 @dataclass(frozen=True)
 class WarmUp:
     """What warming up found: the first step's time and how many steps make one timed block."""
@@ -122,7 +143,12 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     rank_medians = runnable.gather(float(np.median(busy)))
+    rank_compute: tuple[float, ...] = ()
+    if runnable.local_step is not None:
+        runnable.barrier()
+        rank_compute = runnable.gather(_local_step_median(runnable, block_size))
     return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason,
-                       rank_medians=rank_medians if len(rank_medians) > 1 else ())
+                       rank_medians=rank_medians if len(rank_medians) > 1 else (),
+                       rank_compute=rank_compute if len(rank_compute) > 1 else ())

@@ -96,3 +96,12 @@ def test_samples_are_barrier_to_barrier_and_rank_busy_times_expose_a_straggler()
 def test_single_process_measurements_carry_no_rank_times():
     single = measure(AsyncSleeper(0.001), TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.3))
     assert single.rank_medians == () and not single.straggler
+
+
+def test_under_ddp_compute_times_tell_a_straggler_that_busy_times_hide():
+    # every DDP step waits in the all-reduce, so busy times are even; the no_sync times are not
+    m = Measurement(samples=(0.020,) * 5, rank_medians=(0.0199, 0.0200), rank_compute=(0.010, 0.015))
+    assert m.straggler and m.exchange_share == 0.25
+    assert not Measurement(samples=(0.020,) * 5, rank_medians=(0.019, 0.030),
+                           rank_compute=(0.010, 0.0105)).straggler
+    assert Measurement.from_dict(m.to_dict()) == m and m.to_dict()["rank_compute_s"] == [0.010, 0.015]

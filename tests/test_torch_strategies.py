@@ -169,6 +169,9 @@ def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(t
     assert record.check.value <= record.check.tolerance == 1e-3
     assert "global batch 8" in record.check.detail
     assert len(record.measurement.rank_medians) == 2
+    # each rank's step without the all-reduce (no_sync), and the share the exchange takes
+    assert len(record.measurement.rank_compute) == 2
+    assert 0.0 <= record.metrics["exchange_share"] == record.measurement.exchange_share < 1.0
     assert record.metrics["samples_per_s"] == pytest.approx(8 / record.measurement.median)
     assert [r.case for r in ResultsStore(tmp_path / "results").load()] == [record.case]
     assert our_processes() == []

@@ -85,6 +85,8 @@ class TorchTrainStep(Runnable):
                        if self.case.precision is Precision.FP16 else None)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
+        if self.case.strategy is Strategy.DDP:
+            self.local_step = self._step_without_all_reduce
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         if self.case.strategy is Strategy.DATAPARALLEL:
@@ -142,6 +144,11 @@ class TorchTrainStep(Runnable):
     def step(self) -> None:
         self._train_step(*self.batches[next(self._order)])
 
+    def _step_without_all_reduce(self) -> None:
+        """The DDP step under `no_sync`: this rank's compute with no gradient all-reduce."""
+        with self.trained.no_sync():
+            self.step()
+
     def synchronize(self) -> None:
         backend.synchronize(self.device)
 
@@ -173,17 +180,15 @@ class TorchTrainStep(Runnable):
 
     def _gradient_check(self) -> Check:
         """First-step gradients of the strategy (DDP: already averaged over ranks) against the
-        float64 single-device gradient of the same global batch and weights, on rank 0."""
+        float64 single-device gradient of the same global batch and weights."""
         (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
         self.loss(self.trained(x_local), y_local).backward()
-        check = None
-        if self.rank == 0:
-            check = gradients_against_reference(
-                self.model.canonical_gradients(),
-                reference_gradients(self.spec, self.weights, x, y), self.case.precision,
-                f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
-                f"vs float64 single-device, global batch {self.workload.global_batch}")
+        check = gradients_against_reference(
+            self.model.canonical_gradients(),
+            reference_gradients(self.spec, self.weights, x, y), self.case.precision,
+            f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
+            f"vs float64 single-device, global batch {self.workload.global_batch}")
         self.optimizer.zero_grad(set_to_none=True)
         return self._from_root(check)
 
@@ -198,22 +203,25 @@ class TorchTrainStep(Runnable):
             losses.append(self.group.mean(loss) if self.group else loss)
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
-        check = None
-        if self.rank == 0:
-            reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
-                                         applied, self.device)
-            backend.set_matmul_precision(self.case.precision)
-            skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
-                       "the fp32 trajectory too)" if self.scaler else "")
-            check = loss_trajectory_check(losses, reference, self.case.precision,
-                                          f"{self.case.strategy}{skipped}")
-            if not any(applied):
-                check = Check(False, check.metric, float("inf"), check.tolerance,
-                              "loss scaling skipped every step: no update was checked")
+        reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
+                                     applied, self.device)
+        backend.set_matmul_precision(self.case.precision)
+        skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
+                   "the fp32 trajectory too)" if self.scaler else "")
+        check = loss_trajectory_check(losses, reference, self.case.precision,
+                                      f"{self.case.strategy}{skipped}")
+        if not any(applied):
+            check = Check(False, check.metric, float("inf"), check.tolerance,
+                          "loss scaling skipped every step: no update was checked")
         return self._from_root(check)
 
-    def _from_root(self, check: Check | None) -> Check:
-        """Rank 0's check on every rank (only rank 0 computes the reference)."""
+    def _from_root(self, check: Check) -> Check:
+        """Rank 0's check on every rank. Every rank computes the reference, though only rank
+        0's verdict counts: the reference's large float64 buffers raise glibc's dynamic mmap
+        threshold, after which the step's big activations stop costing page faults. Left to
+        rank 0 alone, that made rank 1 the straggler of a CPU DDP cnn step (~85 vs ~105 ms),
+        and the global step with it; on every rank, all ranks (and single-device cases,
+        which check in-process too) enter timing in the same state."""
         shared = self.group.broadcast_object(check) if self.group else check
         assert isinstance(shared, Check)
         return shared

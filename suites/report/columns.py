@@ -44,6 +44,8 @@ COLUMNS: dict[str, str] = {
     "pct_peak_measured": "% of this machine's calibrated peak (`parbench calibrate`)",
     "algbw_gbs": "all-reduce algorithm bandwidth, GB/s",
     "busbw_gbs": "all-reduce bus bandwidth, GB/s",
+    "exchange_share": "DDP: part of the global step the slowest rank's no_sync step does not explain (gradient all-reduce and waiting), 0-1",
+    "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
     "check_passed": "numerics check passed (empty when the case did not run)",
@@ -73,10 +75,10 @@ IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
                "libraries", "git_commit", "threads"]
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", "samples_per_s", "tflops", "pct_peak_table",
-                 "pct_peak_measured", "algbw_gbs", "busbw_gbs", "throughput", "check_value",
+                 "pct_peak_measured", "algbw_gbs", "busbw_gbs", "exchange_share", "throughput", "check_value",
                  "compile_s", "memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
-BOOL_COLUMNS = ["emulated", "noisy", "check_passed"]
+BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed"]
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -132,6 +134,7 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         frame[column] = frame[column].astype("boolean")
     frame["emulated"] = frame["emulated"].fillna(False)
     frame["noisy"] = frame["noisy"].fillna(False)
+    frame["straggler"] = frame["straggler"].fillna(False)
     frame["samples_s"] = frame["samples_s"].map(lambda s: tuple(s) if isinstance(s, (list, tuple)) else ())
     frame[param_columns] = frame[param_columns].convert_dtypes()  # integral sizes stay integers
     frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")

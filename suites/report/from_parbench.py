@@ -17,13 +17,15 @@ def row(record: Record, path: Path) -> dict[str, Any]:
     if m is not None:
         q1, q3 = m.quartiles
         timing = {"median_s": m.median, "iqr_s": m.iqr, "q1_s": q1, "q3_s": q3, "n": m.n,
-                  "samples_s": m.samples, "noisy": m.noisy, "compile_s": m.compile_s}
+                  "samples_s": m.samples, "noisy": m.noisy, "compile_s": m.compile_s,
+                  "straggler": m.straggler}
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
         "reason": record.reason, **timing,
         **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
-                                                "pct_peak_measured", "algbw_gbs", "busbw_gbs")},
+                                                "pct_peak_measured", "algbw_gbs", "busbw_gbs",
+                                                "exchange_share")},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None, "run_id": record.run_id,
         "timestamp": record.timestamp, "suite": record.suite, "path": str(path),

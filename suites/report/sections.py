@@ -111,13 +111,16 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         section = Section(problem, f"problem-{index}", text=[
             f"Throughput in {unit}; sorted fastest first. Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
+        exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
+                    if group["exchange_share"].notna().any() else [])
         section.tables.append(build(with_devices(group), [
             *CONFIG_SPEC, ("device name", "device_name", fmt_text), (unit, "throughput", fmt_number),
             ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag), ("noisy", "noisy", fmt_flag),
+            *exchange, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
+            ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
         sections.append(section)
