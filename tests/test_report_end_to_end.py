@@ -197,3 +197,27 @@ def test_report_baseline_option_pairs_rows_with_the_chosen_baseline(results, tmp
     assert "Speedup vs baseline (machine=ci-1thread, framework=torch)" in html
     assert "Reference: ci-2threads · cpu×1 = 1.00" in html
     assert main(["report", str(results), "-o", str(out), "--baseline", "colour=blue"]) == 2
+
+
+def test_asv_launched_cases_report_the_step_time_the_ranks_measured(tmp_path):
+    """Multi-process cases have no asv `time_step`; their `track_rank_step_s` fills median_s."""
+    from asv import util
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    case_id = "train_step/torch/cpu:2/ddp/fp32/batch=4,model=mlp"
+    run = Results({"machine": "box", "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
+                   "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
+                  "virtualenv-py3.11", {})
+    index = {}
+    for method, value in (("track_rank_step_s", 0.004), ("track_samples_per_s", 2000.0)):
+        benchmark = {"name": f"training.TrainStepLaunched.{method}", "version": "v1",
+                     "params": [[repr(case_id)]], "param_names": ["case"], "type": "track"}
+        run.add_result(benchmark, BenchmarkResult(result=[value], samples=[None], number=[None],
+                                                  errcode=0, stderr="", profile=None))
+        index[benchmark["name"]] = benchmark
+    run.save(str(tmp_path / "asv"))
+    util.write_json(str(tmp_path / "asv" / "benchmarks.json"), index, api_version=2)
+    row = load_results(tmp_path).set_index("case_id").loc[case_id]
+    assert row["status"] == "ok" and row["emulated"]
+    assert row["median_s"] == 0.004 and row["samples_per_s"] == 2000.0

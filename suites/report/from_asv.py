@@ -29,9 +29,11 @@ from ..store import ResultsWarning
 from .columns import case_fields
 
 SOURCE = "asv"
-#: benchmark method -> the tidy column its result fills. `track_rank_step_s` (per-rank step
-#: time) has no column: per-rank figures stay in parbench's own records.
-METHODS = {"time_step": "median_s", "track_samples_per_s": "samples_per_s", "track_tflops": "tflops"}
+#: benchmark method -> the tidy column its result fills. Multi-process cases have no
+#: `time_step` (asv cannot time inside the ranks); their `track_rank_step_s` is the median
+#: global step the ranks timed, barrier to barrier, so it fills `median_s` too.
+METHODS = {"time_step": "median_s", "track_rank_step_s": "median_s",
+           "track_samples_per_s": "samples_per_s", "track_tflops": "tflops"}
 
 
 def is_asv_results(data: Any) -> bool:
