@@ -22,7 +22,7 @@ from .case import Case
 from .execute import Outcome
 from .strategies import rules_for
 from .timing import TimingConfig
-from .vocabulary import Status
+from .vocabulary import DeviceKind, Status
 
 GRACE_S = 5.0
 POLL_S = 0.05
@@ -55,6 +55,37 @@ def threads_per_process(case: Case, processes: int) -> int:
     """Split the usable cores between processes so ranks don't oversubscribe the CPU
     (oversubscribing 2 cores with 2 ranks of 2 threads each costs ~1.6x)."""
     return max(1, len(os.sched_getaffinity(0)) // processes)
+
+
+#: The cores a rank process pins itself to (comma-separated), set by `run_ranks`.
+CPUS_ENV = "PARBENCH_CPUS"
+
+
+def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
+    """Disjoint core sets, one per rank process of a CPU case, when the cores go round
+    (None otherwise: one process, a GPU case, or more ranks than cores).
+
+    Ranks emulating devices on one CPU are pinned so none migrates or lands beside another:
+    two pinned gloo ranks on two cores ran an mlp DDP step ~9% faster than unpinned ones, and
+    varied ±1.7% from run to run instead of ±3.3%. Where ranks outnumber the cores, they share
+    them, and the scheduler balances better than any fixed split.
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    if case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores):
+        return None
+    per_rank = len(cores) // processes
+    return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]
+
+
+def pin_from_env() -> list[int] | None:
+    """In a rank process: pin to the cores the launcher chose (before any framework starts
+    its threads, which inherit the affinity). Returns them, or None when not pinned."""
+    value = os.environ.get(CPUS_ENV)
+    if not value:
+        return None
+    cpus = [int(cpu) for cpu in value.split(",")]
+    os.sched_setaffinity(0, cpus)
+    return cpus
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -156,6 +187,9 @@ def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
     count = rules.processes(case)
     ports = free_ports(rules.ports_needed(case))
     threads = str(threads_per_process(case, count))
+    cpus = rank_cpus(case, count)
     envs = [{**rules.rank_env(case, rank, count, ports),
-             "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads} for rank in range(count)]
+             "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
+             **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
+            for rank in range(count)]
     return _run_processes(case, timing, envs)

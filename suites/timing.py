@@ -1,9 +1,12 @@
 """The measuring loop: warm up, then time blocks of steps until the spread is small or time is up."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from dataclasses import dataclass
+from typing import Iterator
 from typing import Any
 
 import numpy as np
@@ -110,6 +113,23 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig()) -> WarmUp
     return WarmUp(first_step_s, len(warmup) + 1, step_estimate, block_size)
 
 
+@contextlib.contextmanager
+def settled_heap() -> Iterator[None]:
+    """Collect, then freeze every object that exists now, for the duration.
+
+    The cyclic collector still runs on the steps' own garbage, but its full collections no
+    longer traverse what setup, imports and the check left behind — which would make a step
+    cost more in a process that imported more (a parbench worker vs a bare script). The
+    objects are unfrozen afterwards, so a long run does not pile them up.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
     """Time `runnable` (already set up). The device is synchronised before every clock read.
 
@@ -118,6 +138,11 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
     (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
     gathered into `rank_medians`, where a straggler shows.
     """
+    with settled_heap():
+        return _measure(runnable, config)
+
+
+def _measure(runnable: Runnable, config: TimingConfig) -> Measurement:
     agree = runnable.agree
     warm = warm_up(runnable, config)
     block_size = warm.block_size

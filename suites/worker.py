@@ -15,6 +15,7 @@ from pathlib import Path
 from .case import Case
 from .errors import UserError
 from .execute import Outcome, execute_in_process, failed
+from .launch import pin_from_env
 from .timing import TimingConfig
 from .workloads.user_model import load_plugins
 
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--label", help="machine label stored with the record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
     args = parser.parse_args()
+    pinned = pin_from_env()  # first: framework thread pools inherit the affinity
     if args.out is None and args.results is None:
         parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
     try:
@@ -85,6 +87,8 @@ def main() -> None:
         outcome: Outcome = execute_in_process(case, timing)
     except Exception as error:  # anything outside the runnable's own stages
         outcome = failed(error, "worker")
+    if pinned:
+        outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     if args.out is not None:
         write_outcome(outcome, args.out)
     if args.results is not None and int(os.environ.get("RANK", "0")) == 0:

@@ -23,7 +23,7 @@ from suites.case import Case  # noqa: E402
 from suites.devices import DeviceInfo  # noqa: E402
 from suites.frameworks import torch_models  # noqa: E402
 from suites.frameworks.torch_training import TorchTrainStep  # noqa: E402
-from suites.launch import free_ports  # noqa: E402
+from suites.launch import free_ports, rank_cpus  # noqa: E402
 from suites.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.store import ResultsStore  # noqa: E402
 from suites.strategies import rules_for  # noqa: E402
@@ -58,6 +58,10 @@ def our_processes(monkeypatch):
     alive = mark_processes(monkeypatch)
     probe = subprocess.Popen(["sleep", "60"])  # the detector must see a process we started
     try:
+        # /proc/<pid>/environ can be unreadable for a moment while the child execs
+        deadline = time.monotonic() + 5.0
+        while probe.pid not in alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert probe.pid in alive()
     finally:
         probe.kill()
@@ -172,6 +176,9 @@ def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(t
     # each rank's step without the all-reduce (no_sync), and the share the exchange takes
     assert len(record.measurement.rank_compute) == 2
     assert 0.0 <= record.metrics["exchange_share"] == record.measurement.exchange_share < 1.0
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:  # each rank pinned to its own half of the cores (rank 0's is stored)
+        assert record.details["cpus_pinned"] == cores[:len(cores) // 2]
     assert record.metrics["samples_per_s"] == pytest.approx(8 / record.measurement.median)
     assert [r.case for r in ResultsStore(tmp_path / "results").load()] == [record.case]
     assert our_processes() == []
@@ -210,6 +217,16 @@ def _gpus(count: int) -> DeviceInfo:
 
 
 CPU = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("a CPU",))
+
+
+def test_emulated_ranks_get_disjoint_cores_only_when_the_cores_go_round(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4})
+    assert rank_cpus(train_case("ddp", n=2), 2) == [[0, 1], [2, 3]]
+    assert rank_cpus(train_case("ddp", n=4), 4) == [[0], [1], [2], [3]]
+    assert rank_cpus(train_case("ddp", n=8), 8) is None  # more ranks than cores: shared
+    assert rank_cpus(train_case("ddp", n=1), 1) is None
+    gpu = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
+    assert rank_cpus(gpu, 2) is None
 
 
 def test_gpu_strategies_need_a_gpu_per_device():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from datetime import timedelta
@@ -30,8 +31,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="steps per timed repeat")
     parser.add_argument("--repeats", type=int, default=9, help="timed repeats; the median is reported")
     parser.add_argument("--threads", type=int, help="torch threads per rank")
+    parser.add_argument("--pin", action="store_true",
+                        help="pin local rank r to the r-th equal slice of the usable cores")
     parser.add_argument("--out", required=True, help="JSON result file (written by rank 0)")
     args = parser.parse_args()
+    if args.pin:
+        cores = sorted(os.sched_getaffinity(0))
+        per_rank = len(cores) // int(os.environ["LOCAL_WORLD_SIZE"])
+        local_rank = int(os.environ["LOCAL_RANK"])
+        os.sched_setaffinity(0, cores[local_rank * per_rank:(local_rank + 1) * per_rank])
     if args.threads:
         torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", timeout=timedelta(seconds=120))
