@@ -23,6 +23,7 @@ from .execute import Outcome
 from .strategies import rules_for
 from .timing import TimingConfig
 from .vocabulary import DeviceKind, Status
+from .workloads import WORKLOADS
 
 GRACE_S = 5.0
 POLL_S = 0.05
@@ -62,16 +63,21 @@ CPUS_ENV = "PARBENCH_CPUS"
 
 
 def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
-    """Disjoint core sets, one per rank process of a CPU case, when the cores go round
-    (None otherwise: one process, a GPU case, or more ranks than cores).
+    """Disjoint core sets, one per rank process of a CPU training or kernel case, when the
+    cores go round (None otherwise: one process, a GPU case, a collective, or more ranks than
+    cores).
 
     Ranks emulating devices on one CPU are pinned so none migrates or lands beside another:
     two pinned gloo ranks on two cores ran an mlp DDP step ~9% faster than unpinned ones, and
-    varied ±1.7% from run to run instead of ±3.3%. Where ranks outnumber the cores, they share
-    them, and the scheduler balances better than any fixed split.
+    varied ±1.7% from run to run instead of ±3.3%. A bare all-reduce is the other way round
+    (64 KiB: 1.5-2.1 ms pinned vs 0.9-1.1 ms free; 16 MiB: +5-8%): gloo's transport threads
+    then wait for the one core their rank computes on, so collectives are left unpinned.
+    Where ranks outnumber the cores, they share them, and the scheduler balances better than
+    any fixed split.
     """
     cores = sorted(os.sched_getaffinity(0))
-    if case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores):
+    if (case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
+            or WORKLOADS[case.workload].kind == "collective"):
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]

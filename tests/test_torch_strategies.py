@@ -225,6 +225,8 @@ def test_emulated_ranks_get_disjoint_cores_only_when_the_cores_go_round(monkeypa
     assert rank_cpus(train_case("ddp", n=4), 4) == [[0], [1], [2], [3]]
     assert rank_cpus(train_case("ddp", n=8), 8) is None  # more ranks than cores: shared
     assert rank_cpus(train_case("ddp", n=1), 1) is None
+    allreduce = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "gloo"})
+    assert rank_cpus(allreduce, 2) is None  # gloo's transport threads need the other core
     gpu = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
     assert rank_cpus(gpu, 2) is None
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..check import Check
-from ..runnable import Runnable
+from ..runnable import COORDINATED_BLOCK_S, Runnable
 from ..vocabulary import Strategy
 from ..workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 from . import tf_backend as backend
@@ -34,6 +34,8 @@ class TfAllreduce(Runnable):
         self.strategy = make_strategy(self.case, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
         self.lockstep = Lockstep(self.strategy) if self.case.strategy is Strategy.MULTIWORKER else None
+        if self.lockstep is not None:
+            self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
         elements, dtype = self.workload.elements, self.dtype
 
         def random_buffer(seed: tf.Tensor) -> tf.Tensor:

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ..check import Check
-from ..runnable import Runnable
+from ..runnable import COORDINATED_BLOCK_S, Runnable
 from ..workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, check_pattern, expected_sum
 from . import torch_backend as backend
 from .torch_distributed import ProcessGroup, limit_threads_from_env
@@ -25,6 +25,7 @@ class TorchAllreduce(Runnable):
     def setup(self) -> None:
         limit_threads_from_env()
         self.group = ProcessGroup(self.case)
+        self.min_block_s = COORDINATED_BLOCK_S  # ranks meet once per timed block
         self.device = self.group.device
         self.dtype = backend.DTYPES[self.case.precision]
         generator = torch.Generator(device=self.device)
