@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 
-#: Busy-time ratio between the slowest and the fastest rank above which a straggler is flagged.
+#: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
 STRAGGLER_RATIO = 1.10
 
 
