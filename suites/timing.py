@@ -6,7 +6,7 @@ import gc
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -48,8 +48,9 @@ class Block:
     busy_s: float
 
 
-def _timed(runnable: Runnable, count: int) -> Block:
-    step = runnable.step
+def _timed(runnable: Runnable, count: int, step: Callable[[], None] | None = None) -> Block:
+    """`count` steps (`runnable.step` unless another is given), then sync and barrier."""
+    step = step or runnable.step
     start = time.perf_counter()
     for _ in range(count):
         step()
@@ -64,20 +65,13 @@ LOCAL_STEP_BLOCKS = 5
 
 
 def _local_step_median(runnable: Runnable, block_size: int) -> float:
-    """This rank's median `local_step` time. No collectives inside, so no barriers either."""
+    """This rank's median `local_step` time: the busy part of each block (the barrier only
+    keeps the ranks probing at the same time, as they step together in the real run)."""
     local_step = runnable.local_step
     assert local_step is not None
-    for _ in range(block_size):  # a warm-up block: the first no_sync steps allocate anew
-        local_step()
-    runnable.synchronize()
-    times = []
-    for _ in range(LOCAL_STEP_BLOCKS):
-        start = time.perf_counter()
-        for _ in range(block_size):
-            local_step()
-        runnable.synchronize()
-        times.append((time.perf_counter() - start) / block_size)
-    return float(np.median(times))
+    _timed(runnable, block_size, local_step)  # a warm-up block: the first no_sync steps allocate anew
+    return float(np.median([_timed(runnable, block_size, local_step).busy_s / block_size
+                            for _ in range(LOCAL_STEP_BLOCKS)]))
 
 
 @dataclass(frozen=True)
@@ -170,7 +164,6 @@ def _measure(runnable: Runnable, config: TimingConfig) -> Measurement:
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
-        runnable.barrier()
         rank_compute = runnable.gather(_local_step_median(runnable, block_size))
     return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,

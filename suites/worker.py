@@ -23,11 +23,16 @@ from .workloads.user_model import load_plugins
 TORCHRUN_SUITE = "torchrun"
 
 
+def this_rank() -> int:
+    """This process's rank (0 for a single, isolated worker)."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def outcome_path(out: Path) -> Path:
     """Where this process writes its outcome. parbench's own launcher gives every rank its own
     --out; torchrun starts every rank with the same command line (and sets TORCHELASTIC_RUN_ID),
     so there rank 0 writes OUT and rank r > 0 writes OUT.rank<r>."""
-    rank = int(os.environ.get("RANK", "0"))
+    rank = this_rank()
     if "TORCHELASTIC_RUN_ID" in os.environ and rank > 0:
         return out.with_name(f"{out.name}.rank{rank}")
     return out
@@ -73,11 +78,12 @@ def main() -> None:
     pinned = pin_from_env()  # first: framework thread pools inherit the affinity
     if args.out is None and args.results is None:
         parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
+    stores = args.results is not None and this_rank() == 0
     try:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))
         timing = TimingConfig.from_mapping(json.loads(args.timing))
-        if args.results is not None and int(os.environ.get("RANK", "0")) == 0:
+        if stores:
             from .store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
     except (UserError, ValueError, TypeError) as error:
@@ -91,7 +97,7 @@ def main() -> None:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     if args.out is not None:
         write_outcome(outcome, args.out)
-    if args.results is not None and int(os.environ.get("RANK", "0")) == 0:
+    if stores:
         path = store_record(case, outcome, timing, args.results, args.suite, args.label)
         print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
 

@@ -20,7 +20,7 @@ from ..runnable import COORDINATED_BLOCK_S, Runnable
 from ..vocabulary import Strategy
 from ..workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 from . import tf_backend as backend
-from .tf_distribute import (Lockstep, configure_runtime, describe_all_reduce, make_strategy,
+from .tf_distribute import (configure_runtime, describe_all_reduce, lockstep_for, make_strategy,
                             synchronize_devices)
 
 
@@ -33,8 +33,8 @@ class TfAllreduce(Runnable):
         configure_runtime(self.case)
         self.strategy = make_strategy(self.case, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
-        self.lockstep = Lockstep(self.strategy) if self.case.strategy is Strategy.MULTIWORKER else None
-        if self.lockstep is not None:
+        self.lockstep = lockstep_for(self.case, self.strategy)
+        if self.case.strategy is Strategy.MULTIWORKER:
             self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
         elements, dtype = self.workload.elements, self.dtype
 
@@ -62,14 +62,13 @@ class TfAllreduce(Runnable):
         synchronize_devices(self.strategy.extended.worker_devices)
 
     def barrier(self) -> None:
-        if self.lockstep is not None:
-            self.lockstep.barrier()  # timed blocks end when every worker has finished
+        self.lockstep.barrier()  # timed blocks end when every worker has finished
 
     def gather(self, value: float) -> tuple[float, ...]:
-        return self.lockstep.gather(value) if self.lockstep is not None else (value,)
+        return self.lockstep.gather(value)
 
     def agree(self, value: float) -> float:
-        return self.lockstep.agree(value) if self.lockstep is not None else value
+        return self.lockstep.agree(value)
 
     def check(self) -> Check:
         """Every local replica's reduced buffer equals the analytic sum exactly."""

@@ -146,11 +146,24 @@ def synchronize_devices(devices: tuple[str, ...] | list[str]) -> None:
 
 
 class Lockstep:
-    """Keeps the processes of a multi-worker case in step: a barrier, rank 0's value on all,
-    and every worker's value on all.
+    """Keeps the processes of a case in step: a barrier, rank 0's value on all, and every
+    process's value on all. This one is for a single process, which has no one to wait for."""
 
-    Each is one all-reduce (sum) of a float64 vector with a slot per global replica, in which
-    every replica fills only its own slot: no worker leaves before every worker has arrived.
+    def gather(self, value: float) -> tuple[float, ...]:
+        return (value,)
+
+    def agree(self, value: float) -> float:
+        return self.gather(value)[0]
+
+    def barrier(self) -> None:
+        self.agree(0.0)
+
+
+class WorkerLockstep(Lockstep):
+    """The lockstep of a multi-worker case.
+
+    Each call is one all-reduce (sum) of a float64 vector with a slot per global replica, in
+    which every replica fills only its own slot: no worker leaves before every worker has arrived.
     """
 
     def __init__(self, strategy: tf.distribute.Strategy) -> None:
@@ -174,8 +187,7 @@ class Lockstep:
         values = self._every_replica_value(tf.constant(value, tf.float64)).numpy()
         return tuple(float(v) for v in values[::self._per_worker])
 
-    def agree(self, value: float) -> float:
-        return self.gather(value)[0]
 
-    def barrier(self) -> None:
-        self.agree(0.0)
+def lockstep_for(case: Case, strategy: tf.distribute.Strategy) -> Lockstep:
+    """Worker processes of a multiworker case meet; everything else runs in one process."""
+    return WorkerLockstep(strategy) if case.strategy is Strategy.MULTIWORKER else Lockstep()

@@ -51,6 +51,8 @@ class TrainingSetup:
 class Trainer(ABC):
     #: The dynamic loss scale's state (fp16 only), created by each layout where it belongs.
     state: tf.Variable | None
+    #: Multi-worker trainers replace it with their workers' lockstep.
+    lockstep: Lockstep = Lockstep()
 
     def __init__(self, setup: TrainingSetup, replicas: int) -> None:
         self.setup = setup
@@ -135,13 +137,13 @@ class Trainer(ABC):
         backend.synchronize()
 
     def barrier(self) -> None:
-        """Multi-process trainers wait here for the other workers."""
+        self.lockstep.barrier()  # timed blocks end when every worker has finished
 
     def gather(self, value: float) -> tuple[float, ...]:
-        return (value,)
+        return self.lockstep.gather(value)
 
     def agree(self, value: float) -> float:
-        return value
+        return self.lockstep.agree(value)
 
 
 def _numpy(tensors: Mapping[str, tf.Tensor] | list[tf.Tensor], names: list[str]) -> dict[str, np.ndarray]:
@@ -277,13 +279,13 @@ class TowersTrainer(Trainer):
 
 class StrategyTrainer(Trainer):
     def __init__(self, setup: TrainingSetup, strategy: tf.distribute.Strategy,
-                 lockstep: bool = False, read_back_to_sync: bool = False) -> None:
+                 lockstep: Lockstep = Lockstep(), read_back_to_sync: bool = False) -> None:
         self.strategy = strategy
         super().__init__(setup, replicas=strategy.num_replicas_in_sync)
         with strategy.scope():
             self.variables = self._variables_on(None)
             self.state = self._loss_scale_state()
-        self.lockstep = Lockstep(strategy) if lockstep else None
+        self.lockstep = lockstep
         self.read_back_to_sync = read_back_to_sync
         self._last: Any = None
         self._draw = tf.function(lambda seed: strategy.run(self._random_replica_batch, args=(seed,)))
@@ -346,13 +348,3 @@ class StrategyTrainer(Trainer):
                     value.numpy()
         else:
             synchronize_devices(self.strategy.extended.worker_devices)
-
-    def barrier(self) -> None:
-        if self.lockstep is not None:
-            self.lockstep.barrier()  # timed blocks end when every worker has finished
-
-    def gather(self, value: float) -> tuple[float, ...]:
-        return self.lockstep.gather(value) if self.lockstep is not None else (value,)
-
-    def agree(self, value: float) -> float:
-        return self.lockstep.agree(value) if self.lockstep is not None else value

@@ -26,7 +26,7 @@ from ..vocabulary import Precision, Strategy
 from ..workloads.kernels import rotation_count
 from ..workloads.training import TrainStep
 from . import tf_backend as backend
-from .tf_distribute import configure_runtime, make_strategy, replica_devices
+from .tf_distribute import configure_runtime, lockstep_for, make_strategy, replica_devices
 from .tf_mixed import LossScaling
 from .tf_models import initial_weights
 from .tf_trainers import SingleDeviceTrainer, StrategyTrainer, TowersTrainer, Trainer, TrainingSetup
@@ -74,7 +74,7 @@ class TfTrainStep(Runnable):
 
     def _trainer(self, setup: TrainingSetup, strategy: tf.distribute.Strategy | None) -> Trainer:
         if strategy is not None:
-            return StrategyTrainer(setup, strategy, lockstep=self.case.strategy is Strategy.MULTIWORKER,
+            return StrategyTrainer(setup, strategy, lockstep=lockstep_for(self.case, strategy),
                                    read_back_to_sync=self.case.strategy is Strategy.TPU)
         if self.case.strategy is Strategy.SINGLE:
             return SingleDeviceTrainer(setup, backend.device_name(self.case))
