@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"suites.commands.{name.replace('-', '_')}")
-        command = sub.add_parser(name, help=module.help, description=module.help)
+        # argparse %-formats `help` (not `description`): a literal % must be doubled there.
+        command = sub.add_parser(name, help=module.help.replace("%", "%%"), description=module.help)
         module.add_arguments(command)
         command.set_defaults(handler=module.run)
     return parser

@@ -10,21 +10,22 @@ from .record import Record
 from .runner import RunContext, run_cases
 from .store import DEFAULT_RESULTS_DIR, ResultsStore
 from .timing import TimingConfig
-from .vocabulary import STRATEGY_FRAMEWORKS, DeviceKind, Precision, Strategy
+from .vocabulary import DeviceKind, Precision, Strategy, is_combination
 from .workloads.user_model import UserModel
 
 
 def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gpu"),
               strategies: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
               n_devices: int = 2) -> list[Case]:
-    """Every (framework, device, strategy, precision) the model has a builder for; strategies
+    """Every (framework, device, strategy, precision) the model has a builder for, less the
+    framework x device x strategy combinations that exist nowhere (`is_combination`); strategies
     that spread work get `n_devices` devices, `single` gets one."""
     chosen_strategies = [Strategy(s) for s in strategies] if strategies else list(Strategy)
     chosen_precisions = [Precision(p) for p in precisions] if precisions else list(Precision)
     cases = []
     for framework, device, strategy, precision in itertools.product(
             model.builders, map(DeviceKind, devices), chosen_strategies, chosen_precisions):
-        if framework not in STRATEGY_FRAMEWORKS[strategy]:
+        if not is_combination(framework, device, strategy):
             continue
         count = 1 if strategy is Strategy.SINGLE else n_devices
         cases.append(Case.make("train_step", framework, device, strategy, precision, count,

@@ -11,10 +11,11 @@ from .record import Record
 from .vocabulary import Status
 
 
-def terminal() -> Console:
-    """A console that does not squeeze tables into 80 columns when output goes to a file or CI log."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
+def terminal(stderr: bool = False) -> Console:
+    """The console of every command (on stdout, or on stderr for warnings): one that does not
+    squeeze tables into 80 columns when output goes to a file, a pipe or a CI log."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=200)
 
 
 def seconds(value: float | None) -> str:

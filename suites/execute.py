@@ -9,7 +9,7 @@ from .availability import Unsupported
 from .case import Case
 from .check import Check
 from .measurement import Measurement
-from .timing import TimingConfig, measure
+from .timing import TimingConfig, TooSlow, measure
 from .vocabulary import Status
 from .workloads import WORKLOADS
 
@@ -67,6 +67,8 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
         measurement = measure(runnable, timing)
     except unsupported as error:
         return Outcome(Status.UNAVAILABLE, unsupported_reason(error))
+    except TooSlow as error:
+        return Outcome(Status.UNAVAILABLE, str(error), check=check)
     except Exception as error:  # a case that crashes is a failed case; the suite goes on
         return failed(error, stage)
     finally:

@@ -17,25 +17,59 @@ from .errors import UserError
 FIELDS = ("workload", "framework", "device", "strategy", "precision", "n_devices")
 
 
+def _value(case: Case, key: str) -> object | None:
+    return getattr(case, key) if key in FIELDS else case.param_dict.get(key)
+
+
 def _term(term: str) -> Callable[[Case], bool]:
     if "=" in term:
         key, _, value = term.partition("=")
         wanted = set(value.split(","))
 
         def by_value(case: Case) -> bool:
-            actual = getattr(case, key) if key in FIELDS else case.param_dict.get(key)
+            actual = _value(case, key)
             return actual is not None and str(actual) in wanted
         return by_value
     pattern = term if any(ch in term for ch in "*?[") else f"*{term}*"
     return lambda case: fnmatchcase(case.id, pattern)
 
 
+def _keys(cases: Sequence[Case]) -> list[str]:
+    """What a key=value term may name here: the case fields, then the cases' parameter names."""
+    return [*FIELDS, *sorted({name for case in cases for name in case.param_dict})]
+
+
+def _occurring(cases: Sequence[Case], key: str) -> list[str]:
+    """The values of `key` in `cases`, in the suite's order."""
+    return list(dict.fromkeys(str(value) for case in cases if (value := _value(case, key)) is not None))
+
+
+def _check_keys(cases: Sequence[Case], terms: list[str], expression: str, suite_name: str) -> None:
+    keys = _keys(cases)
+    for key in (term.partition("=")[0] for term in terms if "=" in term):
+        if key not in keys:
+            raise UserError(f"filter {expression!r}: unknown key {key!r}; keys of suite {suite_name}: "
+                            f"{', '.join(keys)}")
+
+
+def _absent_values(cases: Sequence[Case], terms: list[str]) -> str:
+    """Why a filter matches nothing, where one term alone explains it: none of its values occurs."""
+    for key, _, value in (term.partition("=") for term in terms if "=" in term):
+        occurring = _occurring(cases, key)
+        if not set(value.split(",")) & set(occurring):
+            return (f": no case has {key} {' or '.join(value.split(','))}; the suite's {key} values: "
+                    f"{', '.join(occurring)}")
+    return ""
+
+
 def select(cases: Sequence[Case], expression: str | None, suite_name: str) -> list[Case]:
     if not expression or not expression.strip():
         return list(cases)
-    terms = [_term(term) for term in expression.split()]
-    chosen = [case for case in cases if all(term(case) for term in terms)]
+    terms = expression.split()
+    _check_keys(cases, terms, expression, suite_name)
+    chosen = [case for case in cases if all(_term(term)(case) for term in terms)]
     if not chosen:
         raise UserError(f"filter {expression!r} matches none of the {len(cases)} cases of suite "
-                        f"{suite_name}; see them with `parbench list --suite {suite_name}`")
+                        f"{suite_name}{_absent_values(cases, terms)}; see them with "
+                        f"`parbench list --suite {suite_name}`")
     return chosen

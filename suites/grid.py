@@ -29,7 +29,8 @@ from typing import Any, Iterable
 from .case import Case
 from .errors import GridError, UserError
 from .timing import TimingConfig
-from .vocabulary import STRATEGY_FRAMEWORKS, DeviceKind, Framework, Precision, Strategy
+from .vocabulary import (STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Precision, Strategy,
+                         is_combination)
 from .workloads import WORKLOADS
 
 GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "params"}
@@ -142,12 +143,34 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
                 raise GridError(source, f"{where}.strategy",
                                 f"{strategy!r} does not apply to {workload_name}; allowed: "
                                 f"{', '.join(sorted(map(str, workload.strategies)))}")
-        for framework, device, strategy, precision, count, params in itertools.product(
-                frameworks, devices, strategies, precisions, counts, points):
-            if Framework(framework) not in STRATEGY_FRAMEWORKS[Strategy(strategy)]:
-                continue  # e.g. ddp x tf: a strategy of the other framework, not a case
-            cases.append(Case.make(workload_name, framework, device, strategy, precision, count, params))
+            _check_pairs(source, f"{where}.strategy", Strategy(strategy), frameworks, devices)
+        added = [Case.make(workload_name, framework, device, strategy, precision, count, params)
+                 for framework, device, strategy, precision, count, params in itertools.product(
+                     frameworks, devices, strategies, precisions, counts, points)
+                 if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy))]
+        if not added:  # a suite always has cases: `run` and `list` rely on it
+            raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
+                                           f"parameter is an empty list; give each at least one value")
+        cases += added
     return cases
+
+
+def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str], devices: list[str]) -> None:
+    """A strategy of an entry must pair with one of its frameworks and one of its device kinds.
+    Other pairs of the product are dropped (tf x ddp is no case), but a strategy that pairs with
+    none would vanish from the suite silently."""
+    if not STRATEGY_FRAMEWORKS[strategy] & {Framework(name) for name in frameworks}:
+        raise GridError(source, key, f"'{strategy}' is not a strategy of {' or '.join(frameworks)}; "
+                                     f"allowed framework x strategy combinations: {_framework_strategies()}")
+    if not STRATEGY_DEVICES[strategy] & {DeviceKind(name) for name in devices}:
+        runs_on = ", ".join(str(kind) for kind in DeviceKind if kind in STRATEGY_DEVICES[strategy])
+        raise GridError(source, key, f"'{strategy}' does not run on {' or '.join(devices)}; it runs on {runs_on}")
+
+
+def _framework_strategies() -> str:
+    """e.g. 'torch: single, dataparallel, ddp; tf: single, towers, ...'."""
+    return "; ".join(f"{framework}: {', '.join(str(s) for s in Strategy if framework in STRATEGY_FRAMEWORKS[s])}"
+                     for framework in Framework)
 
 
 def _resolve_ties(source: str, where: str, point: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,9 @@ import numpy as np
 
 #: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
 STRAGGLER_RATIO = 1.10
+#: `stop_reason` of a case whose steps were too slow for timed blocks within its limit: its
+#: samples are the warm steps it had time for.
+OUT_OF_TIME = "out of time"
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Measurement:
     #: Where the strategy can step without its cross-rank exchange (DDP under `no_sync`): each
     #: rank's median time of such a step, in rank order — its own compute, free of its peers.
     rank_compute: tuple[float, ...] = field(default=())
+    #: Wall time of the whole timing loop, first block to last, gaps between blocks included.
+    timed_s: float | None = None
 
     @cached_property
     def median(self) -> float:
@@ -57,6 +62,19 @@ class Measurement:
     def noisy(self) -> bool:
         """The spread stayed above target: compare this case's figures with care."""
         return self.rel_iqr > self.target_rel_iqr
+
+    @property
+    def cut_short(self) -> bool:
+        """The steps were too slow for the case's limit: few samples, no timed blocks."""
+        return self.stop_reason == OUT_OF_TIME
+
+    @property
+    def sustained_step_s(self) -> float | None:
+        """Seconds timed / steps timed: what a long run sustains. The median of short blocks
+        flatters it on a machine whose interference is right-skewed (occasional slow blocks)."""
+        if not self.timed_s or not self.samples:
+            return None
+        return self.timed_s / (self.n * self.block_size)
 
     @property
     def straggler(self) -> bool:
@@ -87,10 +105,11 @@ class Measurement:
             "warmup_steps": self.warmup_steps, "first_step_s": self.first_step_s,
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
+            "timed_s": self.timed_s,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
-            "straggler": self.straggler,
-            "compile_s": self.compile_s,
+            "straggler": self.straggler, "cut_short": self.cut_short,
+            "compile_s": self.compile_s, "sustained_step_s": self.sustained_step_s,
         }
 
     @classmethod
@@ -100,4 +119,5 @@ class Measurement:
                    target_rel_iqr=data.get("target_rel_iqr", 0.02),
                    stop_reason=data.get("stop_reason", ""),
                    rank_medians=tuple(data.get("rank_medians_s") or ()),
-                   rank_compute=tuple(data.get("rank_compute_s") or ()))
+                   rank_compute=tuple(data.get("rank_compute_s") or ()),
+                   timed_s=data.get("timed_s"))

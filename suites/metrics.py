@@ -12,6 +12,7 @@ from .workloads import WORKLOADS
 FORMULAS = {
     "tflops": "analytic FLOP per step / median step time / 1e12 (matmul 2MNK; conv 2*N*Hout*Wout*Cout*Kh*Kw*Cin; training step 3x forward)",
     "samples_per_s": "samples per step (all devices) / median step time",
+    "samples_per_s_sustained": "samples per step (all devices) x steps timed / seconds timed (what a long run sustains)",
     "pct_peak_table": "100 * tflops / (n_devices * peak of one device in this precision, peaks.toml)",
     "pct_peak_measured": "100 * tflops / (n_devices * this machine's calibrated peak, `parbench calibrate`)",
     "algbw_gbs": "bytes reduced / median time / 1e9",
@@ -39,6 +40,8 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
     samples = workload.samples_per_step()
     if samples:
         metrics["samples_per_s"] = samples / t
+        if measurement.sustained_step_s:
+            metrics["samples_per_s_sustained"] = samples / measurement.sustained_step_s
     if measurement.exchange_share is not None:
         metrics["exchange_share"] = measurement.exchange_share
     size = workload.bytes_per_step()

@@ -6,12 +6,11 @@ import gc
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .measurement import Measurement
+from .measurement import OUT_OF_TIME, Measurement
 from .runnable import Runnable
 
 
@@ -48,30 +47,48 @@ class Block:
     busy_s: float
 
 
-def _timed(runnable: Runnable, count: int, step: Callable[[], None] | None = None) -> Block:
+#: Reads seconds from a monotonic clock. `time.perf_counter` everywhere but in tests, which
+#: pass a controlled clock so the timer's decisions can be asserted on any machine.
+Clock = Callable[[], float]
+
+
+def _timed(runnable: Runnable, count: int, clock: Clock,
+           step: Callable[[], None] | None = None) -> Block:
     """`count` steps (`runnable.step` unless another is given), then sync and barrier."""
     step = step or runnable.step
-    start = time.perf_counter()
+    start = clock()
     for _ in range(count):
         step()
     runnable.synchronize()
-    arrived = time.perf_counter()
+    arrived = clock()
     runnable.barrier()
-    return Block(time.perf_counter() - start, arrived - start)
+    return Block(clock() - start, arrived - start)
 
 
 #: Blocks of `local_step` timed per rank (after the main measurement) for `rank_compute`.
 LOCAL_STEP_BLOCKS = 5
 
 
-def _local_step_median(runnable: Runnable, block_size: int) -> float:
+def _local_step_median(runnable: Runnable, block_size: int, clock: Clock) -> float:
     """This rank's median `local_step` time: the busy part of each block (the barrier only
     keeps the ranks probing at the same time, as they step together in the real run)."""
     local_step = runnable.local_step
     assert local_step is not None
-    _timed(runnable, block_size, local_step)  # a warm-up block: the first no_sync steps allocate anew
-    return float(np.median([_timed(runnable, block_size, local_step).busy_s / block_size
+    _timed(runnable, block_size, clock, local_step)  # a warm-up block: the first no_sync steps allocate anew
+    return float(np.median([_timed(runnable, block_size, clock, local_step).busy_s / block_size
                             for _ in range(LOCAL_STEP_BLOCKS)]))
+
+
+#: The fewest samples a case that ran out of budget is stored with.
+MIN_BUDGET_SAMPLES = 3
+
+
+class TooSlow(Exception):
+    """The first step alone took longer than the case may: no sample can be taken in time."""
+
+    def __init__(self, first_step_s: float, limit_s: float) -> None:
+        super().__init__(f"too slow here: first step {first_step_s:.3g} s, over the case's limit of "
+                         f"{limit_s:.3g} s (5 x budget + warm-up); raise the budget to time it")
 
 
 @dataclass(frozen=True)
@@ -83,28 +100,53 @@ class WarmUp:
     steps: int
     step_estimate_s: float
     block_size: int
+    #: The warm steps' own times, in order (each synchronised): where a slow case has no
+    #: time left for timed blocks, these are the samples it is stored with.
+    warm_steps_s: tuple[float, ...] = ()
+    #: The case's first steps showed that the minimum timed samples would not fit in its limit.
+    out_of_time: bool = False
 
 
-def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig()) -> WarmUp:
+def case_limit_s(config: TimingConfig) -> float:
+    """How long one case may take, warm-up included, before it is cut short."""
+    return 5 * config.budget_s + config.warmup_s
+
+
+def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
+            clock: Clock = time.perf_counter) -> WarmUp:
     """Run `runnable` (already set up) until warm, with the device synchronised after each step.
 
-    Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
-    themselves after the same warm-up.
+    Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
+    the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
+    `case_limit_s`: then it stops early (`out_of_time`), and a first step over that limit
+    raises `TooSlow`. Used by `measure` and by the asv / pytest-benchmark front ends, which
+    time the steps themselves after the same warm-up.
     """
     agree = runnable.agree
+    limit = case_limit_s(config)
     runnable.synchronize()
     runnable.barrier()
-    first_step_s = _timed(runnable, 1).seconds
+    first_step_s = _timed(runnable, 1, clock).seconds
+    if agree(float(first_step_s > limit)):
+        raise TooSlow(first_step_s, limit)
 
-    warmup = [_timed(runnable, 1).seconds for _ in range(config.min_warmup_steps)]
-    step_estimate = float(np.median(warmup))
-    remaining = config.warmup_s - first_step_s - sum(warmup)
-    extra = int(agree(max(0, math.ceil(remaining / max(step_estimate, 1e-9)))))
-    warmup += [_timed(runnable, 1).seconds for _ in range(extra)]
-    step_estimate = float(np.median(warmup[len(warmup) // 2:]))
+    warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
+    while True:
+        spent = first_step_s + sum(warm)
+        estimate = float(np.median(warm[len(warm) // 2:]))
+        wanted = max(config.min_warmup_steps - len(warm),
+                     math.ceil((config.warmup_s - spent) / max(estimate, 1e-9)), 0)
+        affordable = math.floor((limit - spent) / max(estimate, 1e-9)) - MIN_BUDGET_SAMPLES
+        out_of_time = affordable < 0  # not even the fewest timed samples fit any more
+        steps = int(agree(max(0, min(wanted, affordable))))
+        if not steps:
+            break
+        warm += [_timed(runnable, 1, clock).seconds for _ in range(steps)]
+    step_estimate = float(np.median(warm[len(warm) // 2:]))
     block_s = max(config.block_min_s, runnable.min_block_s)
     block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
-    return WarmUp(first_step_s, len(warmup) + 1, step_estimate, block_size)
+    return WarmUp(first_step_s, len(warm) + 1, step_estimate, block_size, tuple(warm),
+                  bool(agree(float(out_of_time))))
 
 
 @contextlib.contextmanager
@@ -124,7 +166,8 @@ def settled_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measurement:
+def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
+            clock: Clock = time.perf_counter) -> Measurement:
     """Time `runnable` (already set up). The device is synchronised before every clock read.
 
     Every decision that changes the number of steps goes through `runnable.agree`, so the
@@ -133,40 +176,45 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig()) -> Measur
     gathered into `rank_medians`, where a straggler shows.
     """
     with settled_heap():
-        return _measure(runnable, config)
+        return _measure(runnable, config, clock)
 
 
-def _measure(runnable: Runnable, config: TimingConfig) -> Measurement:
+def _measure(runnable: Runnable, config: TimingConfig, clock: Clock) -> Measurement:
     agree = runnable.agree
-    warm = warm_up(runnable, config)
+    warm = warm_up(runnable, config, clock)
+    if warm.out_of_time:
+        return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
+                           first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
+                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s))
     block_size = warm.block_size
 
     samples: list[float] = []
     busy: list[float] = []
     stop_reason = "max samples"
-    start = time.perf_counter()
+    start = clock()
     while len(samples) < config.max_samples:
-        block = _timed(runnable, block_size)
+        block = _timed(runnable, block_size, clock)
         samples.append(block.seconds / block_size)
         busy.append(block.busy_s / block_size)
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         reason = ""
         if len(samples) >= config.min_samples and elapsed >= config.min_time_s:
             q1, median, q3 = np.percentile(samples, [25, 50, 75])
             if (q3 - q1) <= config.target_rel_iqr * median:
                 reason = "converged"
-        if not reason and elapsed >= config.budget_s and len(samples) >= 3:
+        if not reason and elapsed >= config.budget_s and len(samples) >= MIN_BUDGET_SAMPLES:
             reason = "time budget"
         decision = agree({"": 0.0, "converged": 1.0, "time budget": 2.0}[reason])
         if decision:
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
+    timed_s = clock() - start
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
-        rank_compute = runnable.gather(_local_step_median(runnable, block_size))
+        rank_compute = runnable.gather(_local_step_median(runnable, block_size, clock))
     return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
-                       stop_reason=stop_reason,
+                       stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
                        rank_compute=rank_compute if len(rank_compute) > 1 else ())

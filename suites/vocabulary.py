@@ -61,3 +61,23 @@ STRATEGY_FRAMEWORKS: dict[Strategy, frozenset[Framework]] = {
     Strategy.DATAPARALLEL: frozenset({Framework.TORCH}),
     Strategy.DDP: frozenset({Framework.TORCH}),
 }
+
+#: Which device kinds each strategy can use at all: a pair outside this is no case anywhere
+#: (TPUStrategy on a GPU; mirrored over TPU cores, which is strategy ``tpu``). A pair inside it
+#: may still be unavailable on a given machine, with the reason. ``dataparallel`` keeps ``cpu``:
+#: nn.DataParallel accepts a CPU module and runs it unchanged, which is worth a reason.
+STRATEGY_DEVICES: dict[Strategy, frozenset[DeviceKind]] = {
+    Strategy.SINGLE: frozenset(DeviceKind),
+    Strategy.TOWERS: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
+    Strategy.MIRRORED: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
+    Strategy.MULTIWORKER: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
+    Strategy.TPU: frozenset({DeviceKind.TPU}),
+    Strategy.DATAPARALLEL: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
+    Strategy.DDP: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
+}
+
+
+def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy) -> bool:
+    """Whether a case of this framework, device kind and strategy exists at all; whether it
+    runs on this machine is `suites.availability`'s question."""
+    return framework in STRATEGY_FRAMEWORKS[strategy] and device in STRATEGY_DEVICES[strategy]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -125,6 +126,19 @@ def test_devices_json_names_a_reason_for_every_missing_kind(capsys):
 
 
 def test_console_script_and_module_entry_points_work():
-    for command in (["parbench", "list"], [sys.executable, "-m", "suites", "list"]):
+    """The console script installed beside this interpreter, so an unactivated venv works too."""
+    script = Path(sys.executable).parent / "parbench"
+    for command in ([str(script), "list"], [sys.executable, "-m", "suites", "list"]):
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and "quick" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_command_without_a_traceback(capsys, flag):
+    with pytest.raises(SystemExit) as exit_:
+        main([flag])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 0 and err == ""
+    assert "% of measured peak" in out  # calibrate's help, whose % argparse would try to format
+    for command in ("devices", "list", "run", "calibrate", "report", "compare"):
+        assert command in out

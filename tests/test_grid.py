@@ -1,9 +1,12 @@
 """Suite grids: expansion, ids, and one clear error line for every kind of bad input."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from suites.case import Case
+from suites.cli import main
 from suites.errors import GridError, UserError
 from suites.grid import builtin_suite_names, load_suite, parse_suite
 
@@ -83,3 +86,64 @@ def test_unknown_suite_and_missing_file():
         load_suite("nope")
     with pytest.raises(UserError, match="does not exist"):
         load_suite("/no/such/grid.toml")
+
+
+TRAIN = """
+[[grid]]
+workload = "train_step"
+framework = {framework}
+device = {device}
+strategy = {strategy}
+n_devices = {n_devices}
+params = {{ model = "mlp", batch = 32 }}
+"""
+
+
+def train_grid(tmp_path, framework='"tf"', device='"cpu"', strategy='"single"', n_devices="2") -> Path:
+    path = tmp_path / "train.toml"
+    path.write_text(TRAIN.format(framework=framework, device=device, strategy=strategy, n_devices=n_devices))
+    return path
+
+
+@pytest.mark.parametrize("framework, strategy", [('"tf"', '"ddp"'), ('"tf"', '["single", "dataparallel"]'),
+                                                 ('"torch"', '"mirrored"')])
+def test_strategy_of_another_framework_names_file_entry_and_allowed_combinations(tmp_path, framework, strategy):
+    path = train_grid(tmp_path, framework=framework, strategy=strategy)
+    with pytest.raises(GridError) as error:
+        load_suite(str(path))
+    message = str(error.value)
+    assert message.startswith(f"{path}: grid[0].strategy: ") and "is not a strategy of" in message
+    assert ("allowed framework x strategy combinations: torch: single, dataparallel, ddp; "
+            "tf: single, towers, mirrored, multiworker, tpu") in message
+    assert "\n" not in message
+
+
+def test_strategy_on_no_device_it_runs_on_is_an_error(tmp_path):
+    with pytest.raises(GridError, match=r"grid\[0\]\.strategy: 'tpu' does not run on cpu or gpu; it runs on tpu"):
+        load_suite(str(train_grid(tmp_path, device='["cpu", "gpu"]', strategy='"tpu"')))
+
+
+def test_impossible_pairs_of_a_product_are_dropped_and_the_rest_kept(tmp_path):
+    path = train_grid(tmp_path, framework='["torch", "tf"]', device='["cpu", "tpu"]',
+                      strategy='["ddp", "mirrored", "tpu"]')
+    triples = {(str(c.framework), str(c.device), str(c.strategy)) for c in load_suite(str(path)).cases}
+    assert triples == {("torch", "cpu", "ddp"), ("tf", "cpu", "mirrored"), ("tf", "tpu", "tpu")}
+
+
+def test_entry_expanding_to_no_cases_is_an_error(tmp_path):
+    path = train_grid(tmp_path, n_devices="[]")
+    with pytest.raises(GridError, match=r"grid\[0\]: expands to no train_step cases"):
+        load_suite(str(path))
+    with pytest.raises(GridError, match=r"^bad.toml: grid\[1\]: expands to no matmul cases: .*empty list"):
+        parse_suite(GOOD + GOOD[GOOD.index("[[grid]]"):].replace("m = [64, 128]", "m = []"), "bad.toml", "bad")
+
+
+@pytest.mark.parametrize("command", ["list", "run"])
+def test_run_and_list_of_a_grid_without_cases_fail_with_one_line(tmp_path, capsys, command):
+    path = train_grid(tmp_path, strategy='"ddp"')
+    extra = ["--results", str(tmp_path / "results")] if command == "run" else []
+    assert main([command, "--suite", str(path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"parbench: error: {path}: grid[0].strategy: 'ddp' is not a strategy of tf")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "results").exists()

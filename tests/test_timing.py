@@ -1,62 +1,91 @@
-"""The measuring core: sync before clock reads, adaptive stopping, noise flags, statistics."""
+"""The measuring core: sync before clock reads, adaptive stopping, noise flags, statistics.
+
+The timer's decisions are asserted against a controlled clock, which only the pretend device
+advances: the tests mean the same on a quiet machine and on one whose cores are both busy.
+"""
 from __future__ import annotations
 
-import threading
-import time
+from typing import Callable
 
 import numpy as np
+import pytest
 
 from suites.check import Check
-from suites.measurement import Measurement
+from suites.measurement import OUT_OF_TIME, Measurement
 from suites.runnable import Runnable
-from suites.timing import TimingConfig, measure
+from suites.timing import MIN_BUDGET_SAMPLES, TimingConfig, TooSlow, case_limit_s, measure
 
 
-class AsyncSleeper(Runnable):
-    """Like a GPU: `step` only enqueues `seconds` of work on another thread; `synchronize` waits."""
+class FakeClock:
+    """Seconds that pass only when the pretend device works or a pretend peer is waited for."""
 
-    def __init__(self, seconds: float, jitter: float = 0.0) -> None:
-        self.seconds, self.jitter = seconds, jitter
-        self.pending: list[threading.Thread] = []
-        self.rng = np.random.default_rng(0)
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class PretendDevice(Runnable):
+    """Like a GPU: `step` only enqueues work (`duration(i)` seconds for step i); `synchronize`
+    waits for it, which is when the clock moves."""
+
+    def __init__(self, clock: FakeClock, duration: Callable[[int], float]) -> None:
+        self.clock, self.duration = clock, duration
+        self.steps, self.pending = 0, 0.0
 
     def setup(self) -> None: ...
 
     def step(self) -> None:
-        duration = self.seconds * (1 + self.jitter * self.rng.random())
-        previous = self.pending[-1] if self.pending else None
-
-        def work() -> None:
-            if previous:
-                previous.join()
-            time.sleep(duration)
-        thread = threading.Thread(target=work)
-        thread.start()
-        self.pending.append(thread)
+        self.pending += self.duration(self.steps)
+        self.steps += 1
 
     def synchronize(self) -> None:
-        for thread in self.pending:
-            thread.join()
-        self.pending.clear()
+        self.clock.now += self.pending
+        self.pending = 0.0
 
     def check(self) -> Check:
         return Check(True, "none", 0.0, 0.0)
 
 
+def constant(seconds: float) -> Callable[[int], float]:
+    return lambda i: seconds
+
+
+def jittered(seconds: float, jitter: float) -> Callable[[int], float]:
+    draws = np.random.default_rng(0).random(100_000)
+    return lambda i: seconds * (1 + jitter * draws[i])
+
+
+FAST = TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.5)
+
+
 def test_timer_synchronises_before_reading_the_clock():
-    measurement = measure(AsyncSleeper(0.002), TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.5))
-    # Without synchronisation the median would be the enqueue cost (~50 us), not the work.
-    assert 0.0018 < measurement.median < 0.004
+    clock = FakeClock()
+    measurement = measure(PretendDevice(clock, constant(0.002)), FAST, clock)
+    # Reading the clock before synchronising would see no time pass at all.
+    assert measurement.median == pytest.approx(0.002)
+    assert measurement.block_size == 5  # 10 ms blocks of 2 ms steps
 
 
 def test_stable_case_converges_and_noisy_case_hits_budget_and_is_flagged():
-    stable = measure(AsyncSleeper(0.001), TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=2.0,
-                                                      target_rel_iqr=0.1))
+    clock = FakeClock()
+    stable = measure(PretendDevice(clock, constant(0.001)), replace_target(FAST, 0.1), clock)
     assert stable.stop_reason == "converged" and not stable.noisy
-    noisy = measure(AsyncSleeper(0.001, jitter=3.0),
-                    TimingConfig(warmup_s=0.01, block_min_s=0.0, budget_s=0.3, target_rel_iqr=0.001))
+    # converged as soon as it was allowed to: min_samples blocks, min_time_s of timing
+    assert stable.n >= FAST.min_samples and stable.timed_s == pytest.approx(FAST.min_time_s, abs=0.011)
+
+    clock = FakeClock()
+    config = TimingConfig(warmup_s=0.01, block_min_s=0.0, budget_s=0.3, target_rel_iqr=0.001)
+    noisy = measure(PretendDevice(clock, jittered(0.001, 3.0)), config, clock)
     assert noisy.stop_reason == "time budget" and noisy.noisy
     assert noisy.n >= 7
+    assert 0.3 <= noisy.timed_s < 0.3 + 0.004  # stopped at the first block past the budget
+
+
+def replace_target(config: TimingConfig, target: float) -> TimingConfig:
+    from dataclasses import replace
+    return replace(config, target_rel_iqr=target)
 
 
 def test_statistics_come_from_the_raw_samples():
@@ -66,16 +95,33 @@ def test_statistics_come_from_the_raw_samples():
     assert Measurement.from_dict(m.to_dict()) == m
 
 
-class WaitingRank(AsyncSleeper):
+def test_sustained_rate_counts_every_second_timed_where_the_median_flatters():
+    """Right-skewed interference: one block in five runs 3x slower. The median ignores it;
+    steps timed / seconds timed does not."""
+    clock = FakeClock()
+    slow_every_fifth = lambda i: 0.003 if (i // 10) % 5 == 4 else 0.001  # noqa: E731 (10-step blocks)
+    config = TimingConfig(warmup_s=0.0, min_warmup_steps=0, block_min_s=0.01, budget_s=1.0,
+                          target_rel_iqr=0.001)
+    m = measure(PretendDevice(clock, slow_every_fifth), config, clock)
+    assert m.median == pytest.approx(0.001, rel=0.05)
+    assert m.sustained_step_s == pytest.approx(m.timed_s / (m.n * m.block_size))
+    assert m.sustained_step_s > 1.3 * m.median
+    stored = m.to_dict()
+    assert stored["sustained_step_s"] == m.sustained_step_s
+    assert Measurement.from_dict(stored) == m
+
+
+class WaitingRank(PretendDevice):
     """Rank 0 of a pretend two-rank case whose peer is slower: at every barrier rank 0 waits
     `wait_per_block` for it, and the gathered busy times say what the peer reported."""
 
-    def __init__(self, seconds: float, wait_per_block: float, peer_busy_factor: float) -> None:
-        super().__init__(seconds)
+    def __init__(self, clock: FakeClock, seconds: float, wait_per_block: float,
+                 peer_busy_factor: float) -> None:
+        super().__init__(clock, constant(seconds))
         self.wait_per_block, self.peer_busy_factor = wait_per_block, peer_busy_factor
 
     def barrier(self) -> None:
-        time.sleep(self.wait_per_block)
+        self.clock.now += self.wait_per_block
 
     def gather(self, value: float) -> tuple[float, ...]:
         return (value, value * self.peer_busy_factor)
@@ -83,18 +129,22 @@ class WaitingRank(AsyncSleeper):
 
 def test_samples_are_barrier_to_barrier_and_rank_busy_times_expose_a_straggler():
     config = TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.5, target_rel_iqr=0.5)
-    slow_peer = measure(WaitingRank(0.001, wait_per_block=0.01, peer_busy_factor=1.5), config)
+    clock = FakeClock()
+    slow_peer = measure(WaitingRank(clock, 0.001, wait_per_block=0.01, peer_busy_factor=1.5),
+                        config, clock)
     # the global sample includes the wait for the peer; this rank's busy time does not
-    assert slow_peer.median > slow_peer.rank_medians[0] + 0.0005
-    assert 0.0009 < slow_peer.rank_medians[0] < 0.002
+    assert slow_peer.rank_medians[0] == pytest.approx(0.001)
+    assert slow_peer.median == pytest.approx(0.001 + 0.01 / slow_peer.block_size)
     assert slow_peer.straggler and slow_peer.to_dict()["straggler"] is True
-    even = measure(WaitingRank(0.001, wait_per_block=0.0, peer_busy_factor=1.02), config)
+    clock = FakeClock()
+    even = measure(WaitingRank(clock, 0.001, wait_per_block=0.0, peer_busy_factor=1.02), config, clock)
     assert len(even.rank_medians) == 2 and not even.straggler
     assert Measurement.from_dict(even.to_dict()) == even
 
 
 def test_single_process_measurements_carry_no_rank_times():
-    single = measure(AsyncSleeper(0.001), TimingConfig(warmup_s=0.01, block_min_s=0.01, budget_s=0.3))
+    clock = FakeClock()
+    single = measure(PretendDevice(clock, constant(0.001)), FAST, clock)
     assert single.rank_medians == () and not single.straggler
 
 
@@ -105,3 +155,39 @@ def test_under_ddp_compute_times_tell_a_straggler_that_busy_times_hide():
     assert not Measurement(samples=(0.020,) * 5, rank_medians=(0.019, 0.030),
                            rank_compute=(0.010, 0.0105)).straggler
     assert Measurement.from_dict(m.to_dict()) == m and m.to_dict()["rank_compute_s"] == [0.010, 0.015]
+
+
+# --- cases too slow for their budget -----------------------------------------------------------
+BUDGET = TimingConfig(budget_s=4.0)  # the defaults: a case may take 5 x 4 s + warm-up
+
+
+def test_a_first_step_over_the_case_limit_stops_the_case_with_that_reason():
+    clock = FakeClock()
+    device = PretendDevice(clock, constant(150.0))
+    with pytest.raises(TooSlow, match=r"too slow here: first step 150 s"):
+        measure(device, BUDGET, clock)
+    assert device.steps == 1  # nothing more was run after the first step told
+
+
+def test_slow_steps_are_kept_as_the_warm_samples_they_had_time_for_and_flagged():
+    clock = FakeClock()
+    device = PretendDevice(clock, lambda i: 5.0 if i == 0 else 4.0)
+    m = measure(device, BUDGET, clock)
+    assert m.stop_reason == OUT_OF_TIME and m.cut_short and m.to_dict()["cut_short"] is True
+    assert m.samples == (4.0,) and m.first_step_s == 5.0
+    assert clock.now <= case_limit_s(BUDGET)
+
+
+def test_steps_slow_but_affordable_get_the_fewest_budget_samples_within_the_case_limit():
+    clock = FakeClock()
+    m = measure(PretendDevice(clock, constant(2.0)), BUDGET, clock)
+    assert m.stop_reason == "time budget" and not m.cut_short
+    assert m.n == MIN_BUDGET_SAMPLES
+    assert clock.now <= case_limit_s(BUDGET)
+
+
+def test_fast_cases_warm_up_for_the_configured_time_and_steps():
+    clock = FakeClock()
+    device = PretendDevice(clock, constant(0.001))
+    m = measure(device, TimingConfig(warmup_s=0.25, min_warmup_steps=3), clock)
+    assert m.warmup_steps == 250  # 0.25 s of 1 ms steps, the first one included

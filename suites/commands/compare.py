@@ -7,11 +7,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..display import seconds
+from ..display import seconds, terminal
 from ..errors import UserError
 from ..store import DEFAULT_RESULTS_DIR
 
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     loaded: dict = {}
     a, b = select(args.a, args.results, loaded), select(args.b, args.results, loaded)
     pairs = compare(a.frame, b.frame)
-    console = Console()
+    console = terminal()
     console.print(table(pairs, a.description, b.description))
     counts = pairs["verdict"].value_counts()
     console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()), markup=False)

@@ -5,8 +5,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from rich.console import Console
-
+from ..display import terminal
 from ..errors import UserError
 from ..store import ResultsWarning
 
@@ -36,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report.comparison import parse_baseline
     from ..report.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
     from ..report.html import render, write
-    from ..report.loading import load_results, result_files
+    from ..report.loading import load_files, result_files
     from ..report.prices import PriceTable
     from ..report.sections import ReportOptions, build_content
 
-    console = Console(stderr=True)
+    console = terminal(stderr=True)
     if args.parquet and not parquet_available():
         raise UserError(PARQUET_MISSING)
     try:
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResultsWarning)
         files = result_files(args.paths)
-        frame = load_results(args.paths)
+        frame = load_files(files)
     problems = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
     for message in problems:
         console.print(f"warning: {message}", markup=False, highlight=False)

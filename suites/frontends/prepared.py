@@ -13,7 +13,7 @@ from ..check import Check
 from ..execute import unsupported_errors, unsupported_reason
 from ..runnable import Runnable
 from ..strategies import Launch, rules_for
-from ..timing import TimingConfig, WarmUp, warm_up
+from ..timing import TimingConfig, TooSlow, WarmUp, warm_up
 from ..workloads import WORKLOADS
 
 
@@ -77,6 +77,9 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     except unsupported_errors(type(runnable)) as error:
         runnable.teardown()
         raise CaseUnavailable(unsupported_reason(error)) from error
+    except TooSlow as error:
+        runnable.teardown()
+        raise CaseUnavailable(str(error)) from error
     except BaseException:
         runnable.teardown()
         raise

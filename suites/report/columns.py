@@ -38,7 +38,8 @@ COLUMNS: dict[str, str] = {
     "n": "number of timing samples",
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
-    "samples_per_s": "samples per second, all devices together",
+    "samples_per_s": "samples per second, all devices together, from the median step time",
+    "sustained_step_s": "seconds timed / steps timed: the mean step over the whole timed span, gaps included (parbench and pytest-benchmark rows)",
     "tflops": "TFLOP/s from analytic FLOP counts",
     "pct_peak_table": "% of the peaks table's figure for these devices and precision",
     "pct_peak_measured": "% of this machine's calibrated peak (`parbench calibrate`)",
@@ -48,6 +49,8 @@ COLUMNS: dict[str, str] = {
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
+    "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): what a long run keeps up; costs use it",
+    "sustained_basis": "'timed span' where the source stored one, else 'median' (sustained_throughput = throughput)",
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",
     "check_value": "the check's measured value",
@@ -76,6 +79,7 @@ ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os",
                "libraries", "git_commit", "threads"]
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", "samples_per_s", "tflops", "pct_peak_table",
                  "pct_peak_measured", "algbw_gbs", "busbw_gbs", "exchange_share", "throughput", "check_value",
+                 "sustained_step_s", "sustained_throughput",
                  "compile_s", "memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
 BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed"]

@@ -6,7 +6,10 @@ replacing what the source stored where the work is known: asv's track_* benchmar
 case again, separately, so their figures disagree with the step time and samples of the row.
 The % of peak columns are rescaled with TFLOP/s. parbench's own rows derive every metric from
 the stored measurement already and are kept as stored. `throughput` is the one figure every
-comparison uses, so that a ratio always means "how much more work per second".
+comparison uses, so that a ratio always means "how much more work per second"; it comes from
+the median step, as do the significance tests on raw samples. `sustained_throughput` is the same
+figure at steps timed / seconds timed — what a long run sustains on a machine whose slow blocks
+the median ignores — and is what costs are computed from.
 """
 from __future__ import annotations
 
@@ -23,21 +26,25 @@ STEPS_UNIT = "steps/s"
 
 
 def _work_per_step(case_id: str) -> tuple[float, float, float]:
-    """(FLOP, samples, bytes) of one step of the case; NaN where the workload has none."""
+    """(FLOP, samples, bytes) of one step of the case; NaN where the workload has none, or
+    where this process cannot know it: a workload or model (a user's plugin) not registered
+    here. Results stay data: reading them never needs the code that produced them."""
     try:
         case = Case.from_id(case_id)
         workload = WORKLOADS[case.workload](case)
+        return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
+                workload.bytes_per_step() or np.nan)
     except (KeyError, ValueError):
         return (np.nan, np.nan, np.nan)
-    return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
-            workload.bytes_per_step() or np.nan)
 
 
 def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill metrics a source did not store, from the case and the median step time."""
     frame = frame.copy()
-    work = pd.DataFrame([_work_per_step(case_id) for case_id in frame["case_id"].unique()],
-                        index=frame["case_id"].unique(), columns=["flops", "samples", "bytes"])
+    # parbench rows keep what they stored, so their workloads need not be known here.
+    derive_for = frame.loc[frame["source"].ne("parbench"), "case_id"].unique()
+    work = pd.DataFrame([_work_per_step(case_id) for case_id in derive_for], index=derive_for,
+                        columns=["flops", "samples", "bytes"], dtype="float64")
     per_row = work.reindex(frame["case_id"]).set_axis(frame.index)
     t = frame["median_s"]
     n = frame["n_devices"].astype("float64")
@@ -73,4 +80,8 @@ def add_throughput(frame: pd.DataFrame) -> pd.DataFrame:
     steps = frame["throughput"].isna() & frame["median_s"].gt(0)
     frame.loc[steps, "throughput"] = 1.0 / frame.loc[steps, "median_s"]
     frame.loc[steps, "throughput_unit"] = STEPS_UNIT
+    spanned = frame["sustained_step_s"].gt(0) & frame["throughput"].notna()
+    frame["sustained_throughput"] = (frame["throughput"] * frame["median_s"]
+                                     / frame["sustained_step_s"]).where(spanned, frame["throughput"])
+    frame["sustained_basis"] = np.where(spanned, "timed span", np.where(frame["throughput"].notna(), "median", ""))
     return frame

@@ -52,6 +52,7 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "status": status, "reason": str(extra.get("reason", "")),
             "median_s": stats.get("median"), "iqr_s": stats.get("iqr"), "q1_s": stats.get("q1"),
             "q3_s": stats.get("q3"), "n": len(samples) or stats.get("rounds"), "samples_s": samples,
+            "sustained_step_s": stats.get("mean"),  # every round's time over the rounds
             **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
                                                     "pct_peak_measured", "algbw_gbs", "busbw_gbs")},
             "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),

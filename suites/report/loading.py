@@ -79,7 +79,13 @@ def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS) -> pd
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    rows = [row for path in result_files(paths) for row in _file_rows(path)]
+    return load_files(result_files(paths))
+
+
+def load_files(files: Iterable[Path]) -> pd.DataFrame:
+    """`load_results` of files already found by `result_files`: a caller that needs the file
+    list too searches the paths, and warns about a missing one, only once."""
+    rows = [row for path in files for row in _file_rows(path)]
     frame = tidy(rows)
     frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
     frame = add_throughput(fill_metrics(frame))

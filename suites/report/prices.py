@@ -1,7 +1,8 @@
 """The price table (suites/prices.toml, user-editable) and the cost columns it yields.
 
-cost per million samples = price per hour / 3600 / samples_per_s * 1e6
-cost per PFLOP           = price per hour / 3600 * 1000 / TFLOP/s
+cost per million samples = price per hour / 3600 / sustained samples_per_s * 1e6
+cost per PFLOP           = price per hour / 3600 * 1000 / sustained TFLOP/s
+(sustained: at steps timed / seconds timed, what a long run pays for; see report.derived)
 Price per hour of a row: its machine label's entry in [machines] if any (the whole machine),
 else n_devices x the first [[device]] whose `match` occurs in the device name (GPU/TPU), else
 for CPU cases [cpu] per_core_hour x the cores the run could use.
@@ -73,6 +74,8 @@ def add_costs(frame: pd.DataFrame, table: PriceTable) -> pd.DataFrame:
     frame = frame.drop(columns=[c for c in COST_COLUMNS if c in frame]).merge(
         pd.concat([combos, priced], axis=1), on=keys, how="left")
     per_second = frame["price_per_hour"] / 3600.0
-    frame["cost_per_m_samples"] = per_second / frame["samples_per_s"] * 1e6
-    frame["cost_per_pflop"] = per_second * 1000.0 / frame["tflops"]
+    # What a long run pays for: the sustained rate (median-based where no timed span is known).
+    sustained = (frame["sustained_throughput"] / frame["throughput"]).fillna(1.0)
+    frame["cost_per_m_samples"] = per_second / (frame["samples_per_s"] * sustained) * 1e6
+    frame["cost_per_pflop"] = per_second * 1000.0 / (frame["tflops"] * sustained)
     return frame

@@ -24,14 +24,17 @@ from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fm
 
 #: Formulas of the comparisons, shown in the report beside suites.metrics.FORMULAS.
 REPORT_FORMULAS = {
-    "throughput": "samples/s where the workload counts samples, else TFLOP/s, else all-reduce busbw, else steps/s",
+    "throughput": "samples/s where the workload counts samples, else TFLOP/s, else all-reduce busbw, else steps/s; "
+                  "from the median step time (speedups, rankings and noise tests use it)",
+    "sustained": "throughput · median step / (seconds timed / steps timed): what a long run sustains, slow blocks "
+                 "included; costs use it (= throughput where a source stored no timed span, e.g. asv)",
     "speedup": "throughput / throughput of the baseline row (same everything but the baseline's columns)",
     "scaling efficiency": "thr(N) / (N · thr(1)) from one run on one machine; weak scaling (per-device batch "
                           "fixed) unless the case declares scaling=strong (global batch fixed)",
     "relative performance": "geometric mean over problems of best throughput / the reference's best throughput, "
                             "per precision",
-    "cost per M samples": "price per hour / 3600 / samples_per_s · 1e6",
-    "cost per PFLOP": "price per hour / 3600 · 1000 / TFLOP/s",
+    "cost per M samples": "price per hour / 3600 / sustained samples/s · 1e6",
+    "cost per PFLOP": "price per hour / 3600 · 1000 / sustained TFLOP/s",
     "noise": f"Mann-Whitney U (two-sided, normal approximation, tie-corrected) on the raw samples when both sides "
              f"have ≥{MIN_SAMPLES}, beyond noise when p < {ALPHA}; otherwise beyond noise when the IQRs do not "
              f"overlap. Step times are compared per unit of work.",
@@ -109,13 +112,15 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         group["vs_fastest"] = group["throughput"] / group["throughput"].max()
         unit = group["throughput_unit"].iloc[0]
         section = Section(problem, f"problem-{index}", text=[
-            f"Throughput in {unit}; sorted fastest first. Click a column header to sort."])
+            f"Throughput in {unit} from the median step (rankings and noise use it); 'sustained' is the same "
+            f"figure at seconds timed / steps timed, what a long run keeps up, and costs use it. Sorted fastest "
+            f"first. Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
         section.tables.append(build(with_devices(group), [
-            *CONFIG_SPEC, ("device name", "device_name", fmt_text), (unit, "throughput", fmt_number),
-            ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
+            *CONFIG_SPEC, ("device name", "device_name", fmt_text), (f"{unit} (median)", "throughput", fmt_number),
+            ("sustained", "sustained_throughput", fmt_number), ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
