@@ -191,3 +191,26 @@ def test_fast_cases_warm_up_for_the_configured_time_and_steps():
     device = PretendDevice(clock, constant(0.001))
     m = measure(device, TimingConfig(warmup_s=0.25, min_warmup_steps=3), clock)
     assert m.warmup_steps == 250  # 0.25 s of 1 ms steps, the first one included
+
+
+# --- estimated time remaining ---------------------------------------------------------------------
+def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
+    from suites.eta import Eta, duration_text
+    eta = Eta([10.0, 0.0, 10.0, 20.0])
+    assert eta.remaining_s() == 40.0  # nothing finished yet: the estimates as they are
+    eta.finished(15.0)  # took 1.5x its estimate
+    assert eta.remaining_s() == pytest.approx(1.5 * 30.0)
+    eta.finished(0.5)  # an unavailable case: estimated at nothing
+    eta.finished(5.0)
+    assert eta.remaining_s() == pytest.approx(20.5 / 20.0 * 20.0)
+    assert [duration_text(s) for s in (4.4, 200, 3900)] == ["4 s", "3 min 20 s", "1 h 05 min"]
+
+
+def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_otherwise():
+    from suites.case import Case
+    from suites.eta import IN_PROCESS_OVERHEAD_S, case_estimate_s
+    config = TimingConfig(budget_s=2.0, warmup_s=0.5)
+    tf32_on_cpu = Case.make("matmul", "torch", "cpu", precision="tf32", params={"m": 8, "n": 8, "k": 8})
+    assert case_estimate_s(tf32_on_cpu, config) == 0.0
+    assert case_estimate_s(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}),
+                           config) == 2.5 + IN_PROCESS_OVERHEAD_S

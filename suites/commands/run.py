@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..display import record_table, terminal
 from ..filters import __doc__ as filter_help
 from ..errors import UserError
+from ..eta import Eta, duration_text
 from ..filters import select
 from ..grid import DEFAULT_SUITE, load_suite
 from ..runner import RunContext, run_cases
@@ -44,13 +46,21 @@ def run(args: argparse.Namespace) -> int:
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
+    eta = Eta.for_cases(cases, timing)
+    console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(eta.remaining_s())}", markup=False)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,
-                  transient=True) as progress:
-        task = progress.add_task(suite.name, total=len(cases), current=cases[0].id)
+                  TimeElapsedColumn(), TextColumn("~{task.fields[left]} left"),
+                  TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
+        task = progress.add_task(suite.name, total=len(cases), current=cases[0].id,
+                                 left=duration_text(eta.remaining_s()))
+        started = time.monotonic()
         for done, record in enumerate(run_cases(cases, context), start=1):
             records.append(record)
-            progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "")
+            now = time.monotonic()
+            eta.finished(now - started)
+            started = now
+            progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "",
+                            left=duration_text(eta.remaining_s()))
     console.print(record_table(records, title=f"suite {suite.name} - run {context.run_id}"))
     failed = sum(r.status is Status.FAILED for r in records)
     counts = {s: sum(r.status is s for r in records) for s in Status}
