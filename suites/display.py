@@ -31,11 +31,18 @@ def number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+def samples_per_s(metrics: dict[str, float | None]) -> str:
+    """Median-based / sustained (steps timed over seconds timed) samples per second."""
+    if metrics.get("samples_per_s") is None:
+        return "-"
+    return f"{number(metrics.get('samples_per_s'))} / {number(metrics.get('samples_per_s_sustained'))}"
+
+
 def record_table(records: Iterable[Record], title: str = "results") -> Table:
     table = Table(title=title, show_lines=False)
     for column, justify in (("case", "left"), ("status", "left"), ("median", "right"),
                             ("IQR", "right"), ("n", "right"), ("TFLOP/s", "right"),
-                            ("samples/s", "right"), ("% peak tbl/meas", "right"), ("check", "left")):
+                            ("samples/s med/sust", "right"), ("% peak tbl/meas", "right"), ("check", "left")):
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for record in records:
         m, x = record.measurement, record.metrics
@@ -45,6 +52,8 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
             status.append(" (emulated)", style="cyan")
         if m is not None and m.noisy:
             status.append(" noisy", style="magenta")
+        if m is not None and m.cut_short:
+            status.append(" cut short", style="magenta")
         if m is not None and m.straggler:
             status.append(" straggler", style="magenta")
         if m is not None and m.exchange_share is not None:
@@ -53,6 +62,6 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
         check = str(record.check) if record.check else (record.reason or "-")
         table.add_row(Text(record.case.id), status, seconds(m.median if m else None),
                       seconds(m.iqr if m else None), str(m.n) if m else "-",
-                      number(x.get("tflops")), number(x.get("samples_per_s")),
+                      number(x.get("tflops")), samples_per_s(x),
                       peak if m else "-", Text(check if record.status is Status.OK else record.reason))
     return table

@@ -214,3 +214,18 @@ def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_other
     assert case_estimate_s(tf32_on_cpu, config) == 0.0
     assert case_estimate_s(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}),
                            config) == 2.5 + IN_PROCESS_OVERHEAD_S
+
+
+def test_a_case_too_slow_for_its_limit_is_stored_unavailable_with_the_reason(monkeypatch):
+    pytest.importorskip("torch")
+    from suites.case import Case
+    from suites.execute import execute_in_process
+    from suites.vocabulary import Status
+
+    def first_step_too_long(runnable, config, clock=None):
+        raise TooSlow(150.0, case_limit_s(config))
+    monkeypatch.setattr("suites.execute.measure", first_step_too_long)
+    outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}), BUDGET)
+    assert outcome.status is Status.UNAVAILABLE
+    assert outcome.reason.startswith("too slow here: first step 150 s, over the case's limit of 20.2 s")
+    assert outcome.check is not None and outcome.check.passed  # what it did compute, it kept

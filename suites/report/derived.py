@@ -41,9 +41,8 @@ def _work_per_step(case_id: str) -> tuple[float, float, float]:
 def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill metrics a source did not store, from the case and the median step time."""
     frame = frame.copy()
-    # parbench rows keep what they stored, so their workloads need not be known here.
-    derive_for = frame.loc[frame["source"].ne("parbench"), "case_id"].unique()
-    work = pd.DataFrame([_work_per_step(case_id) for case_id in derive_for], index=derive_for,
+    case_ids = frame["case_id"].unique()
+    work = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
                         columns=["flops", "samples", "bytes"], dtype="float64")
     per_row = work.reindex(frame["case_id"]).set_axis(frame.index)
     t = frame["median_s"]
