@@ -21,7 +21,7 @@ from pathlib import Path
 from .case import Case
 from .execute import Outcome
 from .strategies import rules_for
-from .timing import TimingConfig, case_limit_s
+from .timing import TimingConfig, case_limit_s, first_step_limit_s
 from .vocabulary import DeviceKind, Status
 from .workloads import WORKLOADS
 
@@ -33,10 +33,11 @@ TAIL_LINES = 20
 
 def case_timeout(timing: TimingConfig) -> float:
     """`timing.case_timeout_s` if set, else framework import + rendezvous, the longest the timer
-    lets a case take (`case_limit_s`), and one more budget for the check and per-rank probes."""
+    lets a case take (its first step, then `case_limit_s`), and one more budget for the check
+    and per-rank probes."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    return STARTUP_ALLOWANCE_S + case_limit_s(timing) + timing.budget_s
+    return STARTUP_ALLOWANCE_S + first_step_limit_s(timing) + case_limit_s(timing) + timing.budget_s
 
 
 def free_ports(count: int) -> list[int]:

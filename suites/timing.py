@@ -83,12 +83,17 @@ def _local_step_median(runnable: Runnable, block_size: int, clock: Clock) -> flo
 MIN_BUDGET_SAMPLES = 3
 
 
+#: The first step compiles, traces or autotunes: it may take this long (or the case limit, if
+#: that is longer) before the case is judged too slow to time.
+FIRST_STEP_ALLOWANCE_S = 60.0
+
+
 class TooSlow(Exception):
     """The first step alone took longer than the case may: no sample can be taken in time."""
 
     def __init__(self, first_step_s: float, limit_s: float) -> None:
-        super().__init__(f"too slow here: first step {first_step_s:.3g} s, over the case's limit of "
-                         f"{limit_s:.3g} s (5 x budget + warm-up); raise the budget to time it")
+        super().__init__(f"too slow here: first step {first_step_s:.3g} s, over the {limit_s:.3g} s a first "
+                         f"step may take (compilation included); raise the budget to time it")
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,13 @@ class WarmUp:
 
 
 def case_limit_s(config: TimingConfig) -> float:
-    """How long one case may take, warm-up included, before it is cut short."""
+    """How long one case's steps after the first may take, warm-up included, before it is cut short."""
     return 5 * config.budget_s + config.warmup_s
+
+
+def first_step_limit_s(config: TimingConfig) -> float:
+    """How long the first step (compilation included) may take before the case is too slow."""
+    return max(FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
 
 
 def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
@@ -118,8 +128,8 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
 
     Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
     the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
-    `case_limit_s`: then it stops early (`out_of_time`), and a first step over that limit
-    raises `TooSlow`. Used by `measure` and by the asv / pytest-benchmark front ends, which
+    `case_limit_s` (counted after the first step, whose compilation is no step's cost): then it
+    stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`. Used by `measure` and by the asv / pytest-benchmark front ends, which
     time the steps themselves after the same warm-up.
     """
     agree = runnable.agree
@@ -127,15 +137,15 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     runnable.synchronize()
     runnable.barrier()
     first_step_s = _timed(runnable, 1, clock).seconds
-    if agree(float(first_step_s > limit)):
-        raise TooSlow(first_step_s, limit)
+    if agree(float(first_step_s > first_step_limit_s(config))):
+        raise TooSlow(first_step_s, first_step_limit_s(config))
 
     warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
     while True:
-        spent = first_step_s + sum(warm)
+        spent = sum(warm)
         estimate = float(np.median(warm[len(warm) // 2:]))
         wanted = max(config.min_warmup_steps - len(warm),
-                     math.ceil((config.warmup_s - spent) / max(estimate, 1e-9)), 0)
+                     math.ceil((config.warmup_s - first_step_s - spent) / max(estimate, 1e-9)), 0)
         affordable = math.floor((limit - spent) / max(estimate, 1e-9)) - MIN_BUDGET_SAMPLES
         out_of_time = affordable < 0  # not even the fewest timed samples fit any more
         steps = int(agree(max(0, min(wanted, affordable))))
