@@ -14,7 +14,8 @@ Schema version 1, one JSON object per line:
                  busy time per step, before it waits for its peers), rank_compute_s[] (DDP:
                  each rank's median step under no_sync, without the gradient all-reduce),
                  straggler} or null
-  metrics       {tflops, samples_per_s, pct_peak_table, pct_peak_measured, algbw_gbs, busbw_gbs, ...}
+  metrics       {name: value} for each derived metric that applies to the case; the names, units
+                and formulas are suites.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)
   environment   provenance: machine label, hostname, cpu, memory_gib, gpus, python, os,

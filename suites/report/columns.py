@@ -12,9 +12,10 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ..case import Case
+from ..metric_registry import METRICS, TIDY_METRICS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
-#: follow `params`.
+#: follow `params`. A derived metric's meaning is the registry's (suites.metric_registry).
 COLUMNS: dict[str, str] = {
     "source": "front end that measured it: parbench, asv or pytest-benchmark",
     "machine": "machine label (`--label`, $PARBENCH_MACHINE or hostname; asv's machine name)",
@@ -38,14 +39,14 @@ COLUMNS: dict[str, str] = {
     "n": "number of timing samples",
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
-    "samples_per_s": "samples per second, all devices together, from the median step time",
+    "samples_per_s": METRICS["samples_per_s"].description,
     "sustained_step_s": "seconds timed / steps timed: the mean step over the whole timed span, gaps included (parbench and pytest-benchmark rows)",
-    "tflops": "TFLOP/s from analytic FLOP counts",
-    "pct_peak_table": "% of the peaks table's figure for these devices and precision",
-    "pct_peak_measured": "% of this machine's calibrated peak (`parbench calibrate`)",
-    "algbw_gbs": "all-reduce algorithm bandwidth, GB/s",
-    "busbw_gbs": "all-reduce bus bandwidth, GB/s",
-    "exchange_share": "DDP: part of the global step the slowest rank's no_sync step does not explain (gradient all-reduce and waiting), 0-1",
+    "tflops": METRICS["tflops"].description,
+    "pct_peak_table": METRICS["pct_peak_table"].description,
+    "pct_peak_measured": METRICS["pct_peak_measured"].description,
+    "algbw_gbs": METRICS["algbw_gbs"].description,
+    "busbw_gbs": METRICS["busbw_gbs"].description,
+    "exchange_share": METRICS["exchange_share"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
@@ -77,10 +78,8 @@ CONFIG = ["machine", "device", "n_devices", "framework", "strategy", "precision"
 IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
                "libraries", "git_commit", "threads"]
-FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", "samples_per_s", "tflops", "pct_peak_table",
-                 "pct_peak_measured", "algbw_gbs", "busbw_gbs", "exchange_share", "throughput", "check_value",
-                 "sustained_step_s", "sustained_throughput",
-                 "compile_s", "memory_gib"]
+FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "check_value",
+                 "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
 BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed"]
 

@@ -1,7 +1,8 @@
 """Figures the tidy table derives from each row: missing metrics and the comparable throughput.
 
-For asv and pytest-benchmark rows, samples/s, TFLOP/s and bus bandwidth are computed here from
-the row's median step time and the workload's analytic counts (the formulas of suites.metrics),
+For asv and pytest-benchmark rows, the registry's metrics of the median step (samples/s, TFLOP/s,
+all-reduce bandwidths: `Metric.from_median_step`) are computed here from the row's median step
+time and the workload's analytic counts, with the registry's own functions,
 replacing what the source stored where the work is known: asv's track_* benchmarks time the
 case again, separately, so their figures disagree with the step time and samples of the row.
 The % of peak columns are rescaled with TFLOP/s. parbench's own rows derive every metric from
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..case import Case
+from ..metric_registry import METRICS, Work
 from ..timing import TimingConfig
 from ..workloads import WORKLOADS
 
@@ -38,32 +40,40 @@ def _work_per_step(case_id: str) -> tuple[float, float, float]:
         return (np.nan, np.nan, np.nan)
 
 
+def _known(value: float) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, pd.Series]:
+    """Each median-step metric of the registry for every row; NaN where it does not apply or the
+    row has no step time."""
+    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), flops_per_step=_known(flops),
+                  samples_per_step=_known(samples), bytes_per_step=_known(size))
+             for t, n, flops, samples, size in zip(frame["median_s"], frame["n_devices"], per_row["flops"],
+                                                   per_row["samples"], per_row["bytes"])]
+    return {name: pd.Series([metric.value(work) if work.median_s > 0 else None for work in works],
+                            index=frame.index, dtype="float64")
+            for name, metric in METRICS.items() if metric.from_median_step}
+
+
 def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill metrics a source did not store, from the case and the median step time."""
     frame = frame.copy()
     case_ids = frame["case_id"].unique()
-    work = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
-                        columns=["flops", "samples", "bytes"], dtype="float64")
-    per_row = work.reindex(frame["case_id"]).set_axis(frame.index)
-    t = frame["median_s"]
-    n = frame["n_devices"].astype("float64")
+    counts = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
+                          columns=["flops", "samples", "bytes"], dtype="float64")
+    per_row = counts.reindex(frame["case_id"]).set_axis(frame.index)
     own = frame["source"].eq("parbench")
-
-    def prefer(column: str, derived: pd.Series) -> pd.Series:
-        stored = frame[column]
-        return stored.where(own | derived.isna(), derived).fillna(derived)
-
-    algbw = per_row["bytes"] / t / 1e9
-    tflops = prefer("tflops", per_row["flops"] / t / 1e12)
-    rescale = (tflops / frame["tflops"]).where(frame["tflops"].gt(0), 1.0)
+    # A stored figure wins for parbench's rows and where the work is unknown here.
+    filled = {name: frame[name].where(own | derived.isna(), derived).fillna(derived)
+              for name, derived in _from_median_step(frame, per_row).items()}
+    rescale = (filled["tflops"] / frame["tflops"]).where(frame["tflops"].gt(0), 1.0)
     frame["pct_peak_table"] *= rescale
     frame["pct_peak_measured"] *= rescale
-    frame["tflops"] = tflops
-    frame["samples_per_s"] = prefer("samples_per_s", per_row["samples"] / t)
-    frame["algbw_gbs"] = prefer("algbw_gbs", algbw)
-    frame["busbw_gbs"] = prefer("busbw_gbs", algbw * 2 * (n - 1) / n)
+    for name, column in filled.items():
+        frame[name] = column
     frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
-                                          frame["iqr_s"] / t > TimingConfig.target_rel_iqr)
+                                          frame["iqr_s"] / frame["median_s"] > TimingConfig.target_rel_iqr)
     frame["noisy"] = frame["noisy"].fillna(False).astype("boolean")
     return frame
 

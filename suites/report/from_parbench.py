@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..metric_registry import TIDY_METRICS
 from ..record import Record
 from ..store import load_records
 from .columns import case_fields, environment_fields
@@ -23,9 +24,7 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
         "reason": record.reason, **timing,
-        **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
-                                                "pct_peak_measured", "algbw_gbs", "busbw_gbs",
-                                                "exchange_share")},
+        **{name: metrics.get(name) for name in TIDY_METRICS},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None, "run_id": record.run_id,
         "timestamp": record.timestamp, "suite": record.suite, "path": str(path),

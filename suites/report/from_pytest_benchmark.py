@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..case import Case
+from ..metric_registry import TIDY_METRICS
 from .columns import case_fields, environment_fields
 
 SOURCE = "pytest-benchmark"
@@ -53,8 +54,7 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "median_s": stats.get("median"), "iqr_s": stats.get("iqr"), "q1_s": stats.get("q1"),
             "q3_s": stats.get("q3"), "n": len(samples) or stats.get("rounds"), "samples_s": samples,
             "sustained_step_s": stats.get("mean"),  # every round's time over the rounds
-            **{name: metrics.get(name) for name in ("samples_per_s", "tflops", "pct_peak_table",
-                                                    "pct_peak_measured", "algbw_gbs", "busbw_gbs")},
+            **{name: metrics.get(name) for name in TIDY_METRICS},
             "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),
             "check_value": check.get("value"), "run_id": path.stem, "timestamp": data.get("datetime"),
             "suite": "pytest-benchmark", "path": str(path),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..metrics import FORMULAS
+from ..metric_registry import METRICS
 from . import figures
 from .choice import choices, cost_per_unit, sentence
 from .columns import CONFIG, ENVIRONMENT, config_label
@@ -22,7 +22,7 @@ from .selection import latest, not_ok, usable
 from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fmt_number, fmt_pct, fmt_ratio,
                      fmt_seconds, fmt_text)
 
-#: Formulas of the comparisons, shown in the report beside suites.metrics.FORMULAS.
+#: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
 REPORT_FORMULAS = {
     "throughput": "samples/s where the workload counts samples, else TFLOP/s, else all-reduce busbw, else steps/s; "
                   "from the median step time (speedups, rankings and noise tests use it)",
@@ -39,6 +39,11 @@ REPORT_FORMULAS = {
              f"have ≥{MIN_SAMPLES}, beyond noise when p < {ALPHA}; otherwise beyond noise when the IQRs do not "
              f"overlap. Step times are compared per unit of work.",
 }
+
+
+def metric_formulas() -> dict[str, str]:
+    """'name [unit]' -> formula of every derived metric, for the report's Method section."""
+    return {f"{metric.name} [{metric.unit}]": metric.formula for metric in METRICS.values()}
 
 
 @dataclass
@@ -204,8 +209,8 @@ def precision_section(frame: pd.DataFrame) -> Section:
 def peak_section(frame: pd.DataFrame) -> Section:
     rows = usable(latest(frame))
     rows = rows[rows["pct_peak_table"].notna() | rows["pct_peak_measured"].notna()]
-    section = Section("% of peak", "peak", text=[f"% of peak (table): {FORMULAS['pct_peak_table']}.",
-                                                 f"% of peak (measured): {FORMULAS['pct_peak_measured']}."])
+    section = Section("% of peak", "peak", text=[f"% of peak (table): {METRICS['pct_peak_table'].formula}.",
+                                                 f"% of peak (measured): {METRICS['pct_peak_measured'].formula}."])
     if rows.empty:
         section.text.append("No row has a peak to compare with (no FLOP count, or no peak known for the device).")
         return section
@@ -278,7 +283,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
         | {"emulated": int(current["emulated"].fillna(False).sum()), "records": len(frame),
            "superseded": len(frame) - len(current)},
         machines=sorted(frame["machine"].unique()),
-        formulas={**FORMULAS, **REPORT_FORMULAS},
+        formulas={**metric_formulas(), **REPORT_FORMULAS},
         prices=f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)",
         frame=costed,
     )
