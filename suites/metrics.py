@@ -7,7 +7,7 @@ from .case import Case
 from .devices import discover
 from .measurement import Measurement
 from .peaks import PeakTable, measured_peak
-from .workloads import WORKLOADS
+from .workloads import workload_of
 
 FORMULAS = {
     "tflops": "analytic FLOP per step / median step time / 1e12 (matmul 2MNK; conv 2*N*Hout*Wout*Cout*Kh*Kw*Cin; training step 3x forward)",
@@ -23,7 +23,7 @@ FORMULAS = {
 
 def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str,
            peaks: PeakTable) -> dict[str, float | None]:
-    workload = WORKLOADS[case.workload](case)
+    workload = workload_of(case)
     t = measurement.median
     metrics: dict[str, float | None] = {}
     flops = workload.flops_per_step()
