@@ -14,9 +14,9 @@ class Unsupported(Exception):
 def unavailable_reason(case: Case) -> str | None:
     if not framework_installed(case.framework):
         return not_installed_reason(case.framework)
-    from .workloads import WORKLOADS
+    from .workloads import workload_of
 
-    reason = WORKLOADS[case.workload](case).unavailable_reason()
+    reason = workload_of(case).unavailable_reason()
     if reason:
         return reason
     device = discover(case.framework, case.device)

@@ -11,7 +11,7 @@ from .check import Check
 from .measurement import Measurement
 from .timing import TimingConfig, TooSlow, measure
 from .vocabulary import Status
-from .workloads import WORKLOADS
+from .workloads import workload_of
 
 
 @dataclass
@@ -54,7 +54,7 @@ def unsupported_reason(error: BaseException) -> str:
 
 
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
-    workload = WORKLOADS[case.workload](case)
+    workload = workload_of(case)
     runnable_class = workload.runnable_class(case.framework)
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"

@@ -31,7 +31,7 @@ from .errors import GridError, UserError
 from .timing import TimingConfig
 from .vocabulary import (STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Precision, Strategy,
                          is_combination)
-from .workloads import WORKLOADS
+from .workloads import WORKLOADS, workload_class
 
 GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "params"}
 TOP_KEYS = {"description", "timing", "grid"}
@@ -136,7 +136,7 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
 
     cases = []
     for workload_name in workload_names:
-        workload = WORKLOADS[workload_name]
+        workload = workload_class(workload_name)
         points = _param_points(source, f"{where}.params", grid.get("params", {}), workload)
         for strategy in strategies:
             if Strategy(strategy) not in workload.strategies:

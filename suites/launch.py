@@ -23,7 +23,7 @@ from .execute import Outcome
 from .strategies import rules_for
 from .timing import TimingConfig, case_limit_s, first_step_limit_s
 from .vocabulary import DeviceKind, Status
-from .workloads import WORKLOADS
+from .workloads import workload_class
 
 GRACE_S = 5.0
 POLL_S = 0.05
@@ -78,7 +78,7 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     """
     cores = sorted(os.sched_getaffinity(0))
     if (case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
-            or WORKLOADS[case.workload].kind == "collective"):
+            or workload_class(case.workload).kind == "collective"):
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]

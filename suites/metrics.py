@@ -9,13 +9,13 @@ from .devices import discover
 from .measurement import Measurement
 from .metric_registry import METRICS, Work
 from .peaks import PeakTable, measured_peak
-from .workloads import WORKLOADS
+from .workloads import workload_of
 
 
 def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str,
            peaks: PeakTable) -> dict[str, float | None]:
     """Every registry metric that applies to the case (None where it applies but cannot be known)."""
-    workload = WORKLOADS[case.workload](case)
+    workload = workload_of(case)
     flops = workload.flops_per_step() or None
     table_peak = own_peak = None
     if flops:  # looking peaks up discovers the device: only where there is a FLOP count to compare

@@ -105,12 +105,12 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 PYTEST_BENCHMARK = '''
 from suites.case import Case
-from suites.workloads import WORKLOADS
+from suites.workloads import workload_of
 
 CASE = Case.from_id({case_id!r})
 
 def test_matmul(benchmark):
-    runnable = WORKLOADS[CASE.workload](CASE).runnable()
+    runnable = workload_of(CASE).runnable()
     runnable.setup()
     check = runnable.check()
     def step():

@@ -7,7 +7,7 @@ import pytest
 from suites.case import Case
 from suites.execute import execute_in_process
 from suites.vocabulary import Status
-from suites.workloads import WORKLOADS
+from suites.workloads import workload_of
 from suites.workloads.kernels import Conv2d, same_padding
 
 pytest.importorskip("torch")
@@ -53,9 +53,9 @@ def test_torch_and_tf_compute_the_same_convolution():
 
 
 def test_flop_counts_follow_the_documented_formulas():
-    matmul = WORKLOADS["matmul"](Case.make("matmul", "torch", "cpu", params={"m": 2, "n": 3, "k": 5}))
+    matmul = workload_of(Case.make("matmul", "torch", "cpu", params={"m": 2, "n": 3, "k": 5}))
     assert matmul.flops_per_step() == 2 * 2 * 3 * 5
-    conv = WORKLOADS["conv2d"](Case.make("conv2d", "tf", "cpu", params={**CONV, "stride": 2}))
+    conv = workload_of(Case.make("conv2d", "tf", "cpu", params={**CONV, "stride": 2}))
     assert conv.output_hw == (5, 4)
     assert conv.flops_per_step() == 2 * 2 * 5 * 4 * 4 * 3 * 3 * 3
     assert conv.samples_per_step() == 2

@@ -14,7 +14,7 @@ from ..execute import unsupported_errors, unsupported_reason
 from ..runnable import Runnable
 from ..strategies import Launch, rules_for
 from ..timing import TimingConfig, TooSlow, WarmUp, warm_up
-from ..workloads import WORKLOADS
+from ..workloads import workload_of
 
 
 class CaseUnavailable(NotImplementedError):
@@ -67,7 +67,7 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     if not runs_in_process(case):
         raise CaseUnavailable(f"strategy {case.strategy} runs in its own processes "
                               f"({rules_for(case.strategy).launch.value}); it cannot be timed in this one")
-    runnable = WORKLOADS[case.workload](case).runnable()
+    runnable = workload_of(case).runnable()
     try:
         runnable.setup()
         check = runnable.check()

@@ -31,7 +31,7 @@ from ..store import DEFAULT_RESULTS_DIR
 from ..strategies import rules_for
 from ..timing import TimingConfig
 from ..vocabulary import Status
-from ..workloads import WORKLOADS
+from ..workloads import workload_of
 from .gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
     judge, measure_relative, run_single_threaded, threshold_from
 from .prepared import CaseUnavailable, NumericsFailed, prepare
@@ -132,7 +132,7 @@ def smoke_cases(cases: Iterable[Case]) -> set[Case]:
 
 
 def _cost(case: Case) -> tuple[float, int, int, str]:
-    workload = WORKLOADS[case.workload](case)
+    workload = workload_of(case)
     return workload.flops_per_step(), workload.bytes_per_step() or 0, case.n_devices, case.id
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from ..case import Case
 from ..metric_registry import METRICS, Work
 from ..timing import TimingConfig
-from ..workloads import WORKLOADS
+from ..workloads import workload_of
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
 THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))
@@ -33,7 +33,7 @@ def _work_per_step(case_id: str) -> tuple[float, float, float]:
     here. Results stay data: reading them never needs the code that produced them."""
     try:
         case = Case.from_id(case_id)
-        workload = WORKLOADS[case.workload](case)
+        workload = workload_of(case)
         return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
                 workload.bytes_per_step() or np.nan)
     except (KeyError, ValueError):

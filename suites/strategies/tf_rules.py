@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..case import Case
 from ..devices import DeviceInfo
 from ..vocabulary import DeviceKind, Precision, Strategy
-from ..workloads import WORKLOADS
+from ..workloads import workload_of
 from ..workloads.training import TrainStep
 from . import Launch, StrategyRules
 
@@ -24,7 +24,7 @@ TF_BACKENDS = ("auto", "nccl", "ring")
 
 
 def _param(case: Case, name: str, default: str) -> str:
-    return str(WORKLOADS[case.workload](case).p.get(name, default))
+    return str(workload_of(case).p.get(name, default))
 
 
 def _common_reason(case: Case, device: DeviceInfo, what: str) -> str | None:
@@ -37,7 +37,7 @@ def _common_reason(case: Case, device: DeviceInfo, what: str) -> str | None:
 
 
 def _split_reason(case: Case) -> str | None:
-    workload = WORKLOADS[case.workload](case)
+    workload = workload_of(case)
     if isinstance(workload, TrainStep) and workload.global_batch % case.n_devices:
         return (f"the global batch of {workload.global_batch} does not split evenly over "
                 f"{case.n_devices} replicas")

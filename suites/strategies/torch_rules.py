@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..case import Case
 from ..devices import DeviceInfo
 from ..vocabulary import DeviceKind, Strategy
-from ..workloads import WORKLOADS
+from ..workloads import workload_of
 from ..workloads.training import TrainStep
 from . import Launch, StrategyRules
 
@@ -18,7 +18,7 @@ DATAPARALLEL_ON_CPU = ("nn.DataParallel on CPU runs the module unchanged on one 
 def process_group_backend(case: Case) -> str:
     """The torch.distributed backend a case uses: its `backend` parameter where it has one
     (allreduce), otherwise — and for `auto` — gloo on CPU and nccl on GPU."""
-    requested = str(WORKLOADS[case.workload](case).p.get("backend", "auto"))
+    requested = str(workload_of(case).p.get("backend", "auto"))
     if requested != "auto":
         return requested
     return "nccl" if case.device is DeviceKind.GPU else "gloo"
@@ -69,7 +69,7 @@ class DdpRules(StrategyRules):
         if backend == "nccl" and device.count < case.n_devices:
             return (f"NCCL needs one GPU per rank: {case.n_devices} ranks need {case.n_devices} "
                     f"visible GPUs, {device.count} visible (gloo can share a GPU)")
-        workload = WORKLOADS[case.workload](case)
+        workload = workload_of(case)
         if isinstance(workload, TrainStep) and workload.global_batch % case.n_devices:
             return (f"the global batch of {workload.global_batch} does not split evenly over "
                     f"{case.n_devices} ranks (DDP's mean of per-rank means needs equal shards)")

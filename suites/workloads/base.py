@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
-import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from ..case import Case, ParamValue
 from ..vocabulary import Framework, Precision, Strategy
+from .sources import source_files
 
 if TYPE_CHECKING:
     from ..runnable import Runnable
@@ -103,19 +103,20 @@ class Workload(ABC):
         return self.runnable_class(self.case.framework)(self)
 
     @classmethod
-    def version(cls) -> str:
-        """A hash of the definition and its implementations' source.
+    def source_files(cls) -> dict[str, Path]:
+        """The modules this workload's code runs: its own module, its implementations' modules
+        and every `suites` module they import, directly or not (`sources.source_files`)."""
+        implementation_modules = (path.partition(":")[0] for path in cls.implementations.values())
+        return source_files((cls.__module__, *implementation_modules))
 
-        asv uses it as the benchmark version, so editing a workload invalidates old results.
-        Reading a module's source does not import it, so this stays framework-free.
+    @classmethod
+    def version(cls) -> str:
+        """A hash of the source of `source_files()`, in name order.
+
+        asv uses it as the benchmark version, so editing a workload, an implementation or any
+        parbench module they use invalidates old results.
         """
         digest = hashlib.sha256()
-        for obj in (cls, *cls.__mro__[1:-1]):
-            digest.update(inspect.getsource(inspect.getmodule(obj)).encode())  # type: ignore[arg-type]
-        for framework in sorted(cls.implementations, key=str):
-            module_name = cls.implementations[framework].partition(":")[0]
-            spec = importlib.util.find_spec(module_name)
-            if spec and spec.origin:
-                with open(spec.origin, "rb") as source:
-                    digest.update(source.read())
+        for name, path in cls.source_files().items():
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
         return digest.hexdigest()[:16]

@@ -1,0 +1,81 @@
+"""The parbench modules a workload's code runs, found by reading its import statements.
+
+`Workload.version()` hashes their source: asv keys stored results on it, so editing any
+module a workload's definition or implementations use (a model, a trainer) must change it.
+Modules are parsed with `ast`, never imported, so this needs no framework. Imports inside
+functions count (the implementations import frameworks lazily); modules outside the `suites`
+package (the standard library, NumPy, torch) are left out: they are versioned with the
+environment, not with parbench.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator
+
+PACKAGE = "suites"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def in_package(name: str) -> bool:
+    return name == PACKAGE or name.startswith(PACKAGE + ".")
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module `name`; None where there is none (`name` is an attribute,
+    a built-in module or an unknown one). `suites` modules are found from the package's own
+    directory, so looking one up runs no package's `__init__`."""
+    if in_package(name):
+        base = _PACKAGE_DIR.joinpath(*name.split(".")[1:])
+        return next((path for path in (base / "__init__.py", base.with_suffix(".py")) if path.is_file()), None)
+    origin = getattr(sys.modules.get(name), "__file__", None) or _spec_origin(name)
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _spec_origin(name: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec else None
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, with a relative one resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    if node.level > len(parts):  # beyond the top package: an import that cannot run
+        return ""
+    head = ".".join(parts[:len(parts) - node.level + 1])
+    return f"{head}.{node.module}" if node.module else head
+
+
+def imported_names(tree: ast.AST, package: str) -> Iterator[str]:
+    """Every name an import in `tree` may load: the modules named, and for `from m import x`
+    also `m.x` (a submodule where one exists; callers drop names that are not modules)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def source_files(roots: Iterable[str]) -> dict[str, Path]:
+    """`roots` and every `suites` module they import, directly or not: {module name: its
+    source file}, sorted by name. Roots without a source file are left out."""
+    found: dict[str, Path] = {}
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name in found or (path := module_file(name)) is None:
+            continue
+        found[name] = path
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+        pending += [imported for imported in imported_names(tree, package) if in_package(imported)]
+    return dict(sorted(found.items()))

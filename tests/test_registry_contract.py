@@ -1,0 +1,68 @@
+"""The registry's contract: what every workload, strategy and workload kind must supply for
+the front ends to run it. A new entry that forgets a piece fails here, not in a user's run."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from suites.case import Case
+from suites.devices import FRAMEWORK_MODULES
+from suites.frontends.asv_support import KIND_MODULES
+from suites.runnable import Runnable
+from suites.strategies import Launch, rules_for
+from suites.vocabulary import Strategy
+from suites.workloads import WORKLOADS, UnknownWorkload, workload_class, workload_of
+from suites.workloads.sources import module_file
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPLEMENTATIONS = [(name, framework) for name, workload in sorted(WORKLOADS.items())
+                   for framework in sorted(workload.implementations, key=str)]
+
+
+def _calls(path: Path, function: str) -> list[ast.Call]:
+    return [node for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == function]
+
+
+@pytest.mark.parametrize("name, framework", IMPLEMENTATIONS, ids=[f"{n}-{f}" for n, f in IMPLEMENTATIONS])
+def test_every_implementation_path_names_a_runnable(name, framework):
+    module_name, _, class_name = WORKLOADS[name].implementations[framework].partition(":")
+    source = module_file(module_name)
+    assert source is not None, f"{name}/{framework}: no module {module_name}"
+    classes = {node.name for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.ClassDef)}
+    assert class_name in classes, f"{name}/{framework}: {module_name} defines no {class_name}"
+
+    pytest.importorskip(FRAMEWORK_MODULES[framework])
+    runnable = WORKLOADS[name].runnable_class(framework)
+    assert isinstance(runnable, type) and issubclass(runnable, Runnable)
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=str)
+def test_every_strategy_has_rules_with_a_launch_mode(strategy):
+    rules = rules_for(strategy)
+    assert rules.strategy is strategy
+    assert isinstance(rules.launch, Launch)
+
+
+def test_every_workload_kind_has_an_asv_benchmarks_module():
+    assert {w.kind for w in WORKLOADS.values()} <= set(KIND_MODULES)
+
+
+@pytest.mark.parametrize("kind, module", sorted(KIND_MODULES.items()))
+def test_each_asv_benchmarks_module_generates_the_classes_of_its_kind(kind, module):
+    path = ROOT / "benchmarks" / f"{module}.py"
+    assert path.is_file()
+    generated = [ast.literal_eval(call.args[0]) for call in _calls(path, "benchmark_classes")]
+    assert generated == [kind]
+
+
+def test_an_unknown_workload_is_named_with_the_registered_ones():
+    with pytest.raises(UnknownWorkload) as raised:
+        workload_of(Case.make("nope", "torch", "cpu"))
+    assert isinstance(raised.value, KeyError)
+    assert "'nope'" in str(raised.value) and all(name in str(raised.value) for name in WORKLOADS)
+    with pytest.raises(UnknownWorkload):
+        workload_class("nope")
+    assert workload_class("matmul") is WORKLOADS["matmul"]
