@@ -9,6 +9,7 @@ a pytest-benchmark run in a subprocess) from real parbench measurements.
 """
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,9 @@ from pathlib import Path
 
 from suites.case import Case
 from suites.execute import Outcome, execute_in_process, failed
+from suites.frontends.asv_layout import AXES, case_id_from_axes
+from suites.frontends.asv_support import axis_params
+from suites.measurement import Measurement
 from suites.runner import RunContext, run_case
 from suites.store import ResultsStore
 from suites.timing import TimingConfig
@@ -68,31 +72,66 @@ def write_parbench(results: Path) -> None:
         run_machine(results, label, threads)
 
 
-def write_asv(results: Path, machine: str = "asv-box") -> Path:
-    """An asv results file saved by asv itself, from real measurements: `Matmul.time_step` over a
-    case that runs and one that is skipped (NaN, asv's mark for NotImplementedError), and
-    `Conv2d.time_step` stored at version v1 while benchmarks.json says the current one is v2."""
-    from asv import util
+def asv_results(machine: str = "asv-box"):
+    """An empty asv Results of `machine` (asv's own class), at a fixed commit and environment."""
     from asv.results import Results
+
+    return Results({"machine": machine, "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
+                    "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
+                   "virtualenv-py3.11", {})
+
+
+def add_asv_benchmark(run, name: str, version: str, cases: list[Case],
+                      measured: dict[Case, Measurement | float], kind: str = "time") -> dict:
+    """Add to `run` what asv records for a generated benchmark over `cases`: every combination
+    of the named axes' values, `measured` ones with their result, the rest skipped (NaN: an
+    unavailable case or a combination that is no case). Returns its benchmarks.json entry."""
     from asv.runner import BenchmarkResult
 
-    asv_dir = results / "asv"
-    run = Results({"machine": machine, "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
-                   "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
-                  "virtualenv-py3.11", {})
-    current = {}
-    for name, case, stored_version in (("kernels.Matmul.time_step", OK_CASES[0], "v2"),
-                                       ("kernels.Conv2d.time_step", OK_CASES[2], "v1")):
-        measurement = execute_in_process(case, TINY).measurement
-        assert measurement is not None
-        benchmark = {"name": name, "version": stored_version, "params": [[repr(case.id), repr(UNAVAILABLE_CASES[0].id)]],
-                     "param_names": ["case"], "type": "time"}
-        run.add_result(benchmark, BenchmarkResult(
-            result=[measurement.median, float("nan")], samples=[list(measurement.samples), None],
-            number=[measurement.block_size, None], errcode=0, stderr="", profile=None), record_samples=True)
-        current[name] = {**benchmark, "version": "v2"}
+    axes = axis_params(cases)
+    by_id = {case.id: value for case, value in measured.items()}
+    values = [by_id.get(case_id_from_axes(cases[0].workload, combo)) for combo in itertools.product(*axes)]
+    benchmark = {"name": name, "version": version, "type": kind, "param_names": list(AXES),
+                 "params": [[repr(value) for value in axis] for axis in axes], "case_ids": [case.id for case in cases]}
+    run.add_result(benchmark, BenchmarkResult(
+        result=[_asv_value(value) for value in values],
+        samples=[list(value.samples) if isinstance(value, Measurement) else None for value in values],
+        number=[value.block_size if isinstance(value, Measurement) else None for value in values],
+        errcode=0, stderr="", profile=None), record_samples=True)
+    return benchmark
+
+
+def _asv_value(value: Measurement | float | None) -> float:
+    if isinstance(value, Measurement):
+        return value.median
+    return float("nan") if value is None else value
+
+
+def save_asv(run, asv_dir: Path, index: dict[str, dict]) -> None:
+    """Save `run` under `asv_dir` and `index` as its benchmarks.json, as `asv run` does."""
+    from asv import util
+
     run.save(str(asv_dir))
-    util.write_json(str(asv_dir / "benchmarks.json"), current, api_version=2)
+    util.write_json(str(asv_dir / "benchmarks.json"), index, api_version=2)
+
+
+def write_asv(results: Path, machine: str = "asv-box") -> Path:
+    """An asv results file saved by asv itself, from real measurements: `Matmul.time_step` over
+    the named axes of three cases (two measured, one unavailable: skipped), whose product holds a
+    combination that is no case (gpu x bf16, skipped too), and `Conv2d.time_step` stored at
+    version v1 while benchmarks.json says the current one is v2."""
+    run = asv_results(machine)
+    index = {}
+    for name, cases, measured, stored_version in (
+            ("kernels.Matmul.time_step", [OK_CASES[0], UNAVAILABLE_CASES[0], OK_CASES[1]],
+             [OK_CASES[0], OK_CASES[1]], "v2"),
+            ("kernels.Conv2d.time_step", [OK_CASES[2]], [OK_CASES[2]], "v1")):
+        measurements = {case: execute_in_process(case, TINY).measurement for case in measured}
+        assert None not in measurements.values()
+        benchmark = add_asv_benchmark(run, name, stored_version, cases, measurements)
+        index[name] = {**benchmark, "version": "v2"}
+    asv_dir = results / "asv"
+    save_asv(run, asv_dir, index)
     return next((asv_dir / machine).glob("*.json"))
 
 

@@ -18,6 +18,7 @@ from asv_runner.benchmarks.mark import SkipNotImplemented
 from suites.case import Case
 from suites.execute import Outcome
 from suites.frontends import asv_support
+from suites.frontends.asv_layout import AXES, LAUNCHED_SUFFIX, axis_values, case_id_from_axes
 from suites.frontends.prepared import CaseUnavailable, runs_in_process
 from suites.grid import builtin_suite_names, load_suite
 from suites.measurement import Measurement
@@ -94,9 +95,16 @@ def test_benchmark_module_imports_without_frameworks(module):
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
 
 
+def asv_env() -> dict[str, str]:
+    """The environment asv's benchmark runner needs to import this checkout's parbench: it drops
+    PYTHONPATH and would otherwise import whichever parbench is installed."""
+    env = {k: v for k, v in os.environ.items() if k != asv_support.SUITE_ENV}
+    return {**env, "ASV_PYTHONPATH": str(ROOT)}
+
+
 def test_asv_check_passes():
     result = subprocess.run([sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, env=asv_env())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No problems found" in result.stdout
 
@@ -104,10 +112,7 @@ def test_asv_check_passes():
 def discover(tmp_path: Path, suite: str | None) -> dict[str, dict]:
     """What asv itself discovers: the discovery step `asv run` runs, with its JSON output."""
     out = tmp_path / "discovered.json"
-    env = {k: v for k, v in os.environ.items() if k != asv_support.SUITE_ENV}
-    # asv's script drops PYTHONPATH from sys.path but puts ASV_PYTHONPATH first: without it
-    # an installed parbench (an editable install of another checkout) would be discovered.
-    env["ASV_PYTHONPATH"] = str(ROOT)
+    env = asv_env()
     if suite is not None:
         env[asv_support.SUITE_ENV] = suite
     subprocess.run([sys.executable, str(ASV_SOURCE / "benchmark.py"), "discover",
@@ -116,11 +121,15 @@ def discover(tmp_path: Path, suite: str | None) -> dict[str, dict]:
 
 
 def discovered_cases(benchmarks: dict[str, dict]) -> dict[str, list[str]]:
-    """{class name: its case ids}, after checking every method of a class has the same cases."""
+    """{class name: its case ids}, after checking every method of a class has the same cases and
+    that its named axes list exactly the values its cases take."""
     by_class: dict[str, list[str]] = {}
     for name, entry in benchmarks.items():
-        assert entry["param_names"] == ["case"], name
-        cases = [asv_support.case_from_asv_param(v).id for v in entry["params"][0]]
+        assert entry["param_names"] == list(AXES), name
+        cases = entry["case_ids"]
+        axes = [[value.strip("'") for value in values] for values in entry["params"]]
+        assert [set(values) for values in axes] == \
+            [set(values) for values in zip(*(axis_values(Case.from_id(c)) for c in cases))], name
         by_class.setdefault(name.rsplit(".", 1)[0], cases)
         assert by_class[name.rsplit(".", 1)[0]] == cases, name
     return by_class
@@ -139,10 +148,10 @@ def test_asv_discovers_exactly_the_suites_cases(tmp_path, suite):
         workload = workload_class(cases[0].workload)
         launched = [not runs_in_process(case) for case in cases]
         assert module == asv_support.KIND_MODULES[workload.kind]
-        assert cls == workload.__name__ + (asv_support.LAUNCHED_SUFFIX if launched[0] else "")
+        assert cls == workload.__name__ + (LAUNCHED_SUFFIX if launched[0] else "")
         assert all(c.workload == workload.name for c in cases) and len(set(launched)) == 1
     for name, entry in benchmarks.items():
-        workload = workload_class(asv_support.case_from_asv_param(entry["params"][0][0]).workload)
+        workload = workload_class(Case.from_id(entry["case_ids"][0]).workload)
         assert entry["version"] == workload.version()
     methods = {name.split(".", 1)[1] for name in benchmarks}
     if suite is None:
@@ -169,10 +178,10 @@ def test_launched_strategies_get_their_own_classes(tmp_path):
     assert benchmarks["training.TrainStepLaunched.track_rank_step_s"]["timeout"] > 60
 
 
-def test_case_from_asv_param_reads_reprs_and_plain_ids():
-    case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
-    assert asv_support.case_from_asv_param(repr(case.id)) == case
-    assert asv_support.case_from_asv_param(case.id) == case
+def test_a_case_id_is_its_workload_and_its_axis_values():
+    case = Case.make("train_step", "torch", "cpu", "ddp", "bf16", 2, params={"model": "mlp", "batch": 8})
+    assert axis_values(case) == ("torch", "cpu:2", "ddp", "bf16", "batch=8,model=mlp")
+    assert case_id_from_axes(case.workload, axis_values(case)) == case.id
 
 
 def classes(grid_text: str, tmp_path: Path) -> dict[str, type]:
@@ -190,16 +199,33 @@ def test_in_process_benchmark_times_a_prepared_case_and_skips_unavailable_ones(t
                         '[[grid]]\nworkload = "matmul"\nframework = "torch"\ndevice = ["cpu", "gpu"]\n'
                         'params = { m = 64, n = 64, k = 64 }\n', tmp_path)
     matmul = generated["Matmul"]()
-    cpu_id, gpu_id = matmul.params[0]
-    matmul.setup(cpu_id)
+    assert matmul.params == [["torch"], ["cpu:1", "gpu:1"], ["single"], ["fp32"], ["k=64,m=64,n=64"]]
+    cpu, gpu = (("torch", device, "single", "fp32", "k=64,m=64,n=64") for device in ("cpu:1", "gpu:1"))
+    matmul.setup(*cpu)
     prepared = matmul.prepared
     assert prepared.check.passed and prepared.warmup.steps >= 1
-    matmul.time_step(cpu_id)
-    matmul.setup(cpu_id)  # asv re-runs setup before every sample: the prepared case is reused
+    matmul.time_step(*cpu)
+    matmul.setup(*cpu)  # asv re-runs setup before every sample: the prepared case is reused
     assert matmul.prepared is prepared
-    assert 0 < matmul.track_tflops(cpu_id) < 1e4
+    assert 0 < matmul.track_tflops(*cpu) < 1e4
     with pytest.raises(NotImplementedError, match="no gpu"):  # asv shows it as n/a
-        matmul.setup(gpu_id)
+        matmul.setup(*gpu)
+
+
+def test_combinations_that_are_no_case_of_the_suite_are_skipped_in_setup(tmp_path):
+    generated = classes('[[grid]]\nworkload = "matmul"\nframework = "torch"\ndevice = "cpu"\n'
+                        'precision = "fp32"\nparams = { m = 64, n = 64, k = 64 }\n'
+                        '[[grid]]\nworkload = "matmul"\nframework = "torch"\ndevice = "cpu"\n'
+                        'precision = "bf16"\nparams = { m = 32, n = 32, k = 32 }\n'
+                        '[[grid]]\nworkload = "allreduce"\nframework = "torch"\ndevice = "cpu"\n'
+                        'strategy = "ddp"\nn_devices = 2\nparams = { bytes = 8192 }\n'
+                        + LAUNCHED_GRID, tmp_path)
+    matmul = generated["Matmul"]()
+    assert matmul.params[3:] == [["fp32", "bf16"], ["k=64,m=64,n=64", "k=32,m=32,n=32"]]
+    for benchmark, axes in ((matmul, ("torch", "cpu:1", "single", "bf16", "k=64,m=64,n=64")),
+                            (generated["AllreduceLaunched"](), ("torch", "gpu:2", "ddp", "fp32", "bytes=8192"))):
+        with pytest.raises(NotImplementedError, match="not a case of the suite"):  # asv: n/a, not failed
+            benchmark.setup(*axes)
 
 
 def fake_launch(outcome: Outcome):
@@ -211,25 +237,26 @@ def fake_launch(outcome: Outcome):
 def test_launched_benchmark_reports_what_the_ranks_measured(tmp_path, monkeypatch):
     generated = classes(LAUNCHED_GRID, tmp_path)
     bench = generated["TrainStepLaunched"]()
-    case_id = bench.params[0][0]
+    case_id = "train_step/torch/cpu:2/ddp/fp32/batch=8,model=mlp"
+    assert case_id in bench.case_ids
+    axes = axis_values(Case.from_id(case_id))
     ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
     monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.OK, measurement=ranks)))
-    assert bench.track_rank_step_s(case_id) == pytest.approx(0.011)
+    assert bench.track_rank_step_s(*axes) == pytest.approx(0.011)
     batch = workload_of(Case.from_id(case_id)).samples_per_step()
-    assert bench.track_samples_per_s(case_id) == pytest.approx(batch / 0.011)
+    assert bench.track_samples_per_s(*axes) == pytest.approx(batch / 0.011)
 
     monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
     with pytest.raises(SkipNotImplemented, match="gloo missing"):
-        bench.track_rank_step_s(case_id)
+        bench.track_rank_step_s(*axes)
     monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(
         Status.FAILED, "rank 1 exited with code 1", details={"output_tail": ["Traceback ..."]})))
     with pytest.raises(RuntimeError, match="rank 1 exited(.|\n)*Traceback"):
-        bench.track_rank_step_s(case_id)
+        bench.track_rank_step_s(*axes)
 
 
 def test_launched_benchmark_setup_skips_unavailable_cases(tmp_path):
     generated = classes(LAUNCHED_GRID, tmp_path)
     bench = generated["AllreduceLaunched"]()
-    gpu_id = next(case_id for case_id in bench.params[0] if "/gpu:" in case_id)
     with pytest.raises(CaseUnavailable):
-        bench.setup(gpu_id)
+        bench.setup("torch", "gpu:2", "ddp", "fp32", "bytes=4096")

@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from suites.case import Case
 from suites.cli import main
 from suites.report.columns import COLUMNS
 from suites.report.loading import load_results
 from suites.store import ResultsWarning
-from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, write_asv, write_parbench,
-                                  write_pytest_benchmark)
+from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, add_asv_benchmark,
+                                  asv_results, save_asv, write_asv, write_parbench, write_pytest_benchmark)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,8 @@ def test_unavailable_and_failed_cases_are_rows_with_reasons(frame):
 
 def test_asv_results_expand_params_mark_skips_and_honour_versions(frame):
     asv = frame[frame["source"].eq("asv")].set_index("case_id")
+    # The case ids are rebuilt from the named axes; the skipped gpu x bf16 combination is no case.
+    assert set(asv.index) == {OK_CASES[0].id, OK_CASES[1].id, UNAVAILABLE_CASES[0].id}
     assert asv.loc[OK_CASES[0].id, "status"] == "ok"
     samples = asv.loc[OK_CASES[0].id, "samples_s"]  # raw samples were saved and read back
     assert len(samples) == asv.loc[OK_CASES[0].id, "n"] >= 3
@@ -201,23 +204,32 @@ def test_report_baseline_option_pairs_rows_with_the_chosen_baseline(results, tmp
 
 def test_asv_launched_cases_report_the_step_time_the_ranks_measured(tmp_path):
     """Multi-process cases have no asv `time_step`; their `track_rank_step_s` fills median_s."""
-    from asv import util
-    from asv.results import Results
-    from asv.runner import BenchmarkResult
-
-    case_id = "train_step/torch/cpu:2/ddp/fp32/batch=4,model=mlp"
-    run = Results({"machine": "box", "cpu": "test cpu", "num_cpu": "2", "os": "Linux", "ram": "16777216",
-                   "python": "3.11"}, {"torch": "2.13.0"}, "0123456789abcdef0123", 1700000000000, "3.11",
-                  "virtualenv-py3.11", {})
+    case = Case.from_id("train_step/torch/cpu:2/ddp/fp32/batch=4,model=mlp")
+    run = asv_results("box")
     index = {}
     for method, value in (("track_rank_step_s", 0.004), ("track_samples_per_s", 2000.0)):
-        benchmark = {"name": f"training.TrainStepLaunched.{method}", "version": "v1",
-                     "params": [[repr(case_id)]], "param_names": ["case"], "type": "track"}
-        run.add_result(benchmark, BenchmarkResult(result=[value], samples=[None], number=[None],
-                                                  errcode=0, stderr="", profile=None))
-        index[benchmark["name"]] = benchmark
-    run.save(str(tmp_path / "asv"))
-    util.write_json(str(tmp_path / "asv" / "benchmarks.json"), index, api_version=2)
-    row = load_results(tmp_path).set_index("case_id").loc[case_id]
+        name = f"training.TrainStepLaunched.{method}"
+        index[name] = add_asv_benchmark(run, name, "v1", [case], {case: value}, kind="track")
+    save_asv(run, tmp_path / "asv", index)
+    row = load_results(tmp_path).set_index("case_id").loc[case.id]
     assert row["status"] == "ok" and row["emulated"]
     assert row["median_s"] == 0.004 and row["samples_per_s"] == 2000.0
+
+
+def test_asv_results_of_the_older_single_case_parameter_still_load(tmp_path):
+    """Results of benchmarks whose one parameter, `case`, took case ids (before the named axes)."""
+    from asv.runner import BenchmarkResult
+
+    measured, unavailable = OK_CASES[0], UNAVAILABLE_CASES[0]
+    run = asv_results("old-box")
+    benchmark = {"name": "kernels.Matmul.time_step", "version": "v1", "type": "time", "param_names": ["case"],
+                 "params": [[repr(measured.id), repr(unavailable.id)]]}
+    run.add_result(benchmark, BenchmarkResult(result=[0.002, float("nan")], samples=[[0.002, 0.0021, 0.0019], None],
+                                              number=[1, None], errcode=0, stderr="", profile=None),
+                   record_samples=True)
+    save_asv(run, tmp_path / "asv", {benchmark["name"]: benchmark})
+    rows = load_results(tmp_path).set_index("case_id")
+    assert set(rows.index) == {measured.id, unavailable.id}
+    assert rows.loc[measured.id, "status"] == "ok" and rows.loc[measured.id, "median_s"] == 0.002
+    assert rows.loc[measured.id, "n"] == 3
+    assert rows.loc[unavailable.id, "status"] == "unavailable"

@@ -13,16 +13,20 @@ One class per workload and launch kind, holding the selected suite's cases of th
   `track_rank_step_s` is the in-rank median step time.
 
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
-samples per step). The single asv parameter, `case`, takes case ids; asv stores each value as
-its Python repr, which `case_from_asv_param` turns back into a Case. Each class's asv `version`
-is its workload's `Workload.version()`, so editing a workload invalidates its old results.
+samples per step). The asv parameters are named axes (`asv_layout.AXES`: framework, device,
+strategy, precision, params), each listing the values the class's cases take. asv runs their
+cartesian product; a combination that is no case of the suite is skipped in `setup` (asv shows
+n/a), as is an unavailable case. Each benchmark method lists its class's case ids in `case_ids`,
+which asv copies into benchmarks.json: that is how a reader tells the two kinds of skip apart.
+Each class's asv `version` is its workload's `Workload.version()`, so editing a workload
+invalidates its old results.
 """
 from __future__ import annotations
 
-import ast
 import os
+import types
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
@@ -39,44 +43,51 @@ from ..store import DEFAULT_RESULTS_DIR
 from ..timing import TimingConfig, measure
 from ..vocabulary import Status
 from ..workloads import WORKLOADS, Workload
+from .asv_layout import AXES, axis_values, case_id_from_axes, class_name
 from .prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
 
 #: Which suite asv benchmarks: a built-in suite name or the path of a .toml grid.
 SUITE_ENV = "PARBENCH_ASV_SUITE"
 #: The benchmarks/ module of each workload kind (`Workload.kind`).
 KIND_MODULES = {"kernel": "kernels", "training": "training", "collective": "collectives"}
-LAUNCHED_SUFFIX = "Launched"
+BENCHMARK_PREFIXES = ("time_", "track_")
 
 
 def selected_suite() -> Suite:
     return load_suite(os.environ.get(SUITE_ENV) or DEFAULT_SUITE)
 
 
-def case_from_asv_param(value: str) -> Case:
-    """The case of a parameter value as asv stores it (``"'matmul/torch/...'"``) or plain."""
-    text = ast.literal_eval(value) if value[:1] in "'\"" else value
-    return Case.from_id(text)
+class NotACase(NotImplementedError):
+    """A combination of axis values that is no case of the suite: asv skips it (n/a)."""
 
 
 class CaseBenchmark(ABC):
-    """Shared by every generated class: one asv parameter, `case`, whose values are case ids."""
+    """Shared by every generated class: one named asv parameter per axis of the case id."""
 
-    param_names = ["case"]
+    param_names = list(AXES)
     params: list[list[str]]
+    workload: str
+    case_ids: frozenset[str]
     version: str
     timeout: float
     timing: TimingConfig
 
+    def _case(self, axes: tuple[str, ...]) -> Case:
+        case_id = case_id_from_axes(self.workload, axes)
+        if case_id not in self.case_ids:
+            raise NotACase(f"{case_id} is not a case of the suite")
+        return Case.from_id(case_id)
+
     @abstractmethod
-    def _measurement(self, case_id: str) -> Measurement:
+    def _measurement(self, case: Case) -> Measurement:
         """The core's measurement of the case (what the `track_*` metrics derive from)."""
 
-    def _metric(self, case_id: str, name: str) -> float:
-        case = Case.from_id(case_id)
-        value = derive(case, self._measurement(case_id), DEFAULT_RESULTS_DIR, machine_label(),
+    def _metric(self, axes: tuple[str, ...], name: str) -> float:
+        case = self._case(axes)
+        value = derive(case, self._measurement(case), DEFAULT_RESULTS_DIR, machine_label(),
                        PeakTable.load()).get(name)
         if value is None:
-            raise SkipNotImplemented(f"{case_id} has no {name}")
+            raise SkipNotImplemented(f"{case.id} has no {name}")
         return value
 
 
@@ -89,55 +100,56 @@ class InProcessBenchmark(CaseBenchmark):
     #: work. asv ends the process after the benchmark.
     _prepared: PreparedCase | None = None
 
-    def setup(self, case_id: str) -> None:
+    def setup(self, *axes: str) -> None:
+        case = self._case(axes)
         prepared = InProcessBenchmark._prepared
-        if prepared is None or prepared.case.id != case_id:
+        if prepared is None or prepared.case != case:
             InProcessBenchmark._prepared = None
             if prepared is not None:
                 prepared.close()
-            prepared = InProcessBenchmark._prepared = prepare(Case.from_id(case_id), self.timing)
+            prepared = InProcessBenchmark._prepared = prepare(case, self.timing)
         self.prepared = prepared
 
-    def time_step(self, case_id: str) -> None:
+    def time_step(self, *axes: str) -> None:
         self.prepared.step_and_synchronize()
 
-    def _measurement(self, case_id: str) -> Measurement:
+    def _measurement(self, case: Case) -> Measurement:
         return measure(self.prepared.runnable, self.timing)
 
 
 class LaunchedBenchmark(CaseBenchmark):
     """Cases of multi-process strategies, run by the core's launcher; figures come from the ranks."""
 
-    def setup(self, case_id: str) -> None:
-        reason = unavailable_reason(Case.from_id(case_id))
+    def setup(self, *axes: str) -> None:
+        reason = unavailable_reason(self._case(axes))
         if reason:
             raise CaseUnavailable(reason)
 
-    def _measurement(self, case_id: str) -> Measurement:
-        outcome = launch(Case.from_id(case_id), self.timing)
+    def _measurement(self, case: Case) -> Measurement:
+        outcome = launch(case, self.timing)
         if outcome.status is Status.UNAVAILABLE:
             raise SkipNotImplemented(outcome.reason)
         if outcome.status is Status.FAILED or outcome.measurement is None:
             tail = "\n".join(outcome.details.get("output_tail", []))
-            raise RuntimeError(f"{case_id}: {outcome.reason}\n{tail}".rstrip())
+            raise RuntimeError(f"{case.id}: {outcome.reason}\n{tail}".rstrip())
         return outcome.measurement
 
-    def track_rank_step_s(self, case_id: str) -> float:
-        return self._measurement(case_id).median
+    def track_rank_step_s(self, *axes: str) -> float:
+        return self._measurement(self._case(axes)).median
 
     track_rank_step_s.unit = "seconds"  # type: ignore[attr-defined]
 
 
 class TrackTflops:
-    def track_tflops(self: Any, case_id: str) -> float:
-        return self._metric(case_id, "tflops")
+    def track_tflops(self: Any, *axes: str) -> float:
+        return self._metric(axes, "tflops")
 
     track_tflops.unit = "TFLOP/s"  # type: ignore[attr-defined]
 
 
 class TrackSamplesPerS:
-    def track_samples_per_s(self: Any, case_id: str) -> float:
-        return self._metric(case_id, "samples_per_s")
+    def track_samples_per_s(self: Any, *axes: str) -> float:
+        return self._metric(axes, "samples_per_s")
 
     track_samples_per_s.unit = "samples/s"  # type: ignore[attr-defined]
 
@@ -152,6 +164,39 @@ def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, .
     return tuple(mixins)
 
 
+def axis_params(cases: list[Case]) -> list[list[str]]:
+    """asv's `params`: for each axis, the values the cases take, in the suite's order."""
+    return [list(dict.fromkeys(values)) for values in zip(*(axis_values(case) for case in cases))]
+
+
+def _listing_cases(method: Callable[..., Any], case_ids: list[str]) -> Callable[..., Any]:
+    """A copy of a benchmark method that carries `case_ids`. asv writes a method's own
+    attributes into benchmarks.json, and the mixins' methods are shared between classes."""
+    copy = types.FunctionType(method.__code__, method.__globals__, method.__name__,
+                              method.__defaults__, method.__closure__)
+    copy.__dict__.update(method.__dict__, case_ids=case_ids)
+    return copy
+
+
+def _benchmark_class(name: str, module: str, suite: Suite, workload: type[Workload],
+                     base: type[CaseBenchmark], cases: list[Case]) -> type:
+    case_ids = [case.id for case in cases]
+    cls = type(name, (base, *_metric_mixins(workload, cases)), {
+        "__module__": module,
+        "__doc__": f"{workload.name} cases of suite {suite.name!r} ({base.__doc__})",
+        "params": axis_params(cases),
+        "workload": workload.name,
+        "case_ids": frozenset(case_ids),
+        "version": workload.version(),
+        "timeout": case_timeout(suite.timing),
+        "timing": suite.timing,
+    })
+    for attribute in dir(cls):
+        if attribute.startswith(BENCHMARK_PREFIXES):
+            setattr(cls, attribute, _listing_cases(getattr(cls, attribute), case_ids))
+    return cls
+
+
 def benchmark_classes(kind: str, module: str, suite: Suite | None = None) -> dict[str, type]:
     """The classes of the workloads of `kind` that have cases in `suite` (default: selected)."""
     suite = suite or selected_suite()
@@ -160,18 +205,9 @@ def benchmark_classes(kind: str, module: str, suite: Suite | None = None) -> dic
         if workload.kind != kind:
             continue
         cases = [case for case in suite.cases if case.workload == workload.name]
-        in_process = [case for case in cases if runs_in_process(case)]
-        launched = [case for case in cases if not runs_in_process(case)]
-        for name, base, group in ((workload.__name__, InProcessBenchmark, in_process),
-                                  (workload.__name__ + LAUNCHED_SUFFIX, LaunchedBenchmark, launched)):
-            if not group:
-                continue
-            classes[name] = type(name, (base, *_metric_mixins(workload, group)), {
-                "__module__": module,
-                "__doc__": f"{workload.name} cases of suite {suite.name!r} ({base.__doc__})",
-                "params": [[case.id for case in group]],
-                "version": workload.version(),
-                "timeout": case_timeout(suite.timing),
-                "timing": suite.timing,
-            })
+        for launched, base in ((False, InProcessBenchmark), (True, LaunchedBenchmark)):
+            group = [case for case in cases if runs_in_process(case) is not launched]
+            if group:
+                name = class_name(workload, launched)
+                classes[name] = _benchmark_class(name, module, suite, workload, base, group)
     return classes

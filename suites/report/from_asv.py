@@ -7,12 +7,19 @@ lists of parameter values written as Python reprs; ``result`` and ``samples`` ar
 over the product of those lists. A result of null means the benchmark failed, NaN that it was
 skipped (setup raised NotImplementedError: parbench's benchmarks do that for unavailable cases).
 
-parbench's asv benchmarks (benchmarks/) take one parameter, `case`, whose values are case ids,
-and are named ``<module>.<Class>.<method>`` (relative to benchmark_dir) with the methods in
-`METHODS`. A result
-is kept only when its benchmark version equals the current one in ``benchmarks.json`` (two
-levels up from the results file) where that file exists: a changed workload makes old numbers
-incomparable, exactly as asv itself treats them.
+parbench's asv benchmarks (benchmarks/) are named ``<module>.<Class>.<method>`` (relative to
+benchmark_dir) with the methods in `METHODS`; a class holds one workload's cases. Their
+parameters are the named axes of `asv_layout.AXES` (framework, device, strategy, precision,
+params): the case id is the class's workload joined with one value per axis. asv runs every
+combination of the axes' values and records those that are no case as skipped (NaN), exactly
+like an unavailable case; benchmarks.json lists each benchmark's `case_ids`, so a skipped
+combination is a row (unavailable) only when it is listed there. Without that list only
+measured combinations are rows. Older results take one parameter, `case`, whose values are
+case ids; they are still read.
+
+A result is kept only when its benchmark version equals the current one in ``benchmarks.json``
+(two levels up from the results file) where that file exists: a changed workload makes old
+numbers incomparable, exactly as asv itself treats them.
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..case import Case
+from ..frontends.asv_layout import AXES, case_id_from_axes, workload_of_class
 from ..store import ResultsWarning
 from .columns import case_fields
 
@@ -71,6 +79,34 @@ def _case_position(names: list[str] | None, params: list[list[Any]]) -> int | No
     return None
 
 
+def _axis_cases(name: str, entry: dict[str, Any] | None, combos: list[tuple[str, ...]],
+                results: list[Any]) -> list[Case | None]:
+    """The case of each combination of named-axis values, None where it is no case."""
+    workload = workload_of_class(name.rsplit(".", 2)[-2])
+    if workload is None:
+        return [None] * len(combos)
+    listed = set((entry or {}).get("case_ids") or ())
+    cases: list[Case | None] = []
+    for combo, value in itertools.zip_longest(combos, results[:len(combos)]):
+        case_id = case_id_from_axes(workload, combo)
+        cases.append(Case.from_id(case_id) if case_id in listed or _number(value) is not None else None)
+    return cases
+
+
+def _combo_cases(name: str, entry: dict[str, Any] | None, params: list[list[Any]],
+                 results: list[Any]) -> list[Case | None]:
+    """The case of each combination of the result's parameters (asv's order), None where it is
+    no case: named axes (current benchmarks) or one `case` parameter (older ones)."""
+    combos = list(itertools.product(*([_unrepr(value) for value in values] for values in params)))
+    names = entry.get("param_names") if entry else None
+    if names == list(AXES) or (names is None and len(params) == len(AXES)):
+        return _axis_cases(name, entry, combos, results)
+    position = _case_position(names, params)
+    if position is None:
+        return [None] * len(combos)
+    return [Case.from_id(combo[position]) for combo in combos]
+
+
 def _environment(data: dict[str, Any]) -> dict[str, Any]:
     machine = data.get("params") or {}
     try:
@@ -114,17 +150,14 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if index is not None and (current is None or current.get("version") != fields.get("version")):
             outdated += 1
             continue
-        params = fields.get("params") or []
-        position = _case_position(current.get("param_names") if current else None, params)
-        if position is None:
-            continue
         results = fields.get("result") or []
-        combos = list(itertools.product(*params))
-        per_combo = {key: fields.get(key) or [None] * len(combos)
+        cases = _combo_cases(name, current, fields.get("params") or [], results)
+        per_combo = {key: fields.get(key) or [None] * len(cases)
                      for key in ("samples", "stats_q_25", "stats_q_75", "stats_repeat")}
         started = fields.get("started_at")
-        for i, combo in enumerate(combos):
-            case = Case.from_id(_unrepr(combo[position]))
+        for i, case in enumerate(cases):
+            if case is None:
+                continue
             value = results[i] if i < len(results) else None
             entry = by_case.setdefault(case.id, {"case": case, "started_at": started})
             entry[METHODS[method]] = value
