@@ -67,7 +67,8 @@ def select(cases: Sequence[Case], expression: str | None, suite_name: str) -> li
         return list(cases)
     terms = expression.split()
     _check_keys(cases, terms, expression, suite_name)
-    chosen = [case for case in cases if all(_term(term)(case) for term in terms)]
+    matchers = [_term(term) for term in terms]
+    chosen = [case for case in cases if all(match(case) for match in matchers)]
     if not chosen:
         raise UserError(f"filter {expression!r} matches none of the {len(cases)} cases of suite "
                         f"{suite_name}{_absent_values(cases, terms)}; see them with "

@@ -82,7 +82,6 @@ def _local_step_median(runnable: Runnable, block_size: int, clock: Clock) -> flo
 #: The fewest samples a case that ran out of budget is stored with.
 MIN_BUDGET_SAMPLES = 3
 
-
 #: The first step compiles, traces or autotunes: it may take this long (or the case limit, if
 #: that is longer) before the case is judged too slow to time.
 FIRST_STEP_ALLOWANCE_S = 60.0
@@ -129,8 +128,9 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
     the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
     `case_limit_s` (counted after the first step, whose compilation is no step's cost): then it
-    stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`. Used by `measure` and by the asv / pytest-benchmark front ends, which
-    time the steps themselves after the same warm-up.
+    stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
+    Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
+    themselves after the same warm-up.
     """
     agree = runnable.agree
     limit = case_limit_s(config)

@@ -62,3 +62,12 @@ def test_costs_are_paid_at_the_sustained_rate(results):
     frame = add_costs(load_results(results), PriceTable("USD", {"box": 3.6}, (), None, ("test",)))
     # 3.6 per hour = 0.001 per second; 1e6 samples at 256 / 1.4 ms per second
     assert frame.iloc[0]["cost_per_m_samples"] == pytest.approx(0.001 / (BATCH / 0.0014) * 1e6)
+
+
+def test_a_row_whose_source_stored_no_check_is_usable_and_a_failed_check_is_not():
+    import pandas as pd
+
+    from suites.report.selection import usable
+    frame = pd.DataFrame({"status": ["ok"] * 3, "throughput": [1.0] * 3,
+                          "check_passed": pd.array([None, True, False], dtype="boolean")})
+    assert usable(frame).index.tolist() == [0, 1]

@@ -35,6 +35,7 @@ from ..case import Case
 from ..grid import DEFAULT_SUITE, Suite, load_suite
 from ..launch import case_timeout
 from ..measurement import Measurement
+from ..metric_registry import METRICS
 from ..metrics import derive
 from ..peaks import PeakTable
 from ..provenance import machine_label
@@ -144,14 +145,14 @@ class TrackTflops:
     def track_tflops(self: Any, *axes: str) -> float:
         return self._metric(axes, "tflops")
 
-    track_tflops.unit = "TFLOP/s"  # type: ignore[attr-defined]
+    track_tflops.unit = METRICS["tflops"].unit  # type: ignore[attr-defined]
 
 
 class TrackSamplesPerS:
     def track_samples_per_s(self: Any, *axes: str) -> float:
         return self._metric(axes, "samples_per_s")
 
-    track_samples_per_s.unit = "samples/s"  # type: ignore[attr-defined]
+    track_samples_per_s.unit = METRICS["samples_per_s"].unit  # type: ignore[attr-defined]
 
 
 def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, ...]:

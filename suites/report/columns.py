@@ -40,7 +40,8 @@ COLUMNS: dict[str, str] = {
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
     "samples_per_s": METRICS["samples_per_s"].description,
-    "sustained_step_s": "seconds timed / steps timed: the mean step over the whole timed span, gaps included (parbench and pytest-benchmark rows)",
+    "sustained_step_s": "seconds timed / steps timed: the mean step over the whole timed span, gaps included "
+                        "(parbench and pytest-benchmark rows)",
     "tflops": METRICS["tflops"].description,
     "pct_peak_table": METRICS["pct_peak_table"].description,
     "pct_peak_measured": METRICS["pct_peak_measured"].description,
@@ -50,7 +51,8 @@ COLUMNS: dict[str, str] = {
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
-    "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): what a long run keeps up; costs use it",
+    "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): "
+                            "what a long run keeps up; costs use it",
     "sustained_basis": "'timed span' where the source stored one, else 'median' (sustained_throughput = throughput)",
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",

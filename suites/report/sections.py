@@ -124,8 +124,9 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
         section.tables.append(build(with_devices(group), [
-            *CONFIG_SPEC, ("device name", "device_name", fmt_text), (f"{unit} (median)", "throughput", fmt_number),
-            ("sustained", "sustained_throughput", fmt_number), ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
+            *CONFIG_SPEC, ("device name", "device_name", fmt_text),
+            (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
+            ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
@@ -209,8 +210,9 @@ def precision_section(frame: pd.DataFrame) -> Section:
 def peak_section(frame: pd.DataFrame) -> Section:
     rows = usable(latest(frame))
     rows = rows[rows["pct_peak_table"].notna() | rows["pct_peak_measured"].notna()]
-    section = Section("% of peak", "peak", text=[f"% of peak (table): {METRICS['pct_peak_table'].formula}.",
-                                                 f"% of peak (measured): {METRICS['pct_peak_measured'].formula}."])
+    section = Section("% of peak", "peak", text=[
+        f"% of peak (table): {METRICS['pct_peak_table'].formula}.",
+        f"% of peak (measured): {METRICS['pct_peak_measured'].formula}."])
     if rows.empty:
         section.text.append("No row has a peak to compare with (no FLOP count, or no peak known for the device).")
         return section

@@ -15,7 +15,8 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
 def usable(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows that ran, have a throughput and did not fail their numerics check. A row whose
     source stored no check (asv) is usable: not checked is not the same as wrong."""
-    keep = frame["status"].eq("ok") & frame["throughput"].notna() & frame["check_passed"].ne(False)
+    not_wrong = frame["check_passed"].ne(False).fillna(True)  # NA (no check stored) is not False
+    keep = frame["status"].eq("ok") & frame["throughput"].notna() & not_wrong
     return frame[keep.fillna(False).astype(bool)]
 
 
