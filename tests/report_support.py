@@ -15,14 +15,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-from suites.case import Case
-from suites.execute import Outcome, execute_in_process, failed
-from suites.frontends.asv_layout import AXES, case_id_from_axes
+from suites.cases.case import Case
+from suites.run.execute import Outcome, execute_in_process, failed
+from suites.kept.asv_layout import AXES, case_id_from_axes
 from suites.frontends.asv_support import axis_params
-from suites.measurement import Measurement
-from suites.runner import RunContext, run_case
-from suites.store import ResultsStore
-from suites.timing import TimingConfig
+from suites.kept.measurement import Measurement
+from suites.run.runner import RunContext, run_case
+from suites.kept.store import ResultsStore
+from suites.run.timing import TimingConfig
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)
@@ -136,14 +136,14 @@ def write_asv(results: Path, machine: str = "asv-box") -> Path:
 
 
 PYTEST_CONFTEST = '''
-from suites.provenance import environment
+from suites.kept.provenance import environment
 
 def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["parbench"] = environment("pytest-box")
 '''
 
 PYTEST_BENCHMARK = '''
-from suites.case import Case
+from suites.cases.case import Case
 from suites.workloads import workload_of
 
 CASE = Case.from_id({case_id!r})

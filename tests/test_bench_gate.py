@@ -103,9 +103,9 @@ import os
 
 import torch
 
-from suites.case import Case
+from suites.cases.case import Case
 from suites.frontends.prepared import prepare
-from suites.timing import TimingConfig
+from suites.run.timing import TimingConfig
 
 CASE = Case.from_id("matmul/torch/cpu:1/single/fp32/k=256,m=256,n=256")
 

@@ -8,15 +8,15 @@ from typing import ClassVar, Mapping
 
 import pytest
 
-from suites.availability import Unsupported
-from suites.case import Case
-from suites.check import Check
+from suites.run.availability import Unsupported
+from suites.cases.case import Case
+from suites.kept.check import Check
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
-from suites.grid import load_suite
-from suites.runnable import Runnable
-from suites.timing import TimingConfig
-from suites.vocabulary import Framework
+from suites.cases.grid import load_suite
+from suites.run.runnable import Runnable
+from suites.run.timing import TimingConfig
+from suites.cases.vocabulary import Framework
 from suites.workloads import WORKLOADS, Workload
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from suites.cli import main
-from suites.peaks import PeakTable, calibration_path
-from suites.devices import discover
-from suites.store import ResultsStore
-from suites.vocabulary import DeviceKind, Framework, Precision
+from suites.frontends.cli import main
+from suites.kept.peaks import PeakTable, calibration_path
+from suites.kept.devices import discover
+from suites.kept.store import ResultsStore
+from suites.cases.vocabulary import DeviceKind, Framework, Precision
 
 pytest.importorskip("torch")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import main
-from suites.store import ResultsStore
-from suites.vocabulary import Status
+from suites.frontends.cli import main
+from suites.kept.store import ResultsStore
+from suites.cases.vocabulary import Status
 
 TINY = """
 description = "tiny"
@@ -64,7 +64,7 @@ def test_run_stores_records_and_reports_missing_gpu_with_reason(capsys, tiny_gri
 
 def test_gpu_hidden_by_cuda_visible_devices_is_named(capsys, tiny_grid, results_dir, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    from suites import devices
+    from suites.kept import devices
     devices.discover.cache_clear()
     try:
         run_cli(capsys, "run", "--suite", tiny_grid, "--results", str(results_dir), "--filter", "device=gpu")

@@ -5,10 +5,10 @@ import subprocess
 import sys
 import time
 
-from suites import devices
-from suites.availability import unavailable_reason
-from suites.case import Case
-from suites.vocabulary import DeviceKind, Framework
+from suites.kept import devices
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework
 
 
 def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):
@@ -36,7 +36,7 @@ def test_tpu_address_that_is_not_there_cannot_hang_the_probe(monkeypatch):
 
 def test_framework_not_installed_is_a_reason(monkeypatch):
     monkeypatch.setattr(devices, "framework_installed", lambda framework: framework is not Framework.TF)
-    monkeypatch.setattr("suites.availability.framework_installed",
+    monkeypatch.setattr("suites.run.availability.framework_installed",
                         lambda framework: framework is not Framework.TF)
     reason = unavailable_reason(Case.make("matmul", "tf", "cpu", params={"m": 1, "n": 1, "k": 1}))
     assert reason == "tensorflow is not installed"
@@ -49,8 +49,8 @@ def test_tf32_needs_a_gpu():
 
 
 def test_neutral_code_imports_no_framework():
-    code = ("import sys, suites, suites.grid, suites.cli, suites.runner, suites.store, suites.workloads;"
-            "suites.cli.build_parser(); suites.grid.load_suite('training');"
+    code = ("import sys, suites, suites.cases.grid, suites.frontends.cli, suites.run.runner, suites.kept.store, suites.workloads;"
+            "suites.frontends.cli.build_parser(); suites.cases.grid.load_suite('training');"
             "from suites.workloads import WORKLOADS; [w.version() for w in WORKLOADS.values()];"
             "print([m for m in ('torch', 'tensorflow') if m in sys.modules])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from suites.case import Case
-from suites.cli import main
+from suites.cases.case import Case
+from suites.frontends.cli import main
 from suites.errors import UserError
-from suites.filters import select
+from suites.cases.filters import select
 
 CASES = [Case.make("matmul", framework, device, params={"m": m, "n": 32, "k": 32})
          for framework in ("torch", "tf") for device in ("cpu", "gpu") for m in (64, 128)]

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from suites.availability import unavailable_reason
-from suites.case import Case
-from suites.devices import discover
-from suites.execute import execute_in_process
-from suites.runner import launch
-from suites.vocabulary import DeviceKind, Framework, Status
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.kept.devices import discover
+from suites.run.execute import execute_in_process
+from suites.run.runner import launch
+from suites.cases.vocabulary import DeviceKind, Framework, Status
 from tests.conftest import FAST
 
 torch = pytest.importorskip("torch")

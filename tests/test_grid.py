@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from suites.case import Case
-from suites.cli import main
+from suites.cases.case import Case
+from suites.frontends.cli import main
 from suites.errors import GridError, UserError
-from suites.grid import builtin_suite_names, load_suite, parse_suite
+from suites.cases.grid import builtin_suite_names, load_suite, parse_suite
 
 GOOD = """
 description = "test"

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suites.case import Case
-from suites.execute import execute_in_process
-from suites.vocabulary import Status
+from suites.cases.case import Case
+from suites.run.execute import execute_in_process
+from suites.cases.vocabulary import Status
 from suites.workloads import workload_of
 from suites.workloads.kernels import Conv2d, same_padding
 

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suites.case import Case
-from suites.measurement import Measurement
-from suites.metric_registry import METRICS, TIDY_METRICS, Work
-from suites.metrics import derive
-from suites.peaks import PeakTable
+from suites.cases.case import Case
+from suites.kept.measurement import Measurement
+from suites.kept.metric_registry import METRICS, TIDY_METRICS, Work
+from suites.kept.metrics import derive
+from suites.kept.peaks import PeakTable
 from suites.report.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
 from suites.report.derived import add_throughput, fill_metrics
 from suites.report.html import render

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from suites.case import Case
-from suites.devices import FRAMEWORK_MODULES
+from suites.cases.case import Case
+from suites.kept.devices import FRAMEWORK_MODULES
 from suites.frontends.asv_support import KIND_MODULES
-from suites.runnable import Runnable
+from suites.run.runnable import Runnable
 from suites.strategies import Launch, rules_for
-from suites.vocabulary import Strategy
+from suites.cases.vocabulary import Strategy
 from suites.workloads import WORKLOADS, UnknownWorkload, workload_class, workload_of
 from suites.workloads.sources import module_file
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suites.case import Case
+from suites.cases.case import Case
 from suites.report.choice import choices
 from suites.report.columns import case_fields, tidy
 from suites.report.comparison import parse_baseline, speedup

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from suites.case import Case
-from suites.check import Check
-from suites.cli import main
-from suites.measurement import Measurement
-from suites.record import Record
+from suites.cases.case import Case
+from suites.kept.check import Check
+from suites.frontends.cli import main
+from suites.kept.measurement import Measurement
+from suites.kept.record import Record
 from suites.report.loading import load_results
 from suites.report.prices import PriceTable, add_costs
-from suites.store import ResultsStore
-from suites.vocabulary import Status
+from suites.kept.store import ResultsStore
+from suites.cases.vocabulary import Status
 
 #: A user model registered only in the process that ran it (like the README's `poly` example).
 UNREGISTERED = Case.make("train_step", "torch", "cpu", "single", "fp32", 1,

@@ -17,18 +17,19 @@ from tests.processes import mark_processes
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
-from suites.availability import unavailable_reason  # noqa: E402
-from suites.case import Case  # noqa: E402
-from suites.frameworks import tf_models, torch_models  # noqa: E402
-from suites.frameworks.tf_mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
-from suites.frameworks.tf_trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
-from suites.frameworks.tf_training import TfTrainStep  # noqa: E402
-from suites.launch import _run_processes, free_ports  # noqa: E402
-from suites.runner import RunContext, run_case  # noqa: E402
-from suites.store import ResultsStore  # noqa: E402
+from suites.run.availability import unavailable_reason  # noqa: E402
+from suites.cases.case import Case  # noqa: E402
+from suites.frameworks.tf import models as tf_models  # noqa: E402
+from suites.frameworks.torch import models as torch_models  # noqa: E402
+from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
+from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
+from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
+from suites.run.launchers import _run_processes, free_ports  # noqa: E402
+from suites.run.runner import RunContext, run_case  # noqa: E402
+from suites.kept.store import ResultsStore  # noqa: E402
 from suites.strategies import Launch, rules_for  # noqa: E402
-from suites.timing import TimingConfig  # noqa: E402
-from suites.vocabulary import Precision, Status, Strategy  # noqa: E402
+from suites.run.timing import TimingConfig  # noqa: E402
+from suites.cases.vocabulary import Precision, Status, Strategy  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -171,8 +172,8 @@ def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorf
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     code = textwrap.dedent("""
         import sys, time
-        from suites.availability import unavailable_reason
-        from suites.case import Case
+        from suites.run.availability import unavailable_reason
+        from suites.cases.case import Case
         start = time.monotonic()
         reason = unavailable_reason(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8,
                                               {"model": "mlp", "batch": 32}))

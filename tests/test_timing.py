@@ -10,10 +10,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from suites.check import Check
-from suites.measurement import OUT_OF_TIME, Measurement
-from suites.runnable import Runnable
-from suites.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TimingConfig, TooSlow, case_limit_s,
+from suites.kept.check import Check
+from suites.kept.measurement import OUT_OF_TIME, Measurement
+from suites.run.runnable import Runnable
+from suites.run.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TimingConfig, TooSlow, case_limit_s,
                            measure)
 
 
@@ -204,7 +204,7 @@ def test_fast_cases_warm_up_for_the_configured_time_and_steps():
 
 # --- estimated time remaining ---------------------------------------------------------------------
 def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
-    from suites.eta import Eta, duration_text
+    from suites.run.eta import Eta, duration_text
     eta = Eta([10.0, 0.0, 10.0, 20.0])
     assert eta.remaining_s() == 40.0  # nothing finished yet: the estimates as they are
     eta.finished(15.0)  # took 1.5x its estimate
@@ -216,8 +216,8 @@ def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
 
 
 def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_otherwise():
-    from suites.case import Case
-    from suites.eta import IN_PROCESS_OVERHEAD_S, case_estimate_s
+    from suites.cases.case import Case
+    from suites.run.eta import IN_PROCESS_OVERHEAD_S, case_estimate_s
     config = TimingConfig(budget_s=2.0, warmup_s=0.5)
     tf32_on_cpu = Case.make("matmul", "torch", "cpu", precision="tf32", params={"m": 8, "n": 8, "k": 8})
     assert case_estimate_s(tf32_on_cpu, config) == 0.0
@@ -227,13 +227,13 @@ def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_other
 
 def test_a_case_too_slow_for_its_limit_is_stored_unavailable_with_the_reason(monkeypatch):
     pytest.importorskip("torch")
-    from suites.case import Case
-    from suites.execute import execute_in_process
-    from suites.vocabulary import Status
+    from suites.cases.case import Case
+    from suites.run.execute import execute_in_process
+    from suites.cases.vocabulary import Status
 
     def first_step_too_long(runnable, config, clock=None):
         raise TooSlow(150.0, FIRST_STEP_ALLOWANCE_S)
-    monkeypatch.setattr("suites.execute.measure", first_step_too_long)
+    monkeypatch.setattr("suites.run.execute.measure", first_step_too_long)
     outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}), BUDGET)
     assert outcome.status is Status.UNAVAILABLE
     assert outcome.reason.startswith("too slow here: first step 150 s, over the 60 s a first step may take")

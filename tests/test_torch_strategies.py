@@ -19,17 +19,17 @@ from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
-from suites.case import Case  # noqa: E402
-from suites.devices import DeviceInfo  # noqa: E402
-from suites.frameworks import torch_models  # noqa: E402
-from suites.frameworks.torch_training import TorchTrainStep  # noqa: E402
-from suites.launch import free_ports, rank_cpus  # noqa: E402
-from suites.runner import RunContext, run_case, run_cases  # noqa: E402
-from suites.store import ResultsStore  # noqa: E402
+from suites.cases.case import Case  # noqa: E402
+from suites.kept.devices import DeviceInfo  # noqa: E402
+from suites.frameworks.torch import models  # noqa: E402
+from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
+from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
+from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.kept.store import ResultsStore  # noqa: E402
 from suites.strategies import rules_for  # noqa: E402
 from suites.strategies.torch_rules import DATAPARALLEL_ON_CPU  # noqa: E402
-from suites.timing import TimingConfig  # noqa: E402
-from suites.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
+from suites.run.timing import TimingConfig  # noqa: E402
+from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
@@ -197,7 +197,7 @@ def test_mixed_precision_check_is_stored(tmp_path, precision, tolerance):
 
 
 def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
-    from suites.launch import run_ranks
+    from suites.run.launchers import run_ranks
 
     outcome = run_ranks(train_case("ddp", "bf16", n=2, model="transformer", batch=2), FAST)
     assert outcome.status is Status.OK, outcome.reason
@@ -252,7 +252,7 @@ def test_gpu_strategies_need_a_gpu_per_device():
 
 
 def test_torch_rules_module_imports_no_framework():
-    code = ("import sys, suites.strategies.torch_rules, suites.availability; "
+    code = ("import sys, suites.strategies.torch_rules, suites.run.availability; "
             "assert 'torch' not in sys.modules and 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=60)
 
@@ -261,10 +261,10 @@ def test_torch_rules_module_imports_no_framework():
 CRASHING_WORKLOAD = textwrap.dedent('''
     """Test-only workload: rank 1 dies abruptly right after joining the process group."""
     import os
-    from suites.check import Check
-    from suites.frameworks.torch_distributed import ProcessGroup
-    from suites.runnable import Runnable
-    from suites.vocabulary import Framework, Strategy
+    from suites.kept.check import Check
+    from suites.frameworks.torch.distributed import ProcessGroup
+    from suites.run.runnable import Runnable
+    from suites.cases.vocabulary import Framework, Strategy
     from suites.workloads.base import Param, Workload
 
     class CrashingRank(Workload):
@@ -354,7 +354,7 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
     command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"parbench-test-{port}",
                "--rdzv-conf", "join_timeout=60", "--max-restarts", "0",
-               "-m", "suites.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
+               "-m", "suites.run.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
                "--out", str(out), "--results", str(tmp_path / "results"), "--label", "two-nodes"]
     # Both "machines" share this host's cores: one thread per rank, as parbench's launcher does.
     env = {**os.environ, "PARBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -384,7 +384,7 @@ def test_worker_refuses_bad_input_in_one_line(tmp_path):
     out = ["--out", str(tmp_path / "outcome.json")]
     for args, problem in ((["--case", "train_step/torch/cpu:2/ddp", *out], "not a case id"),
                           (["--case", train_case("ddp", n=2).id], "give --out")):
-        result = subprocess.run([sys.executable, "-m", "suites.worker", *args], cwd=REPO,
+        result = subprocess.run([sys.executable, "-m", "suites.run.worker", *args], cwd=REPO,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and problem in result.stderr
         assert "Traceback" not in result.stderr

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suites.case import Case
-from suites.cli import main
-from suites.custom import cases_for
-from suites.display import terminal
-from suites.record import Record
-from suites.store import ResultsStore
-from suites.vocabulary import STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Status, Strategy
+from suites.cases.case import Case
+from suites.frontends.cli import main
+from suites.frontends.custom import cases_for
+from suites.report.display import terminal
+from suites.kept.record import Record
+from suites.kept.store import ResultsStore
+from suites.cases.vocabulary import STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Status, Strategy
 from suites.workloads.user_model import UserModel
 
 #: A case id longer than 80 columns, which a squeezed table folds over several lines.

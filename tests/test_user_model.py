@@ -5,20 +5,20 @@ import numpy as np
 import pytest
 
 import suites
-from suites.availability import unavailable_reason
-from suites.case import Case
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
 from suites.errors import GridError
-from suites.grid import parse_suite
-from suites.record import Record
-from suites.runner import RunContext, run_case
-from suites.store import ResultsStore
-from suites.vocabulary import Status
+from suites.cases.grid import parse_suite
+from suites.kept.record import Record
+from suites.run.runner import RunContext, run_case
+from suites.kept.store import ResultsStore
+from suites.cases.vocabulary import Status
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
 
 from suites.examples.poly import POLY, build_torch, polynomial_data  # noqa: E402  (registers "poly")
-from suites.frameworks.tf_models import initial_weights, summed_squared_error  # noqa: E402
+from suites.frameworks.tf.models import initial_weights, summed_squared_error  # noqa: E402
 from tests.conftest import FAST  # noqa: E402
 
 #: poly without its tf builder. Its builder lives in poly.py, so worker processes that load the

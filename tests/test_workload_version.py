@@ -46,7 +46,7 @@ def package_copy(tmp_path: Path) -> Path:
 
 def test_editing_a_model_changes_train_step_version_and_not_matmul(package_copy):
     before = fresh_versions(package_copy)
-    with open(package_copy / "suites" / "frameworks" / "torch_models.py", "a") as source:
+    with open(package_copy / "suites" / "frameworks" / "torch" / "models.py", "a") as source:
         source.write("\n# an edit\n")
     after = fresh_versions(package_copy)
     assert after["versions"]["train_step"] != before["versions"]["train_step"]
@@ -63,15 +63,15 @@ def test_version_reads_parbench_modules_only(name):
 
 def test_version_follows_imports_of_implementations_transitively():
     train_step = WORKLOADS["train_step"].source_files()
-    assert {"suites.frameworks.torch_training", "suites.frameworks.torch_models",
-            "suites.frameworks.tf_models", "suites.frameworks.tf_trainers"} <= set(train_step)
-    assert "suites.frameworks.torch_models" not in WORKLOADS["matmul"].source_files()
+    assert {"suites.frameworks.torch.training", "suites.frameworks.torch.models",
+            "suites.frameworks.tf.models", "suites.frameworks.tf.trainers"} <= set(train_step)
+    assert "suites.frameworks.torch.models" not in WORKLOADS["matmul"].source_files()
 
 
 def test_imported_names_resolve_relative_and_lazy_imports():
     tree = ast.parse("from .. import case\nfrom .base import Param\n"
-                     "def f():\n    import suites.timing\n    from ...x import y\n")
+                     "def f():\n    import suites.run.timing\n    from ...x import y\n")
     names = set(imported_names(tree, "suites.workloads"))
     assert {"suites", "suites.case", "suites.workloads.base", "suites.workloads.base.Param",
-            "suites.timing"} <= names
+            "suites.run.timing"} <= names
     assert not any(name.endswith("x.y") for name in names)  # beyond the top package: dropped

@@ -6,10 +6,10 @@ One class per workload and launch kind, holding the selected suite's cases of th
 - `<Workload>` (e.g. `Matmul`): cases timed in the asv process. `time_step` is timed by asv's
   own timer (setup: set-up, numerics check and the core's warm-up; the timed call: one step
   plus device synchronisation); `track_tflops` / `track_samples_per_s` time the same prepared
-  case with the core's adaptive loop (`suites.timing.measure`).
+  case with the core's adaptive loop (`suites.run.timing.measure`).
 - `<Workload>Launched` (e.g. `TrainStepLaunched`): cases of strategies that run in their own
   processes (launch kind ISOLATED or RANKS). asv's timer would time process start-up, so every
-  `track_*` runs the case through `suites.runner.launch` and reports what the ranks measured:
+  `track_*` runs the case through `suites.run.runner.launch` and reports what the ranks measured:
   `track_rank_step_s` is the in-rank median step time.
 
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
@@ -30,22 +30,22 @@ from typing import Any, Callable
 
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
-from ..availability import unavailable_reason
-from ..case import Case
-from ..grid import DEFAULT_SUITE, Suite, load_suite
-from ..launch import case_timeout
-from ..measurement import Measurement
-from ..metric_registry import METRICS
-from ..metrics import derive
-from ..peaks import PeakTable
-from ..provenance import machine_label
-from ..runner import launch
-from ..store import DEFAULT_RESULTS_DIR
-from ..timing import TimingConfig, measure
-from ..vocabulary import Status
-from ..workloads import WORKLOADS, Workload
-from .asv_layout import AXES, axis_values, case_id_from_axes, class_name
-from .prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
+from suites.run.launchers import case_timeout
+from suites.kept.measurement import Measurement
+from suites.kept.metric_registry import METRICS
+from suites.kept.metrics import derive
+from suites.kept.peaks import PeakTable
+from suites.kept.provenance import machine_label
+from suites.run.runner import launch
+from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.run.timing import TimingConfig, measure
+from suites.cases.vocabulary import Status
+from suites.workloads import WORKLOADS, Workload
+from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
+from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
 
 #: Which suite asv benchmarks: a built-in suite name or the path of a .toml grid.
 SUITE_ENV = "PARBENCH_ASV_SUITE"

@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..case import Case
-from ..errors import UserError
-from ..vocabulary import DeviceKind
+from suites.cases.case import Case
+from suites.errors import UserError
+from suites.cases.vocabulary import DeviceKind
 
 THRESHOLD_ENV = "PARBENCH_GATE_THRESHOLD"
 DEFAULT_THRESHOLD = 0.20

@@ -1,20 +1,20 @@
 """A case made ready for a front end that times its steps itself (asv, pytest-benchmark).
 
-The same stages as `suites.execute.execute_in_process`, stopping before the timing loop:
+The same stages as `suites.run.execute.execute_in_process`, stopping before the timing loop:
 availability, set-up, numerics check, then the core's warm-up with the device synchronised.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..availability import unavailable_reason
-from ..case import Case
-from ..check import Check
-from ..execute import unsupported_errors, unsupported_reason
-from ..runnable import Runnable
-from ..strategies import Launch, rules_for
-from ..timing import TimingConfig, TooSlow, WarmUp, warm_up
-from ..workloads import workload_of
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.kept.check import Check
+from suites.run.execute import unsupported_errors, unsupported_reason
+from suites.run.runnable import Runnable
+from suites.strategies import Launch, rules_for
+from suites.run.timing import TimingConfig, TooSlow, WarmUp, warm_up
+from suites.workloads import workload_of
 
 
 class CaseUnavailable(NotImplementedError):
@@ -59,7 +59,7 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     """Set up, check and warm up `case` in this process.
 
     Raises CaseUnavailable (not here, or a multi-process strategy, which a front end must run
-    through `suites.runner.launch` instead) or NumericsFailed.
+    through `suites.run.runner.launch` instead) or NumericsFailed.
     """
     reason = unavailable_reason(case)
     if reason:

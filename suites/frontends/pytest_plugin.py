@@ -7,10 +7,10 @@ cheapest case (analytic FLOPs, then bytes moved) of each workload x framework x 
 strategy x precision; the others are marked `benchmark_heavy` and skipped unless ``--heavy``.
 
 Each benchmark is timed the way the core times it: set-up, numerics check and the core's
-warm-up (`suites.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
+warm-up (`suites.run.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
 step + synchronise, the block as long as the core's (no pytest-benchmark calibration).
 `extra_info` carries the case, status, derived metrics, numerics check and `emulated`;
-`machine_info["parbench"]` carries `suites.provenance.environment()`.
+`machine_info["parbench"]` carries `suites.kept.provenance.environment()`.
 """
 from __future__ import annotations
 
@@ -20,21 +20,21 @@ from typing import Any, Iterable
 
 import pytest
 
-from ..case import Case
-from ..errors import UserError
-from ..grid import DEFAULT_SUITE, Suite, load_suite
-from ..measurement import Measurement
-from ..metrics import derive
-from ..peaks import PeakTable
-from ..provenance import environment, machine_label, threads_in_use
-from ..store import DEFAULT_RESULTS_DIR
-from ..strategies import rules_for
-from ..timing import TimingConfig
-from ..vocabulary import Status
-from ..workloads import workload_of
-from .gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
+from suites.cases.case import Case
+from suites.errors import UserError
+from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
+from suites.kept.measurement import Measurement
+from suites.kept.metrics import derive
+from suites.kept.peaks import PeakTable
+from suites.kept.provenance import environment, machine_label, threads_in_use
+from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.strategies import rules_for
+from suites.run.timing import TimingConfig
+from suites.cases.vocabulary import Status
+from suites.workloads import workload_of
+from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
     judge, measure_relative, run_single_threaded, threshold_from
-from .prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 
 HEAVY_MARKER = "benchmark_heavy"
 _GATE = pytest.StashKey["GateSession"]()

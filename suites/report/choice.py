@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .columns import config_label
-from .comparison import noise_columns
-from .selection import latest, usable
+from suites.report.columns import config_label
+from suites.report.comparison import noise_columns
+from suites.report.selection import latest, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
 

@@ -11,11 +11,11 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ..case import Case
-from ..metric_registry import METRICS, TIDY_METRICS
+from suites.cases.case import Case
+from suites.kept.metric_registry import METRICS, TIDY_METRICS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
-#: follow `params`. A derived metric's meaning is the registry's (suites.metric_registry).
+#: follow `params`. A derived metric's meaning is the registry's (suites.kept.metric_registry).
 COLUMNS: dict[str, str] = {
     "source": "front end that measured it: parbench, asv or pytest-benchmark",
     "machine": "machine label (`--label`, $PARBENCH_MACHINE or hostname; asv's machine name)",
@@ -28,7 +28,7 @@ COLUMNS: dict[str, str] = {
     "precision": "fp32, tf32, fp16 (mixed) or bf16 (mixed)",
     "params": "workload parameters as name=value pairs, e.g. 'k=512,m=512,n=512'",
     "problem": "workload and parameters: what was computed, independent of where and how",
-    "case_id": "the case's stable id (suites.case.Case.id)",
+    "case_id": "the case's stable id (suites.cases.case.Case.id)",
     "emulated": "several devices emulated on one CPU (logical devices, gloo ranks)",
     "status": "ok, unavailable or failed",
     "reason": "why not ok ('' when ok)",
@@ -104,7 +104,7 @@ def case_fields(case: Case) -> dict[str, Any]:
 
 
 def environment_fields(environment: Mapping[str, Any], device: str) -> dict[str, Any]:
-    """Flatten a parbench provenance environment (suites.provenance.environment)."""
+    """Flatten a parbench provenance environment (suites.kept.provenance.environment)."""
     cpu = environment.get("cpu") or {}
     gpus = [gpu.get("name", "") for gpu in environment.get("gpus") or [] if isinstance(gpu, dict)]
     libraries = environment.get("libraries") or {}

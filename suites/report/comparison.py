@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .columns import IDENTITY
-from .noise import verdict
-from .selection import latest, usable
+from suites.report.columns import IDENTITY
+from suites.report.noise import verdict
+from suites.report.selection import latest, usable
 
 #: Columns kept from the baseline row (suffixed `_base`).
 BASE_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "noisy", "emulated", *IDENTITY]

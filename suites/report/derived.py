@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..case import Case
-from ..metric_registry import METRICS, Work
-from ..timing import TimingConfig
-from ..workloads import workload_of
+from suites.cases.case import Case
+from suites.kept.metric_registry import METRICS, Work
+from suites.run.timing import TimingConfig
+from suites.workloads import workload_of
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
 THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))

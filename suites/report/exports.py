@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
-from .columns import samples_json
+from suites.errors import UserError
+from suites.report.columns import samples_json
 
 PARQUET_MISSING = "--parquet needs pyarrow, which is not installed: pip install \"parbench[parquet]\" (or pyarrow)"
 

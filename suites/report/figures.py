@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .columns import config_label
+from suites.report.columns import config_label
 
 WIDTH_IN = 9.0
 BAR_IN = 0.32

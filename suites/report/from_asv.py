@@ -31,10 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..case import Case
-from ..frontends.asv_layout import AXES, case_id_from_axes, workload_of_class
-from ..store import ResultsWarning
-from .columns import case_fields
+from suites.cases.case import Case
+from suites.kept.asv_layout import AXES, case_id_from_axes, workload_of_class
+from suites.kept.store import ResultsWarning
+from suites.report.columns import case_fields
 
 SOURCE = "asv"
 #: benchmark method -> the tidy column its result fills. Multi-process cases have no

@@ -1,13 +1,13 @@
-"""Rows of the tidy table from parbench's own results store (JSON Lines, suites.store)."""
+"""Rows of the tidy table from parbench's own results store (JSON Lines, suites.kept.store)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..metric_registry import TIDY_METRICS
-from ..record import Record
-from ..store import load_records
-from .columns import case_fields, environment_fields
+from suites.kept.metric_registry import TIDY_METRICS
+from suites.kept.record import Record
+from suites.kept.store import load_records
+from suites.report.columns import case_fields, environment_fields
 
 SOURCE = "parbench"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..case import Case
-from ..metric_registry import TIDY_METRICS
-from .columns import case_fields, environment_fields
+from suites.cases.case import Case
+from suites.kept.metric_registry import TIDY_METRICS
+from suites.report.columns import case_fields, environment_fields
 
 SOURCE = "pytest-benchmark"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from .sections import ReportContent
+from suites.report.sections import ReportContent
 
 TEMPLATE = "report.html.j2"
 

@@ -16,10 +16,10 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from ..store import ResultsWarning
-from . import from_asv, from_parbench, from_pytest_benchmark
-from .columns import tidy
-from .derived import add_throughput, fill_metrics
+from suites.kept.store import ResultsWarning
+from suites.report import from_asv, from_parbench, from_pytest_benchmark
+from suites.report.columns import tidy
+from suites.report.derived import add_throughput, fill_metrics
 
 #: JSON files in results folders that describe results but hold none.
 BOOKKEEPING = {"benchmarks.json", "machine.json", "calibration.json"}

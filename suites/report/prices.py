@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..user_files import shipped_table, user_table
+from suites.cases.user_files import shipped_table, user_table
 
 PRICES_ENV = "PARBENCH_PRICES"
 COST_COLUMNS = ["price_per_hour", "price_rule", "cost_per_m_samples", "cost_per_pflop"]

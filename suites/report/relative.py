@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .selection import latest, usable
+from suites.report.selection import latest, usable
 
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)

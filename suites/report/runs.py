@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
-from .comparison import noise_columns
-from .loading import load_results
+from suites.errors import UserError
+from suites.report.comparison import noise_columns
+from suites.report.loading import load_results
 
 SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
                 "q1_s", "q3_s", "samples_s", "noisy", "emulated", "check_passed", "timestamp"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .selection import usable
+from suites.report.selection import usable
 
 #: A scaling series: one curve, all from one run on one machine.
 SERIES = ["machine", "run_id", "framework", "device", "strategy", "precision", "workload", "params"]

@@ -9,17 +9,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..metric_registry import METRICS
-from . import figures
-from .choice import choices, cost_per_unit, sentence
-from .columns import CONFIG, ENVIRONMENT, config_label
-from .comparison import describe, speedup
-from .noise import ALPHA, MIN_SAMPLES
-from .prices import PriceTable, add_costs
-from .relative import relative_performance
-from .scaling import scaling
-from .selection import latest, not_ok, usable
-from .tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fmt_number, fmt_pct, fmt_ratio,
+from suites.kept.metric_registry import METRICS
+from suites.report import figures
+from suites.report.choice import choices, cost_per_unit, sentence
+from suites.report.columns import CONFIG, ENVIRONMENT, config_label
+from suites.report.comparison import describe, speedup
+from suites.report.noise import ALPHA, MIN_SAMPLES
+from suites.report.prices import PriceTable, add_costs
+from suites.report.relative import relative_performance
+from suites.report.scaling import scaling
+from suites.report.selection import latest, not_ok, usable
+from suites.report.tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fmt_number, fmt_pct, fmt_ratio,
                      fmt_seconds, fmt_text)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).

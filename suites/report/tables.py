@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..display import number, seconds
+from suites.report.display import number, seconds
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 
-from ..case import Case
-from ..devices import DeviceInfo
-from ..vocabulary import DeviceKind, Strategy
+from suites.cases.case import Case
+from suites.kept.devices import DeviceInfo
+from suites.cases.vocabulary import DeviceKind, Strategy
 
 
 class Launch(str, Enum):
@@ -52,8 +52,8 @@ class StrategyRules:
 @lru_cache(maxsize=None)
 def _all_rules() -> dict[Strategy, StrategyRules]:
     # Framework-neutral rule modules (they must not import torch or TensorFlow).
-    from .tf_rules import RULES as TF_RULES
-    from .torch_rules import RULES as TORCH_RULES
+    from suites.strategies.tf_rules import RULES as TF_RULES
+    from suites.strategies.torch_rules import RULES as TORCH_RULES
 
     return {Strategy.SINGLE: StrategyRules(Strategy.SINGLE), **TORCH_RULES, **TF_RULES}
 

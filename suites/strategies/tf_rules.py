@@ -4,7 +4,7 @@
   TensorFlow must be told about before it initialises, so these cases run in a fresh process.
 - multiworker: one process per worker on 127.0.0.1, each with one device, joined through
   TF_CONFIG with ports picked at run time.
-- tpu: TPUStrategy; available only where `suites.devices` finds a TPU runtime, so nothing tries
+- tpu: TPUStrategy; available only where `suites.kept.devices` finds a TPU runtime, so nothing tries
   to connect to an absent TPU (which blocks forever).
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ import json
 import os
 from dataclasses import dataclass
 
-from ..case import Case
-from ..devices import DeviceInfo
-from ..vocabulary import DeviceKind, Precision, Strategy
-from ..workloads import workload_of
-from ..workloads.training import TrainStep
-from . import Launch, StrategyRules
+from suites.cases.case import Case
+from suites.kept.devices import DeviceInfo
+from suites.cases.vocabulary import DeviceKind, Precision, Strategy
+from suites.workloads import workload_of
+from suites.workloads.training import TrainStep
+from suites.strategies import Launch, StrategyRules
 
 TF_BACKENDS = ("auto", "nccl", "ring")
 

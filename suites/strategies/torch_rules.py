@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..case import Case
-from ..devices import DeviceInfo
-from ..vocabulary import DeviceKind, Strategy
-from ..workloads import workload_of
-from ..workloads.training import TrainStep
-from . import Launch, StrategyRules
+from suites.cases.case import Case
+from suites.kept.devices import DeviceInfo
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.workloads import workload_of
+from suites.workloads.training import TrainStep
+from suites.strategies import Launch, StrategyRules
 
 PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
 DATAPARALLEL_ON_CPU = ("nn.DataParallel on CPU runs the module unchanged on one device; "

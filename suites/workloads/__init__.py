@@ -1,11 +1,11 @@
 """The workload registry: every workload any front end can run, defined once."""
 from __future__ import annotations
 
-from ..case import Case
-from .base import Param, Workload
-from .collectives import Allreduce
-from .kernels import Conv2d, Matmul
-from .training import TrainStep
+from suites.cases.case import Case
+from suites.workloads.base import Param, Workload
+from suites.workloads.collectives import Allreduce
+from suites.workloads.kernels import Conv2d, Matmul
+from suites.workloads.training import TrainStep
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (Matmul, Conv2d, TrainStep, Allreduce)}
 

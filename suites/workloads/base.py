@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from ..case import Case, ParamValue
-from ..vocabulary import Framework, Precision, Strategy
-from .sources import source_files
+from suites.cases.case import Case, ParamValue
+from suites.cases.vocabulary import Framework, Precision, Strategy
+from suites.workloads.sources import source_files
 
 if TYPE_CHECKING:
-    from ..runnable import Runnable
+    from suites.run.runnable import Runnable
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from ..vocabulary import Framework, Precision, Strategy
-from .base import Param, Workload
+from suites.cases.vocabulary import Framework, Precision, Strategy
+from suites.workloads.base import Param, Workload
 
 #: Buffers of the check hold (participant + index) mod PATTERN_PERIOD: small integers, so every
 #: partial sum is exact in fp16/bf16 up to 2**8 / (PATTERN_PERIOD - 1) = 128 participants.
@@ -44,8 +44,8 @@ class Allreduce(Workload):
     strategies = frozenset({Strategy.DDP, Strategy.MIRRORED, Strategy.MULTIWORKER})
     precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch_collectives:TorchAllreduce",
-        Framework.TF: "suites.frameworks.tf_collectives:TfAllreduce",
+        Framework.TORCH: "suites.frameworks.torch.collectives:TorchAllreduce",
+        Framework.TF: "suites.frameworks.tf.collectives:TfAllreduce",
     }
 
     @property

@@ -7,9 +7,9 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from ..case import ParamValue
-from ..vocabulary import Framework
-from .base import Param, Workload
+from suites.cases.case import ParamValue
+from suites.cases.vocabulary import Framework
+from suites.workloads.base import Param, Workload
 
 #: Inputs are rotated through enough copies to span this many bytes, so a kernel whose
 #: operands fit in cache is not timed hot from the previous step. PARBENCH_ROTATION_BYTES
@@ -35,8 +35,8 @@ class Matmul(Workload):
     params = (Param("m", help="rows of A and C"), Param("n", help="columns of B and C"),
               Param("k", help="inner dimension"))
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch_kernels:TorchMatmul",
-        Framework.TF: "suites.frameworks.tf_kernels:TfMatmul",
+        Framework.TORCH: "suites.frameworks.torch.kernels:TorchMatmul",
+        Framework.TF: "suites.frameworks.tf.kernels:TfMatmul",
     }
 
     def flops_per_step(self) -> float:
@@ -76,8 +76,8 @@ class Conv2d(Workload):
         Param("layout", type=str, default="nhwc", choices=("nhwc", "nchw"), minimum=None),
     )
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch_kernels:TorchConv2d",
-        Framework.TF: "suites.frameworks.tf_kernels:TfConv2d",
+        Framework.TORCH: "suites.frameworks.torch.kernels:TorchConv2d",
+        Framework.TF: "suites.frameworks.tf.kernels:TfConv2d",
     }
 
     @classmethod

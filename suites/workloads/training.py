@@ -18,9 +18,9 @@ from typing import Callable, ClassVar, Mapping
 
 import numpy as np
 
-from ..case import ParamValue
-from ..vocabulary import Framework, Strategy
-from .base import Param, Workload
+from suites.cases.case import ParamValue
+from suites.cases.vocabulary import Framework, Strategy
+from suites.workloads.base import Param, Workload
 
 LEARNING_RATE = 0.01
 NUM_CLASSES = 10
@@ -196,8 +196,8 @@ class TrainStep(Workload):
     )
     strategies = frozenset(Strategy)
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch_training:TorchTrainStep",
-        Framework.TF: "suites.frameworks.tf_training:TfTrainStep",
+        Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
+        Framework.TF: "suites.frameworks.tf.training:TfTrainStep",
     }
 
     @classmethod

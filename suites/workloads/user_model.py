@@ -22,8 +22,8 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from ..vocabulary import Framework
-from .training import ModelSpec, register_model
+from suites.cases.vocabulary import Framework
+from suites.workloads.training import ModelSpec, register_model
 
 PLUGINS_ENV = "PARBENCH_PLUGINS"
 LOSSES = ("mse", "cross_entropy")

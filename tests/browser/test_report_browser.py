@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import main
+from suites.frontends.cli import main
 from tests.report_support import MACHINES, OK_CASES, XSS_LABEL, run_machine
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,0 +1,75 @@
+"""A case: one point of a suite's grid. Immutable, hashable, with a stable readable id."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
+
+ParamValue = int | float | str | bool
+
+
+@dataclass(frozen=True, order=True)
+class Case:
+    workload: str
+    framework: Framework
+    device: DeviceKind
+    strategy: Strategy = Strategy.SINGLE
+    precision: Precision = Precision.FP32
+    n_devices: int = 1
+    #: Workload parameters as sorted (name, value) pairs, so the case stays hashable.
+    params: tuple[tuple[str, ParamValue], ...] = field(default=())
+
+    @classmethod
+    def make(cls, workload: str, framework: Framework | str, device: DeviceKind | str,
+             strategy: Strategy | str = Strategy.SINGLE, precision: Precision | str = Precision.FP32,
+             n_devices: int = 1, params: Mapping[str, ParamValue] | None = None) -> "Case":
+        return cls(workload=workload, framework=Framework(framework), device=DeviceKind(device),
+                   strategy=Strategy(strategy), precision=Precision(precision),
+                   n_devices=int(n_devices), params=tuple(sorted((params or {}).items())))
+
+    @property
+    def param_dict(self) -> dict[str, ParamValue]:
+        return dict(self.params)
+
+    @property
+    def id(self) -> str:
+        """e.g. ``matmul/torch/cpu:1/single/fp32/k=512,m=512,n=512``: stable across runs."""
+        params = ",".join(f"{name}={value}" for name, value in self.params)
+        return (f"{self.workload}/{self.framework}/{self.device}:{self.n_devices}/"
+                f"{self.strategy}/{self.precision}/{params}")
+
+    def __str__(self) -> str:
+        return self.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "workload": self.workload, "framework": str(self.framework),
+                "device": str(self.device), "n_devices": self.n_devices,
+                "strategy": str(self.strategy), "precision": str(self.precision),
+                "params": self.param_dict}
+
+    @classmethod
+    def from_id(cls, case_id: str) -> "Case":
+        """Inverse of `id` (parameter values come back as int, float or str)."""
+        try:
+            workload, framework, device_count, strategy, precision, params = case_id.split("/", 5)
+            device, _, count = device_count.partition(":")
+            values = dict(item.split("=", 1) for item in params.split(",") if item)
+            return cls.make(workload, framework, device, strategy, precision, int(count),
+                            {name: _parse_value(value) for name, value in values.items()})
+        except ValueError as error:
+            raise ValueError(f"not a case id: {case_id!r} ({error})") from None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Case":
+        return cls.make(data["workload"], data["framework"], data["device"], data["strategy"],
+                        data["precision"], data["n_devices"], data.get("params") or {})
+
+
+def _parse_value(text: str) -> ParamValue:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)

@@ -1,0 +1,215 @@
+"""Suites: TOML grids of cases. Parsing and validation, with one clear error per problem.
+
+Grid syntax (see README and suites/grids/*.toml)::
+
+    description = "what this suite answers"
+    [timing]                 # optional: any TimingConfig field
+    budget_s = 2.0
+
+    [[grid]]                 # each [[grid]] table is a cartesian product
+    workload = "matmul"
+    framework = ["torch", "tf"]
+    device = ["cpu", "gpu"]
+    strategy = "single"      # optional, default "single"
+    precision = ["fp32", "bf16"]
+    n_devices = [1, 2]       # optional, default 1
+    params = { m = [512, 1024], n = 512, k = "=m" }   # a table: product of its lists;
+                                                      # "=m" ties k to m in each point
+    # or params = [{ m = 512, n = 512, k = 512 }, { m = 4096, n = 32, k = 4096 }]  # explicit points
+"""
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from suites.cases.case import Case
+from suites.errors import GridError, UserError
+from suites.run.timing import TimingConfig
+from suites.cases.vocabulary import (STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Precision, Strategy,
+                         is_combination)
+from suites.workloads import WORKLOADS, workload_class
+
+GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "params"}
+TOP_KEYS = {"description", "timing", "grid"}
+DEFAULT_SUITE = "quick"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    source: str
+    description: str
+    cases: tuple[Case, ...]
+    timing: TimingConfig = field(default_factory=TimingConfig)
+
+
+def builtin_suite_names() -> list[str]:
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("suites.grids").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name, or a user's grid file by path."""
+    path = Path(name_or_path)
+    if name_or_path.endswith(".toml") or path.exists():
+        if not path.is_file():
+            raise UserError(f"grid file {name_or_path} does not exist; pass a built-in suite "
+                            f"({', '.join(builtin_suite_names())}) or the path of a .toml grid")
+        return parse_suite(path.read_text(), source=str(path), name=path.stem)
+    if name_or_path not in builtin_suite_names():
+        raise UserError(f"unknown suite {name_or_path!r}; built-in suites: "
+                        f"{', '.join(builtin_suite_names())} (or pass the path of a .toml grid)")
+    text = resources.files("suites.grids").joinpath(f"{name_or_path}.toml").read_text()
+    return parse_suite(text, source=f"suites/grids/{name_or_path}.toml", name=name_or_path)
+
+
+def parse_suite(text: str, source: str, name: str) -> Suite:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise GridError(source, "toml", f"not valid TOML ({error})") from None
+    _reject_unknown(source, "top level", data, TOP_KEYS)
+    grids = data.get("grid")
+    if not isinstance(grids, list) or not grids:
+        raise GridError(source, "grid", "no [[grid]] tables: a suite needs at least one")
+    cases: dict[Case, None] = {}  # ordered and de-duplicated
+    for index, grid in enumerate(grids):
+        for case in _expand(source, f"grid[{index}]", grid):
+            cases[case] = None
+    return Suite(name=name, source=source, description=str(data.get("description", "")),
+                 cases=tuple(cases), timing=_timing(source, data.get("timing", {})))
+
+
+def _timing(source: str, table: Any) -> TimingConfig:
+    if not isinstance(table, dict):
+        raise GridError(source, "timing", "must be a table")
+    allowed = set(TimingConfig.__dataclass_fields__)
+    _reject_unknown(source, "timing", table, allowed)
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise GridError(source, f"timing.{key}", f"must be a positive number, got {value!r}")
+    return TimingConfig.from_mapping(table)
+
+
+def _reject_unknown(source: str, where: str, table: dict, allowed: set[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise GridError(source, f"{where}.{key}" if where != "top level" else key,
+                            f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _names(source: str, key: str, value: Any, allowed: Iterable[str]) -> list[str]:
+    allowed = list(allowed)
+    values = _as_list(value)
+    if not values:
+        raise GridError(source, key, f"is empty; allowed: {', '.join(allowed)}")
+    for item in values:
+        if item not in allowed:
+            raise GridError(source, key, f"unknown name {item!r}; allowed: {', '.join(allowed)}")
+    return values
+
+
+def _expand(source: str, where: str, grid: Any) -> list[Case]:
+    if not isinstance(grid, dict):
+        raise GridError(source, where, "must be a table")
+    _reject_unknown(source, where, grid, GRID_KEYS)
+    for required in ("workload", "framework", "device"):
+        if required not in grid:
+            raise GridError(source, f"{where}.{required}", "missing")
+    workload_names = _names(source, f"{where}.workload", grid["workload"], WORKLOADS)
+    frameworks = _names(source, f"{where}.framework", grid["framework"], Framework.names())
+    devices = _names(source, f"{where}.device", grid["device"], DeviceKind.names())
+    strategies = _names(source, f"{where}.strategy", grid.get("strategy", "single"), Strategy.names())
+    precisions = _names(source, f"{where}.precision", grid.get("precision", "fp32"), Precision.names())
+    counts = _as_list(grid.get("n_devices", 1))
+    for count in counts:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise GridError(source, f"{where}.n_devices", f"must be a positive integer, got {count!r}")
+
+    cases = []
+    for workload_name in workload_names:
+        workload = workload_class(workload_name)
+        points = _param_points(source, f"{where}.params", grid.get("params", {}), workload)
+        for strategy in strategies:
+            if Strategy(strategy) not in workload.strategies:
+                raise GridError(source, f"{where}.strategy",
+                                f"{strategy!r} does not apply to {workload_name}; allowed: "
+                                f"{', '.join(sorted(map(str, workload.strategies)))}")
+            _check_pairs(source, f"{where}.strategy", Strategy(strategy), frameworks, devices)
+        added = [Case.make(workload_name, framework, device, strategy, precision, count, params)
+                 for framework, device, strategy, precision, count, params in itertools.product(
+                     frameworks, devices, strategies, precisions, counts, points)
+                 if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy))]
+        if not added:  # a suite always has cases: `run` and `list` rely on it
+            raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
+                                           f"parameter is an empty list; give each at least one value")
+        cases += added
+    return cases
+
+
+def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str], devices: list[str]) -> None:
+    """A strategy of an entry must pair with one of its frameworks and one of its device kinds.
+    Other pairs of the product are dropped (tf x ddp is no case), but a strategy that pairs with
+    none would vanish from the suite silently."""
+    if not STRATEGY_FRAMEWORKS[strategy] & {Framework(name) for name in frameworks}:
+        raise GridError(source, key, f"'{strategy}' is not a strategy of {' or '.join(frameworks)}; "
+                                     f"allowed framework x strategy combinations: {_framework_strategies()}")
+    if not STRATEGY_DEVICES[strategy] & {DeviceKind(name) for name in devices}:
+        runs_on = ", ".join(str(kind) for kind in DeviceKind if kind in STRATEGY_DEVICES[strategy])
+        raise GridError(source, key, f"'{strategy}' does not run on {' or '.join(devices)}; it runs on {runs_on}")
+
+
+def _framework_strategies() -> str:
+    """e.g. 'torch: single, dataparallel, ddp; tf: single, towers, ...'."""
+    return "; ".join(f"{framework}: {', '.join(str(s) for s in Strategy if framework in STRATEGY_FRAMEWORKS[s])}"
+                     for framework in Framework)
+
+
+def _resolve_ties(source: str, where: str, point: dict[str, Any]) -> dict[str, Any]:
+    """`n = "=m"` ties a parameter to another one of the same point (square shapes)."""
+    resolved = dict(point)
+    for name, value in point.items():
+        if isinstance(value, str) and value.startswith("="):
+            target = value[1:]
+            if target not in point or isinstance(point[target], str) and point[target].startswith("="):
+                raise GridError(source, f"{where}.{name}",
+                                f"{value!r} names no plain parameter of this point; use one of "
+                                f"{', '.join(n for n in point if n != name)}")
+            resolved[name] = point[target]
+    return resolved
+
+
+def _param_points(source: str, key: str, value: Any, workload: type) -> list[dict[str, Any]]:
+    tables = value if isinstance(value, list) else [value]
+    points: list[dict[str, Any]] = []
+    for index, table in enumerate(tables):
+        where = f"{key}[{index}]" if isinstance(value, list) else key
+        if not isinstance(table, dict):
+            raise GridError(source, where, "must be a table of parameter = value(s)")
+        known = {p.name for p in workload.params}
+        for name in table:
+            if name not in known:
+                raise GridError(source, f"{where}.{name}",
+                                f"unknown parameter of {workload.name}; allowed: {', '.join(sorted(known))}")
+        missing = [p.name for p in workload.params if p.default is None and p.name not in table]
+        if missing:
+            raise GridError(source, where, f"{workload.name} needs {', '.join(missing)}")
+        names = list(table)
+        for combo in itertools.product(*(_as_list(table[n]) for n in names)):
+            point = _resolve_ties(source, where, dict(zip(names, combo)))
+            for name, item in point.items():
+                problem = workload.param(name).problem(item)
+                if problem:
+                    raise GridError(source, f"{where}.{name}", problem)
+            for problem in workload.shape_problems(point):
+                raise GridError(source, where, problem)
+            points.append(point)
+    return points

@@ -1,0 +1,42 @@
+"""TensorFlow specifics shared by every TF implementation: devices, dtypes, sync, precision flags."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF loads: keep its C++ banner out of reports
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from suites.cases.case import Case  # noqa: E402
+from suites.cases.vocabulary import DeviceKind, Precision  # noqa: E402
+
+DTYPES = {Precision.FP32: tf.float32, Precision.TF32: tf.float32,
+          Precision.FP16: tf.float16, Precision.BF16: tf.bfloat16}
+
+
+def device_name(case: Case, index: int = 0) -> str:
+    return {DeviceKind.CPU: "/CPU:0", DeviceKind.GPU: f"/GPU:{index}",
+            DeviceKind.TPU: f"/TPU:{index}"}[case.device]
+
+
+def synchronize() -> None:
+    """Wait for every device's queued work (TF GPU ops and async eager return early)."""
+    tf.test.experimental.sync_devices()
+
+
+def set_matmul_precision(precision: Precision) -> None:
+    """TF enables TF32 by default on Ampere+: fp32 must turn it off to be real fp32."""
+    tf.config.experimental.enable_tensor_float_32_execution(precision is Precision.TF32)
+
+
+def to_device(array: np.ndarray, device: str, dtype: tf.DType) -> tf.Tensor:
+    with tf.device(device):
+        return tf.identity(tf.cast(tf.constant(array), dtype))
+
+
+def to_numpy(tensor: tf.Tensor) -> np.ndarray:
+    return tf.cast(tensor, tf.float64).numpy()
+
+#: Errors meaning "TF has no kernel for this here" (e.g. NCHW Conv2D in fp16 on CPU).
+UNSUPPORTED_ERRORS: tuple[type[Exception], ...] = (tf.errors.UnimplementedError,)

@@ -1,0 +1,350 @@
+"""TF training loops: one model's variables laid out over devices, and its compiled SGD step.
+
+Three layouts, one interface (`Trainer`):
+- `SingleDeviceTrainer`: variables and compute on one device; also the float64 / float32
+  single-device full-batch reference of the numerics checks.
+- `TowersTrainer`: TF2 manual multi-tower data parallelism. The global batch is split over the
+  towers (`tf.device` scopes); each tower computes the gradient of its mean loss; the towers'
+  gradients are averaged. Variables either live on a parameter device, which averages and
+  applies the update (``param_server``), or are replicated on every tower, where each averaged
+  gradient is summed on one tower (round-robin, to spread the work) and every tower applies the
+  same update to its own copy (``replicated``: an explicit reduce + broadcast all-reduce).
+- `StrategyTrainer`: a `tf.distribute` strategy (Mirrored, MultiWorkerMirrored, TPU) with a
+  custom loop: `strategy.run` of a replica step that all-reduces its gradients with the
+  strategy's cross-device ops and updates the mirrored variables.
+
+Every step is forward + backward + update. Per-replica losses are sums over the local batch
+divided by the global batch (towers: local means, averaged), so every layout computes the
+gradient of the mean loss over the global batch.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
+from suites.frameworks.tf import backend as backend
+from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
+from suites.frameworks.tf.mixed import LossScaling, sgd_update
+from suites.frameworks.tf.models import build_forward, summed_loss
+
+Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What is trained, in which precision: shared by every layout."""
+
+    spec: ModelSpec
+    weights: Mapping[str, np.ndarray]
+    global_batch: int
+    compute_dtype: tf.DType
+    scaling: LossScaling
+    variable_dtype: tf.DType = tf.float32
+    learning_rate: float = LEARNING_RATE
+
+
+class Trainer(ABC):
+    #: The dynamic loss scale's state (fp16 only), created by each layout where it belongs.
+    state: tf.Variable | None
+    #: Multi-worker trainers replace it with their workers' lockstep.
+    lockstep: Lockstep = Lockstep()
+
+    def __init__(self, setup: TrainingSetup, replicas: int) -> None:
+        self.setup = setup
+        self.local_batch = setup.global_batch // replicas
+        self.forward = build_forward(setup.spec, setup.compute_dtype)
+        self.loss_function = summed_loss(setup.spec)
+        self.target_shape = setup.spec.target_shape
+        self.names = list(setup.weights)
+        # Two functions, traced separately: the checks' tracing stays out of the first timed step.
+        self._step = tf.function(lambda batch: self._train_step(batch)[0])
+        self._checked_step = tf.function(self._train_step)
+
+    def _variables_on(self, device: str | None) -> dict[str, tf.Variable]:
+        with tf.device(device):
+            return {name: tf.Variable(value.astype(self.setup.variable_dtype.as_numpy_dtype), name=name)
+                    for name, value in self.setup.weights.items()}
+
+    def _loss_scale_state(self) -> tf.Variable | None:
+        if not self.setup.scaling.enabled:
+            return None
+        return tf.Variable(LossScaling.initial_state(), trainable=False, name="loss_scale")
+
+    def _local_loss(self, weights: Mapping[str, tf.Tensor], x: tf.Tensor, y: tf.Tensor,
+                    divisor: int) -> tf.Tensor:
+        logits = self.forward(weights, x, self.setup.compute_dtype)
+        return tf.cast(self.loss_function(logits, y), self.setup.variable_dtype) / divisor
+
+    def _random_local_batch(self, seed: tf.Tensor, replica: tf.Tensor | int) -> tuple[tf.Tensor, tf.Tensor]:
+        """Random inputs and targets, drawn where the enclosing device scope puts them."""
+        seeds = tf.stack([tf.cast(seed, tf.int32), tf.cast(replica, tf.int32)])
+        x = tf.random.stateless_normal((self.local_batch, *self.setup.spec.input_shape), seeds)
+        return x, self._random_targets(seeds + 1)
+
+    def _random_targets(self, seeds: tf.Tensor) -> tf.Tensor:
+        """Standard normal targets of the spec's target shape (mse), or class labels."""
+        if self.setup.spec.loss == "mse":
+            return tf.random.stateless_normal((self.local_batch, *self.target_shape), seeds)
+        return tf.random.stateless_uniform((self.local_batch,), seeds, 0, NUM_CLASSES, dtype=tf.int32)
+
+    def _sgd(self, variable: tf.Variable, grad: tf.Tensor, finite: tf.Tensor | None = None) -> tf.Operation:
+        return sgd_update(variable, grad, finite, self.setup.learning_rate)
+
+    # --- the interface --------------------------------------------------------------------
+    @abstractmethod
+    def random_batch(self, seed: int) -> Batch:
+        """A random batch generated on the device(s), in the layout `step` takes."""
+
+    @abstractmethod
+    def numpy_batch(self, x: np.ndarray, y: np.ndarray) -> Batch:
+        """The global batch (x, y) split over the replicas, in the layout `step` takes."""
+
+    @abstractmethod
+    def _train_step(self, batch: Batch) -> tuple[Any, Any]:
+        """One step; returns (loss in any form, the gradients each copy applied)."""
+
+    @abstractmethod
+    def _global_loss(self, loss: Any) -> float:
+        """The mean loss over the global batch, from what `_train_step` returned."""
+
+    @abstractmethod
+    def _gradient_copies(self, grads: Any) -> list[dict[str, np.ndarray]]:
+        """The applied gradients, one mapping per copy of the variables in this process."""
+
+    @abstractmethod
+    def weight_copies(self) -> list[dict[str, np.ndarray]]:
+        """The current weights, one mapping per copy of the variables in this process."""
+
+    def step(self, batch: Batch) -> Any:
+        """Enqueue one training step (forward + backward + update); does not wait for it."""
+        return self._step(batch)
+
+    def checked_step(self, batch: Batch) -> tuple[float, list[dict[str, np.ndarray]]]:
+        """One step, waited for: the global mean loss before the update and the applied gradients."""
+        loss, grads = self._checked_step(batch)
+        return self._global_loss(loss), self._gradient_copies(grads)
+
+    def loss_scale(self) -> float | None:
+        """The current dynamic loss scale (it drops when a step is skipped), or None."""
+        return None if self.state is None else float(self.state.numpy()[0])
+
+    def synchronize(self) -> None:
+        backend.synchronize()
+
+    def barrier(self) -> None:
+        self.lockstep.barrier()  # timed blocks end when every worker has finished
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.lockstep.gather(value)
+
+    def agree(self, value: float) -> float:
+        return self.lockstep.agree(value)
+
+
+def _numpy(tensors: Mapping[str, tf.Tensor] | list[tf.Tensor], names: list[str]) -> dict[str, np.ndarray]:
+    values = tensors.values() if isinstance(tensors, Mapping) else tensors
+    return {name: np.asarray(tf.cast(t, tf.float64).numpy()) for name, t in zip(names, values)}
+
+
+class SingleDeviceTrainer(Trainer):
+    def __init__(self, setup: TrainingSetup, device: str) -> None:
+        super().__init__(setup, replicas=1)
+        self.device = device
+        self.variables = self._variables_on(device)
+        with tf.device(device):
+            self.state = self._loss_scale_state()
+
+    def random_batch(self, seed: int) -> Batch:
+        with tf.device(self.device):
+            return self._random_local_batch(tf.constant(seed), 0)
+
+    def numpy_batch(self, x: np.ndarray, y: np.ndarray) -> Batch:
+        with tf.device(self.device):
+            return tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
+
+    def _train_step(self, batch: Batch) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        x, y = batch
+        scaling, variables = self.setup.scaling, list(self.variables.values())
+        with tf.device(self.device):
+            with tf.GradientTape() as tape:
+                loss = self._local_loss(self.variables, x, y, self.setup.global_batch)
+                scaled = scaling.scale_loss(loss, self.state)
+            grads = scaling.unscale(tape.gradient(scaled, variables), self.state)
+            finite = scaling.finite(grads)
+            for variable, grad in zip(variables, grads):
+                self._sgd(variable, grad, finite)
+            if self.state is not None:
+                self.state.assign(LossScaling.next_state(self.state, finite))
+        return loss, grads
+
+    def loss(self, batch: Batch) -> float:
+        """The mean loss of `batch`, without a step."""
+        x, y = batch
+        with tf.device(self.device):
+            return float(self._local_loss(self.variables, x, y, self.setup.global_batch))
+
+    def _global_loss(self, loss: tf.Tensor) -> float:
+        return float(loss)
+
+    def _gradient_copies(self, grads: list[tf.Tensor]) -> list[dict[str, np.ndarray]]:
+        return [_numpy(grads, self.names)]
+
+    def weight_copies(self) -> list[dict[str, np.ndarray]]:
+        return [_numpy(self.variables, self.names)]
+
+
+class TowersTrainer(Trainer):
+    PLACEMENTS = ("param_server", "replicated")
+
+    def __init__(self, setup: TrainingSetup, devices: list[str], placement: str,
+                 parameter_device: str = "/CPU:0") -> None:
+        if placement not in self.PLACEMENTS:
+            raise ValueError(f"placement must be one of {self.PLACEMENTS}, got {placement!r}")
+        super().__init__(setup, replicas=len(devices))
+        self.devices, self.placement = devices, placement
+        #: Where the loss-scale state lives (and, for param_server, the variables).
+        self.state_device = parameter_device if placement == "param_server" else devices[0]
+        if placement == "param_server":
+            self.copies = [self._variables_on(parameter_device)]
+        else:
+            self.copies = [self._variables_on(device) for device in devices]
+        with tf.device(self.state_device):
+            self.state = self._loss_scale_state()
+
+    def random_batch(self, seed: int) -> Batch:
+        batch = []
+        for index, device in enumerate(self.devices):
+            with tf.device(device):
+                batch.append(self._random_local_batch(tf.constant(seed), index))
+        return tuple(batch)
+
+    def numpy_batch(self, x: np.ndarray, y: np.ndarray) -> Batch:
+        b, batch = self.local_batch, []
+        for index, device in enumerate(self.devices):
+            with tf.device(device):
+                batch.append((tf.identity(tf.constant(x[index * b:(index + 1) * b])),
+                              tf.identity(tf.constant(y[index * b:(index + 1) * b]))))
+        return tuple(batch)
+
+    def _tower_weights(self, tower: int) -> dict[str, tf.Variable]:
+        return self.copies[tower] if self.placement == "replicated" else self.copies[0]
+
+    def _train_step(self, batch: Batch) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        scaling, towers = self.setup.scaling, len(self.devices)
+        tower_grads, tower_losses = [], []
+        for tower, (device, (x, y)) in enumerate(zip(self.devices, batch)):
+            weights = self._tower_weights(tower)
+            with tf.device(device):
+                with tf.GradientTape() as tape:
+                    loss = self._local_loss(weights, x, y, self.local_batch)
+                    scaled = scaling.scale_loss(loss, self.state)
+                tower_grads.append(tape.gradient(scaled, list(weights.values())))
+                tower_losses.append(loss)
+        if self.placement == "param_server":
+            with tf.device(self.state_device):
+                grads = scaling.unscale([tf.add_n(list(g)) / towers for g in zip(*tower_grads)], self.state)
+                finite = scaling.finite(grads)
+                for variable, grad in zip(self.copies[0].values(), grads):
+                    self._sgd(variable, grad, finite)
+        else:
+            grads, flags = [], []
+            for index, per_tower in enumerate(zip(*tower_grads)):
+                with tf.device(self.devices[index % towers]):  # reduce: one tower per variable
+                    grads += scaling.unscale([tf.add_n(list(per_tower)) / towers], self.state)
+                    flags.append(scaling.finite(grads[-1:]))
+            finite = None if flags[0] is None else tf.reduce_all(tf.stack(flags))
+            for tower, device in enumerate(self.devices):  # broadcast: the same update everywhere
+                with tf.device(device):
+                    for variable, grad in zip(self.copies[tower].values(), grads):
+                        self._sgd(variable, grad, finite)
+        if self.state is not None:
+            with tf.device(self.state_device):
+                self.state.assign(LossScaling.next_state(self.state, finite))
+        return tf.add_n(tower_losses) / towers, grads
+
+    def _global_loss(self, loss: tf.Tensor) -> float:
+        return float(loss)
+
+    def _gradient_copies(self, grads: list[tf.Tensor]) -> list[dict[str, np.ndarray]]:
+        return [_numpy(grads, self.names)]
+
+    def weight_copies(self) -> list[dict[str, np.ndarray]]:
+        return [_numpy(copy, self.names) for copy in self.copies]
+
+
+class StrategyTrainer(Trainer):
+    def __init__(self, setup: TrainingSetup, strategy: tf.distribute.Strategy,
+                 lockstep: Lockstep = Lockstep(), read_back_to_sync: bool = False) -> None:
+        self.strategy = strategy
+        super().__init__(setup, replicas=strategy.num_replicas_in_sync)
+        with strategy.scope():
+            self.variables = self._variables_on(None)
+            self.state = self._loss_scale_state()
+        self.lockstep = lockstep
+        self.read_back_to_sync = read_back_to_sync
+        self._last: Any = None
+        self._draw = tf.function(lambda seed: strategy.run(self._random_replica_batch, args=(seed,)))
+
+    def _random_replica_batch(self, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return self._random_local_batch(seed, replica)
+
+    def random_batch(self, seed: int) -> Batch:
+        return self._draw(tf.constant(seed))
+
+    def numpy_batch(self, x: np.ndarray, y: np.ndarray) -> Batch:
+        b = self.local_batch
+
+        def local(context: tf.distribute.experimental.ValueContext) -> tuple[tf.Tensor, tf.Tensor]:
+            start = context.replica_id_in_sync_group * b
+            return tf.constant(x[start:start + b]), tf.constant(y[start:start + b])
+
+        return self.strategy.experimental_distribute_values_from_function(local)
+
+    def _replica_step(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        scaling, variables = self.setup.scaling, list(self.variables.values())
+        with tf.GradientTape() as tape:
+            loss = self._local_loss(self.variables, x, y, self.setup.global_batch)
+            scaled = scaling.scale_loss(loss, self.state)
+        local_grads = tape.gradient(scaled, variables)
+        grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local_grads)
+        grads = scaling.unscale(grads, self.state)
+        finite = scaling.finite(grads)
+        extra = () if finite is None else (finite,)
+        for variable, grad in zip(variables, grads):
+            self.strategy.extended.update(variable, self._sgd, args=(grad, *extra))
+        if self.state is not None:
+            self.strategy.extended.update(self.state, lambda state, ok: state.assign(
+                LossScaling.next_state(state, ok)), args=(finite,))
+        return loss, grads
+
+    def _train_step(self, batch: Batch) -> tuple[Any, Any]:
+        return self.strategy.run(self._replica_step, args=batch)
+
+    def step(self, batch: Batch) -> Any:
+        self._last = self._step(batch)
+        return self._last
+
+    def _global_loss(self, loss: Any) -> float:
+        return float(self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
+
+    def _gradient_copies(self, grads: Any) -> list[dict[str, np.ndarray]]:
+        per_replica = [self.strategy.experimental_local_results(g) for g in grads]
+        return [_numpy([g[r] for g in per_replica], self.names) for r in range(len(per_replica[0]))]
+
+    def weight_copies(self) -> list[dict[str, np.ndarray]]:
+        components = [self.strategy.experimental_local_results(v) for v in self.variables.values()]
+        return [_numpy([c[r] for c in components], self.names) for r in range(len(components[0]))]
+
+    def synchronize(self) -> None:
+        if self.read_back_to_sync:  # TPU: reading a step's result waits for it
+            if self._last is not None:
+                for value in self.strategy.experimental_local_results(self._last):
+                    value.numpy()
+        else:
+            synchronize_devices(self.strategy.extended.worker_devices)

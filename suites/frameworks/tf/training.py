@@ -1,0 +1,154 @@
+"""TensorFlow training step: one model, one strategy, one precision.
+
+Strategies map to the layouts of `suites.frameworks.tf.trainers`: ``single`` -> one device; ``towers`` -> manual
+multi-tower data parallelism (``placement`` param_server or replicated); ``mirrored``,
+``multiworker`` and ``tpu`` -> MirroredStrategy, MultiWorkerMirroredStrategy and TPUStrategy
+with a custom loop. Synthetic batches are drawn on the device(s) with seeded stateless RNG and
+rotated. Under ``multiworker`` every timed block ends with a barrier (all workers, barrier to
+barrier) and every timing decision is rank 0's (`agree`).
+
+Checks: fp32/tf32 compare the first-step gradient every copy of the variables applied with the
+float64 single-device full-batch gradient (same weights, same global batch); fp16/bf16 compare
+the loss over the first steps with the fp32 single-device trajectory.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import tensorflow as tf
+
+from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
+                     loss_trajectory_check)
+from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.cases.vocabulary import Precision, Strategy
+from suites.workloads.kernels import rotation_count
+from suites.workloads.training import TrainStep
+from suites.frameworks.tf import backend as backend
+from suites.frameworks.tf.distribute import configure_runtime, lockstep_for, make_strategy, replica_devices
+from suites.frameworks.tf.mixed import LossScaling
+from suites.frameworks.tf.models import initial_weights
+from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TowersTrainer, Trainer, TrainingSetup
+
+WEIGHTS_SEED = 0
+DATA_SEED = 1
+#: Check batches are `spec.make_batch(global batch, CHECK_SEED + step)` (as in the torch training step).
+CHECK_SEED = 100
+#: The numerics references run here: float64 and fp32 on the host CPU, whatever the case's device.
+REFERENCE_DEVICE = "/CPU:0"
+MIXED = (Precision.FP16, Precision.BF16)
+
+
+class TfTrainStep(Runnable):
+    workload: TrainStep
+    unsupported_errors = backend.UNSUPPORTED_ERRORS
+
+    def setup(self) -> None:
+        configure_runtime(self.case)
+        backend.set_matmul_precision(self.case.precision)
+        self.spec = self.workload.model
+        # First: a multi-worker strategy configures collective ops, which must come before any TF
+        # op (building a user model's Keras model for its initial weights runs some).
+        strategy = self._distribute_strategy()
+        if self.case.strategy is Strategy.MULTIWORKER:
+            self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
+        self.weights = initial_weights(self.spec, WEIGHTS_SEED)
+        self.trainer = self._trainer(self._training_setup(
+            backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)), strategy)
+        sample_bytes = int(np.prod(self.spec.input_shape)) * 4
+        count = rotation_count(sample_bytes * self.workload.per_device_batch)
+        self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
+        self._order = itertools.cycle(range(count))
+
+    def _training_setup(self, compute_dtype: tf.DType, scaling: LossScaling,
+                        variable_dtype: tf.DType = tf.float32) -> TrainingSetup:
+        return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
+                             scaling, variable_dtype)
+
+    def _distribute_strategy(self) -> tf.distribute.Strategy | None:
+        """The case's `tf.distribute` strategy; None for single and towers (no strategy object)."""
+        if self.case.strategy in (Strategy.SINGLE, Strategy.TOWERS):
+            return None
+        return make_strategy(self.case)
+
+    def _trainer(self, setup: TrainingSetup, strategy: tf.distribute.Strategy | None) -> Trainer:
+        if strategy is not None:
+            return StrategyTrainer(setup, strategy, lockstep=lockstep_for(self.case, strategy),
+                                   read_back_to_sync=self.case.strategy is Strategy.TPU)
+        if self.case.strategy is Strategy.SINGLE:
+            return SingleDeviceTrainer(setup, backend.device_name(self.case))
+        return TowersTrainer(setup, replica_devices(self.case), str(self.p["placement"]))
+
+    def step(self) -> None:
+        self.trainer.step(self.batches[next(self._order)])
+
+    def synchronize(self) -> None:
+        self.trainer.synchronize()
+
+    def barrier(self) -> None:
+        self.trainer.barrier()
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.trainer.gather(value)
+
+    def agree(self, value: float) -> float:
+        return self.trainer.agree(value)
+
+    # --- correctness ------------------------------------------------------------------------
+    def check(self) -> Check:
+        check = self._loss_trajectory_check() if self.case.precision in MIXED else self._gradient_check()
+        copies = self.trainer.weight_copies()
+        return self._copies_diverged(copies) or replace(
+            check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
+
+    def _reference(self, dtype: tf.DType) -> SingleDeviceTrainer:
+        return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), REFERENCE_DEVICE)
+
+    def _describe(self) -> str:
+        layout = f" ({self.p['placement']})" if self.case.strategy is Strategy.TOWERS else ""
+        return (f"{self.case.strategy}{layout} on {self.case.n_devices} {self.case.device} device(s), "
+                f"global batch {self.workload.global_batch}")
+
+    def _gradient_check(self) -> Check:
+        """Every copy's applied first-step gradient against the float64 full-batch gradient."""
+        x, y = self.spec.make_batch(self.workload.global_batch, CHECK_SEED)
+        _, copies = self.trainer.checked_step(self.trainer.numpy_batch(x, y))
+        reference_trainer = self._reference(tf.float64)
+        _, (reference,) = reference_trainer.checked_step(reference_trainer.numpy_batch(x, y))
+        detail = f"{self._describe()} vs float64 single-device, {len(copies)} applied gradient(s)"
+        checks = [gradients_against_reference(copy, reference, self.case.precision, detail)
+                  for copy in copies]
+        return max(checks, key=lambda check: check.value)
+
+    def _loss_trajectory_check(self) -> Check:
+        """Losses of the first steps against the fp32 single-device trajectory on the same
+        batches; a step that loss scaling skipped (non-finite gradients) is skipped there too."""
+        batches = [self.spec.make_batch(self.workload.global_batch, CHECK_SEED + i)
+                   for i in range(LOSS_TRAJECTORY_STEPS)]
+        losses, applied = [], []
+        for x, y in batches:
+            scale = self.trainer.loss_scale()
+            losses.append(self.trainer.checked_step(self.trainer.numpy_batch(x, y))[0])
+            applied.append(scale is None or self.trainer.loss_scale() >= scale)
+        reference_trainer = self._reference(tf.float32)
+        reference = [reference_trainer.checked_step(reference_trainer.numpy_batch(x, y))[0] if update
+                     else reference_trainer.loss(reference_trainer.numpy_batch(x, y))
+                     for (x, y), update in zip(batches, applied)]
+        skipped = applied.count(False)
+        check = loss_trajectory_check(losses, reference, self.case.precision,
+                                      f"{self._describe()}; {skipped} step(s) skipped by loss scaling")
+        if not any(applied):
+            return Check(False, check.metric, float("inf"), check.tolerance,
+                         "loss scaling skipped every step: no update was checked")
+        return check
+
+    def _copies_diverged(self, copies: list[dict[str, np.ndarray]]) -> Check | None:
+        """A failed check if the copies of the variables in this process differ after the check's
+        steps (every copy must apply the same update), else None."""
+        difference = max(float(np.max(np.abs(copy[name] - copies[0][name])))
+                         for copy in copies[1:] for name in copy) if len(copies) > 1 else 0.0
+        if difference == 0.0:
+            return None
+        return Check(False, "copy_max_abs_diff", difference, 0.0,
+                     f"{self._describe()}: the {len(copies)} copies of the variables diverged")

@@ -1,0 +1,119 @@
+"""One rank of a torch multi-process case: its process group, device and lockstep helpers.
+
+The rank's identity comes from torchrun's environment variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT), which parbench's own rank launcher sets the same way,
+so a case runs unchanged under `parbench run` and under `torchrun` on one or many machines.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from suites.cases.case import Case
+from suites.strategies.torch_rules import process_group_backend
+from suites.cases.vocabulary import DeviceKind
+
+#: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
+RENDEZVOUS_TIMEOUT_S = 120.0
+THREADS_ENV = "PARBENCH_THREADS"
+
+
+def limit_threads_from_env() -> None:
+    """Use the launcher's share of the cores (set where several ranks share one CPU)."""
+    threads = os.environ.get(THREADS_ENV)
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @classmethod
+    def from_env(cls) -> "RankEnv":
+        missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+                   if name not in os.environ]
+        if missing:
+            raise RuntimeError(f"not launched as a rank: {', '.join(missing)} unset (run it "
+                               "through `parbench run` or `torchrun ... -m suites.run.worker`)")
+        rank = int(os.environ["RANK"])
+        return cls(rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank)))
+
+
+def rank_device(case: Case, local_rank: int) -> torch.device:
+    """CPU, or this node's GPU number `local_rank` (round-robin when gloo ranks share GPUs)."""
+    if case.device is DeviceKind.GPU:
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if case.device is DeviceKind.CPU:
+        return torch.device("cpu")
+    raise ValueError(f"torch.distributed in parbench runs on cpu or gpu, not {case.device}")
+
+
+class ProcessGroup:
+    """The default process group of this rank: joined on creation, destroyed by `destroy`."""
+
+    def __init__(self, case: Case) -> None:
+        self.env = RankEnv.from_env()
+        self.backend = process_group_backend(case)
+        self.device = rank_device(case, self.env.local_rank)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        dist.init_process_group(
+            self.backend, timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S),
+            rank=self.env.rank, world_size=self.env.world_size,
+            # NCCL binds the communicator to this rank's GPU at once (and barrier uses it).
+            device_id=self.device if self.backend == "nccl" else None)
+
+    @property
+    def rank(self) -> int:
+        return self.env.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.env.world_size
+
+    def barrier(self) -> None:
+        if self.backend == "nccl":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def broadcast_from_root(self, value: float) -> float:
+        """Rank 0's `value`, on every rank."""
+        tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
+        dist.broadcast(tensor, src=0)
+        return float(tensor.item())
+
+    def broadcast_object(self, value: object) -> object:
+        """Rank 0's picklable `value`, on every rank."""
+        holder = [value]
+        dist.broadcast_object_list(holder, src=0, device=self.device)
+        return holder[0]
+
+    def mean(self, value: float) -> float:
+        """The mean of `value` over all ranks, on every rank."""
+        tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return float(tensor.item()) / self.world_size
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        """Every rank's `value`, in rank order, on every rank (one small all-reduce)."""
+        tensor = torch.zeros(self.world_size, dtype=torch.float64, device=self.device)
+        tensor[self.rank] = float(value)
+        dist.all_reduce(tensor)
+        return tuple(tensor.tolist())
+
+    def maximum(self, value: float) -> float:
+        tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return float(tensor.item())
+
+    def destroy(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

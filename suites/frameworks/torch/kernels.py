@@ -1,0 +1,90 @@
+"""PyTorch implementations of the kernel workloads."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+from suites.kept.check import Check, against_reference
+from suites.run.runnable import Runnable
+from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
+from suites.frameworks.torch import backend as backend
+
+
+class _TorchKernel(Runnable):
+    seed = 0
+
+    def _prepare(self) -> None:
+        self.device = backend.device_for(self.case)
+        self.dtype = backend.DTYPES[self.case.precision]
+        backend.set_matmul_precision(self.case.precision)
+        self.rng = np.random.default_rng(self.seed)
+        element_bytes = torch.finfo(self.dtype).bits // 8
+        self.copies = rotation_count(self.workload.input_elements() * element_bytes)
+        self._order = itertools.cycle(range(self.copies))
+
+    def synchronize(self) -> None:
+        backend.synchronize(self.device)
+
+
+class TorchMatmul(_TorchKernel):
+    workload: Matmul
+
+    def setup(self) -> None:
+        self._prepare()
+        m, n, k = (int(self.p[x]) for x in "mnk")
+        draw = lambda shape: backend.to_device(  # noqa: E731
+            self.rng.standard_normal(shape, dtype=np.float32), self.device, self.dtype)
+        self.a = [draw((m, k)) for _ in range(self.copies)]
+        self.b = [draw((k, n)) for _ in range(self.copies)]
+        self.out = torch.empty((m, n), device=self.device, dtype=self.dtype)
+
+    def step(self) -> None:
+        i = next(self._order)
+        torch.mm(self.a[i], self.b[i], out=self.out)
+
+    def check(self) -> Check:
+        torch.mm(self.a[0], self.b[0], out=self.out)
+        rows = slice(0, CHECK_ROWS)
+        reference = Matmul.reference(backend.to_numpy(self.a[0][rows]), backend.to_numpy(self.b[0]))
+        return against_reference(backend.to_numpy(self.out[rows]), reference, self.case.precision)
+
+
+class TorchConv2d(_TorchKernel):
+    """NCHW tensors; layout 'nhwc' stores them channels_last, the way torch expresses NHWC."""
+
+    workload: Conv2d
+
+    def setup(self) -> None:
+        self._prepare()
+        p = self.p
+        memory_format = torch.channels_last if p["layout"] == "nhwc" else torch.contiguous_format
+        self.images_nhwc = [self.workload.padded(self.rng.standard_normal(
+            (p["batch"], p["h"], p["w"], p["cin"]), dtype=np.float32)) for _ in range(self.copies)]
+        self.x = [backend.to_device(image.transpose(0, 3, 1, 2), self.device, self.dtype)
+                  .contiguous(memory_format=memory_format) for image in self.images_nhwc]
+        self.filters_hwio = self.rng.standard_normal(
+            (p["kernel"], p["kernel"], p["cin"], p["cout"]), dtype=np.float32)
+        self.weight = backend.to_device(self.filters_hwio.transpose(3, 2, 0, 1), self.device,
+                                        self.dtype).contiguous(memory_format=memory_format)
+        self.stride = int(p["stride"])
+
+    def _conv(self, x: torch.Tensor) -> torch.Tensor:
+        # 'same' padding was applied to the stored inputs (TF's convention), so pad 0 here.
+        return torch.nn.functional.conv2d(x, self.weight, stride=self.stride)
+
+    def step(self) -> None:
+        with torch.no_grad():
+            self._conv(self.x[next(self._order)])
+
+    def check(self) -> Check:
+        with torch.no_grad():
+            out = self._conv(self.x[0][:CHECK_IMAGES])
+        images = backend.to_numpy(self.x[0][:CHECK_IMAGES]).transpose(0, 2, 3, 1)
+        filters = backend.to_numpy(self.weight).transpose(2, 3, 1, 0)
+        # The stored images are already padded: compare against a 'valid' reference on them.
+        reference = self.workload.reference(images, filters, already_padded=True)
+        return against_reference(backend.to_numpy(out).transpose(0, 2, 3, 1), reference,
+                                 self.case.precision)
+

@@ -1,0 +1,206 @@
+"""PyTorch modules for the neutral `ModelSpec`s, built from the spec's canonical weights.
+
+The canonical layout (see suites/workloads/training.py) is TensorFlow's: dense kernels
+(in, out), conv kernels HWIO, NHWC images. Torch stores a Linear weight (out, in), a Conv2d
+weight OIHW and takes NCHW images, so weights are transposed on the way in (and gradients on
+the way out), and canonical image batches are permuted to NCHW. Parameter names map one to
+one: ``<path>.kernel``/``.gamma`` -> ``<path>.weight``, ``.bias``/``.beta`` -> ``<path>.bias``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suites.cases.vocabulary import Framework
+from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
+from suites.workloads.user_model import USER_MODEL_SEED, UserModel
+
+LAYER_NORM_EPS = 1e-5
+
+
+def torch_name(canonical: str) -> str:
+    path, _, leaf = canonical.rpartition(".")
+    return f"{path}.{'weight' if leaf in ('kernel', 'gamma') else 'bias'}"
+
+
+def to_torch_layout(array: np.ndarray) -> np.ndarray:
+    """Dense (in, out) -> (out, in); conv HWIO -> OIHW; vectors unchanged."""
+    if array.ndim == 2:
+        return array.T
+    if array.ndim == 4:
+        return array.transpose(3, 2, 0, 1)
+    return array
+
+
+def to_canonical_layout(array: np.ndarray) -> np.ndarray:
+    """The inverse of `to_torch_layout`."""
+    if array.ndim == 2:
+        return array.T
+    if array.ndim == 4:
+        return array.transpose(2, 3, 1, 0)
+    return array
+
+
+class TorchModel(nn.Module):
+    """A spec's function in torch. Subclasses build the layers and define `forward`."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one sample as `forward` takes it (NCHW images, without N)."""
+        return self.spec.input_shape
+
+    def input_from_canonical(self, batch: np.ndarray) -> np.ndarray:
+        """A canonical-layout batch in the layout `forward` takes."""
+        return batch
+
+    def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
+        parameters = dict(self.named_parameters())
+        if set(map(torch_name, weights)) != set(parameters):
+            raise ValueError(f"{type(self).__name__}: weights {sorted(weights)} do not match "
+                             f"parameters {sorted(parameters)}")
+        with torch.no_grad():
+            for name, array in weights.items():
+                target = parameters[torch_name(name)]
+                target.copy_(torch.from_numpy(np.ascontiguousarray(to_torch_layout(array))))
+
+    def canonical_gradients(self) -> dict[str, np.ndarray]:
+        """Gradients of the last backward pass, float64, in the canonical layout."""
+        parameters = dict(self.named_parameters())
+        return {name: to_canonical_layout(
+                    parameters[torch_name(name)].grad.detach().to("cpu", torch.float64).numpy())
+                for name in self.spec.parameter_shapes()}
+
+
+class TorchMlp(TorchModel):
+    def __init__(self, spec: Mlp) -> None:
+        super().__init__(spec)
+        widths = [spec.features] + [spec.hidden] * spec.depth + [NUM_CLASSES]
+        for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+            self.add_module(f"dense{i}", nn.Linear(fan_in, fan_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The registered children, in order: no attribute lookups by name, and DataParallel's
+        # replicas (which copy `_modules`, not plain attributes) use their own layers.
+        *hidden, last = self.children()
+        for layer in hidden:
+            x = F.relu(layer(x))
+        return last(x)
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        # 3x3, stride 1: 'same' padding is one pixel on every side, as in TensorFlow.
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x + self.conv2(F.relu(self.conv1(x))))
+
+
+class TorchResidualCnn(TorchModel):
+    def __init__(self, spec: ResidualCnn) -> None:
+        super().__init__(spec)
+        self.stem = nn.Conv2d(3, spec.channels, 3, padding=1)
+        self.blocks = spec.blocks
+        for b in range(spec.blocks):
+            self.add_module(f"block{b}", _ResidualBlock(spec.channels))
+        self.head = nn.Linear(spec.channels, NUM_CLASSES)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        h, w, c = self.spec.input_shape
+        return (c, h, w)
+
+    def input_from_canonical(self, batch: np.ndarray) -> np.ndarray:
+        return batch.transpose(0, 3, 1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.stem(x))
+        for b in range(self.blocks):
+            x = getattr(self, f"block{b}")(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class _Attention(nn.Module):
+    def __init__(self, d_model: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(d_model, d_model, bias=False)
+        self.k = nn.Linear(d_model, d_model, bias=False)
+        self.v = nn.Linear(d_model, d_model, bias=False)
+        self.o = nn.Linear(d_model, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, d = x.shape
+        return x.view(batch, seq, self.heads, d // self.heads).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # softmax(Q K^T / sqrt(d_head)) V, no mask, no dropout: SDPA's default scale.
+        out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(self.k(x)),
+                                             self._split(self.v(x)))
+        return self.o(out.transpose(1, 2).reshape(x.shape))
+
+
+class TorchTransformerBlock(TorchModel):
+    def __init__(self, spec: TransformerBlock) -> None:
+        super().__init__(spec)
+        self.ln1 = nn.LayerNorm(spec.d_model, eps=LAYER_NORM_EPS)
+        self.attn = _Attention(spec.d_model, spec.heads)
+        self.ln2 = nn.LayerNorm(spec.d_model, eps=LAYER_NORM_EPS)
+        # "in" is a Python keyword, so the feed-forward pair lives in a ModuleDict.
+        self.ffn = nn.ModuleDict({"in": nn.Linear(spec.d_model, spec.ffn),
+                                  "out": nn.Linear(spec.ffn, spec.d_model)})
+        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        x = x + self.ffn["out"](F.gelu(self.ffn["in"](self.ln2(x)), approximate="tanh"))
+        return self.head(x.mean(dim=1))
+
+
+class TorchUserModel(TorchModel):
+    """A user's module. Its own parameter names and torch layout are the canonical ones here,
+    and its weights come from the builder after `torch.manual_seed`, so every copy is equal."""
+
+    def __init__(self, spec: UserModel) -> None:
+        super().__init__(spec)
+        torch.manual_seed(USER_MODEL_SEED)
+        self.inner = spec.builders[Framework.TORCH]()
+
+    def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
+        if weights:
+            raise ValueError("a user model draws its own weights; it takes no canonical weights")
+
+    def canonical_gradients(self) -> dict[str, np.ndarray]:
+        return {name: parameter.grad.detach().to("cpu", torch.float64).numpy()
+                for name, parameter in self.inner.named_parameters()}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+_MODULES: dict[type[ModelSpec], type[TorchModel]] = {
+    Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
+    UserModel: TorchUserModel}
+
+
+def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Mean over the batch, as the spec declares: softmax cross-entropy or squared error."""
+    return F.mse_loss if spec.loss == "mse" else F.cross_entropy
+
+
+def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
+          dtype: torch.dtype = torch.float32) -> TorchModel:
+    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout)."""
+    model = _MODULES[type(spec)](spec)
+    model.load_canonical(weights)
+    return model.to(device=device, dtype=dtype)

@@ -1,0 +1,232 @@
+"""PyTorch training step: one model, one strategy (single, DataParallel, DDP), one precision.
+
+One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
+on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
+without); tf32 turns on TF32 tensor-core matmuls/convolutions. Under DDP every rank is one
+process; the timer's `barrier` makes each timed block run barrier to barrier, so its time is
+the global step time.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
+from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.cases.vocabulary import Precision, Strategy
+from suites.workloads.kernels import rotation_count
+from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
+from suites.frameworks.torch import backend as backend
+from suites.frameworks.torch import models
+from suites.frameworks.torch.distributed import ProcessGroup, limit_threads_from_env
+
+WEIGHTS_SEED = 0
+DATA_SEED = 1
+#: Check batches come from `spec.make_batch(global batch, CHECK_SEED + step)`.
+CHECK_SEED = 100
+AUTOCAST_DTYPES = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
+
+
+def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.ndarray,
+                        y: np.ndarray) -> dict[str, np.ndarray]:
+    """Single-device full-batch gradients in float64 on the CPU (canonical layout)."""
+    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    inputs = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double()
+    target = torch.from_numpy(y)
+    torch_models.loss_function(spec)(model(inputs), target.double() if target.is_floating_point() else target).backward()
+    return model.canonical_gradients()
+
+
+def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
+                     batches: list[tuple[np.ndarray, np.ndarray]], applied: list[bool],
+                     device: torch.device) -> list[float]:
+    """The fp32 loss trajectory: single device, full batches, plain SGD, TF32 off. Steps that
+    fp16 loss scaling skipped (`applied` false: gradients overflowed) are skipped here too."""
+    backend.set_matmul_precision(Precision.FP32)
+    model = torch_models.build(spec, weights, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    losses = []
+    for (x, y), update in zip(batches, applied):
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch_models.loss_function(spec)(
+            model(backend.to_device(model.input_from_canonical(x), device, torch.float32)),
+            torch.from_numpy(y).to(device))
+        loss.backward()
+        if update:
+            optimizer.step()
+        losses.append(float(loss.item()))
+    return losses
+
+
+class TorchTrainStep(Runnable):
+    workload: TrainStep
+
+    def setup(self) -> None:
+        limit_threads_from_env()
+        self.group = ProcessGroup(self.case) if self.case.strategy is Strategy.DDP else None
+        if self.group:
+            self.min_block_s = COORDINATED_BLOCK_S
+        self.device = self.group.device if self.group else backend.device_for(self.case)
+        backend.set_matmul_precision(self.case.precision)
+        self.spec = self.workload.model
+        self.weights = self.spec.init_weights(WEIGHTS_SEED)
+        self.model = torch_models.build(self.spec, self.weights, self.device)
+        self.trained = self._wrap(self.model)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        self.loss = torch_models.loss_function(self.spec)
+        self.autocast_dtype = AUTOCAST_DTYPES.get(self.case.precision)
+        # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
+        self.scaler = (torch.amp.GradScaler(self.device.type)
+                       if self.case.precision is Precision.FP16 else None)
+        self.batches = self._random_batches()
+        self._order = itertools.cycle(range(len(self.batches)))
+        if self.case.strategy is Strategy.DDP:
+            self.local_step = self._step_without_all_reduce
+
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        if self.case.strategy is Strategy.DATAPARALLEL:
+            return nn.DataParallel(model, device_ids=list(range(self.case.n_devices)))
+        if self.case.strategy is Strategy.DDP:
+            return DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        return model
+
+    @property
+    def rank(self) -> int:
+        return self.group.rank if self.group else 0
+
+    @property
+    def local_batch(self) -> int:
+        """Samples this process feeds the wrapped model per step (DataParallel splits it)."""
+        return self.workload.per_device_batch if self.group else self.workload.global_batch
+
+    def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Random inputs and labels drawn on the device, seeded per rank."""
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(DATA_SEED + self.rank)
+        shape = (self.local_batch, *self.model.input_shape)
+        count = rotation_count(int(np.prod(shape)) * 4)
+        return [(torch.randn(shape, generator=generator, device=self.device),
+                 self._random_targets(generator)) for _ in range(count)]
+
+    def _random_targets(self, generator: torch.Generator) -> torch.Tensor:
+        if self.spec.loss == "mse":
+            return torch.randn((self.local_batch, *self.spec.target_shape), generator=generator,
+                               device=self.device)
+        return torch.randint(0, NUM_CLASSES, (self.local_batch,), generator=generator,
+                             device=self.device)
+
+    def _precision_context(self) -> contextlib.AbstractContextManager:
+        """Autocast for mixed precision; in fp32/tf32 nothing at all, not even a disabled
+        autocast, so the timed step is exactly what a hand-written loop would run."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._precision_context():
+            loss = self.loss(self.trained(x), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss
+
+    def step(self) -> None:
+        self._train_step(*self.batches[next(self._order)])
+
+    def _step_without_all_reduce(self) -> None:
+        """The DDP step under `no_sync`: this rank's compute with no gradient all-reduce."""
+        with self.trained.no_sync():
+            self.step()
+
+    def synchronize(self) -> None:
+        backend.synchronize(self.device)
+
+    def barrier(self) -> None:
+        if self.group:
+            self.group.barrier()
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        return self.group.gather(value) if self.group else (value,)
+
+    def agree(self, value: float) -> float:
+        return self.group.broadcast_from_root(value) if self.group else value
+
+    # --- correctness ------------------------------------------------------------------------
+    def _check_batch(self, seed: int) -> tuple[tuple[np.ndarray, np.ndarray],
+                                               tuple[torch.Tensor, torch.Tensor]]:
+        """The deterministic global batch, and this process's part of it on the device."""
+        x, y = self.spec.make_batch(self.workload.global_batch, seed)
+        start = self.rank * self.local_batch
+        part = slice(start, start + self.local_batch)
+        return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
+                                          torch.float32),
+                        torch.from_numpy(y[part]).to(self.device))
+
+    def check(self) -> Check:
+        if self.autocast_dtype is None:
+            return self._gradient_check()
+        return self._loss_trajectory_check()
+
+    def _gradient_check(self) -> Check:
+        """First-step gradients of the strategy (DDP: already averaged over ranks) against the
+        float64 single-device gradient of the same global batch and weights."""
+        (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss(self.trained(x_local), y_local).backward()
+        check = gradients_against_reference(
+            self.model.canonical_gradients(),
+            reference_gradients(self.spec, self.weights, x, y), self.case.precision,
+            f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
+            f"vs float64 single-device, global batch {self.workload.global_batch}")
+        self.optimizer.zero_grad(set_to_none=True)
+        return self._from_root(check)
+
+    def _loss_trajectory_check(self) -> Check:
+        """Losses of the first steps in this precision and strategy against the fp32
+        single-device trajectory from the same weights and global batches."""
+        batches = [self._check_batch(CHECK_SEED + i) for i in range(LOSS_TRAJECTORY_STEPS)]
+        losses, applied = [], []
+        for _, (x_local, y_local) in batches:
+            scale = self.scaler.get_scale() if self.scaler else 0.0
+            loss = float(self._train_step(x_local, y_local).item())
+            losses.append(self.group.mean(loss) if self.group else loss)
+            # GradScaler skips a step whose gradients overflowed, and lowers its scale.
+            applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
+        reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
+                                     applied, self.device)
+        backend.set_matmul_precision(self.case.precision)
+        skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
+                   "the fp32 trajectory too)" if self.scaler else "")
+        check = loss_trajectory_check(losses, reference, self.case.precision,
+                                      f"{self.case.strategy}{skipped}")
+        if not any(applied):
+            check = Check(False, check.metric, float("inf"), check.tolerance,
+                          "loss scaling skipped every step: no update was checked")
+        return self._from_root(check)
+
+    def _from_root(self, check: Check) -> Check:
+        """Rank 0's check on every rank. Every rank computes the reference, though only rank
+        0's verdict counts: the reference's large float64 buffers raise glibc's dynamic mmap
+        threshold, after which the step's big activations stop costing page faults. Left to
+        rank 0 alone, that made rank 1 the straggler of a CPU DDP cnn step (~85 vs ~105 ms),
+        and the global step with it; on every rank, all ranks (and single-device cases,
+        which check in-process too) enter timing in the same state."""
+        shared = self.group.broadcast_object(check) if self.group else check
+        assert isinstance(shared, Check)
+        return shared
+
+    def teardown(self) -> None:
+        group = getattr(self, "group", None)
+        if group:
+            group.destroy()

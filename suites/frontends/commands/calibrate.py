@@ -1,0 +1,68 @@
+"""`parbench calibrate`: measure this machine's best large GEMM, the reference for '% of measured peak'."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+from suites.report.display import terminal
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.kept.devices import discover
+from suites.errors import UserError
+from suites.run.execute import execute_in_process
+from suites.kept.provenance import machine_label
+from suites.kept.peaks import save_calibration
+from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.run.timing import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
+
+SUMMARY = "measure this machine's peak GEMM rate per device and precision (for '% of measured peak')"
+SIZES = (2048, 4096)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR)
+    parser.add_argument("--label", help="machine label (default $PARBENCH_MACHINE or the hostname)")
+    parser.add_argument("--device", choices=DeviceKind.names(), action="append",
+                        help="device kind(s) to calibrate (default: cpu and gpu where present)")
+    parser.add_argument("--precision", choices=Precision.names(), action="append",
+                        help="precision(s) to calibrate (default fp32)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
+                        help=f"square GEMM sizes to try (default {' '.join(map(str, SIZES))})")
+
+
+def run(args: argparse.Namespace) -> int:
+    console = terminal()
+    machine = machine_label(args.label)
+    timing = TimingConfig(budget_s=3.0)
+    stored = 0
+    for kind in map(DeviceKind, args.device or ["cpu", "gpu"]):
+        for precision in map(Precision, args.precision or ["fp32"]):
+            best: tuple[float, Case] | None = None
+            for framework in Framework:
+                for size in args.sizes:
+                    case = Case.make("matmul", framework, kind, precision=precision,
+                                     params={"m": size, "n": size, "k": size})
+                    reason = unavailable_reason(case)
+                    if reason:
+                        console.print(f"[yellow]skip[/] {case.id}: {reason}")
+                        break
+                    outcome = execute_in_process(case, timing)
+                    if outcome.status is not Status.OK or outcome.measurement is None:
+                        console.print(f"[red]{case.id}[/]: {outcome.reason}")
+                        continue
+                    tflops = 2.0 * size**3 / outcome.measurement.median / 1e12
+                    console.print(f"{case.id}: {tflops:.3f} TFLOP/s")
+                    if best is None or tflops > best[0]:
+                        best = (tflops, case)
+            if best:
+                tflops, case = best
+                path = save_calibration(args.results, machine, discover(case.framework, kind), precision,
+                                        tflops, case.id)
+                console.print(f"[green]{kind} {precision} peak {tflops:.3f} TFLOP/s[/] ({case.id}) -> {path}")
+                stored += 1
+    if not stored:
+        raise UserError("nothing could be calibrated: no requested device/precision is available here; "
+                        "see `parbench devices`")
+    return 0

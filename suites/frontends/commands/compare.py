@@ -1,0 +1,85 @@
+"""`parbench compare A B`: two runs or machines case by case, with ratios and a noise verdict."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from rich.table import Table
+from rich.text import Text
+
+from suites.report.display import seconds, terminal
+from suites.errors import UserError
+from suites.kept.store import DEFAULT_RESULTS_DIR
+
+SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
+
+STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="the reference: a results path, machine label or run id")
+    parser.add_argument("b", metavar="B", help="compared with A: a results path, machine label or run id")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
+                        help="where machine labels and run ids are looked up (default results/)")
+    parser.add_argument("--fail-on-regression", type=float, metavar="THRESHOLD",
+                        help="exit 1 if B is slower than A by more than THRESHOLD (0.05 = 5%%) beyond noise on "
+                             "any case, or a case ok in A failed in B")
+
+
+def _value(value: float | None, render: Callable[[float], str]) -> str:
+    return "-" if value is None or value != value else render(value)
+
+
+def _flag(value: Any) -> bool:
+    return False if pd.isna(value) else bool(value)
+
+
+def _noise(row: Any) -> str:
+    if isinstance(row.p_value, float) and row.p_value == row.p_value:
+        return f"p={row.p_value:.1g}"
+    if not isinstance(row.noise_test, str) or not row.noise_test:
+        return ""
+    return "IQRs apart" if _flag(row.beyond_noise) else "IQRs overlap"
+
+
+def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
+    out = Table(title=f"A = {a}  vs  B = {b}", caption="B/A = throughput B / throughput A (> 1: B faster); "
+                "noise: Mann-Whitney p on raw samples, else IQR overlap")
+    out.add_column("case", overflow="fold", min_width=20)
+    for column in ("A median", "B median", "B/A"):
+        out.add_column(column, justify="right", no_wrap=True)
+    out.add_column("noise", no_wrap=True)
+    out.add_column("verdict", min_width=9)
+    for row in pairs.itertuples(index=False):
+        verdict = Text(row.verdict, style=STYLES.get(row.verdict, "yellow"))
+        if _flag(row.emulated) or _flag(row.emulated_base):
+            verdict.append(" emulated", style="cyan")
+        out.add_row(Text(row.case_id), _value(row.median_s_base, seconds), _value(row.median_s, seconds),
+                    _value(row.ratio, lambda r: f"{r:.3f}"), _noise(row), verdict)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from suites.report.runs import compare, regressions, select
+
+    if args.fail_on_regression is not None and args.fail_on_regression < 0:
+        raise UserError(f"--fail-on-regression must be >= 0 (0.05 = 5%), got {args.fail_on_regression}")
+    loaded: dict = {}
+    a, b = select(args.a, args.results, loaded), select(args.b, args.results, loaded)
+    pairs = compare(a.frame, b.frame)
+    console = terminal()
+    console.print(table(pairs, a.description, b.description))
+    counts = pairs["verdict"].value_counts()
+    console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()), markup=False)
+    if args.fail_on_regression is None:
+        return 0
+    regressed = regressions(pairs, args.fail_on_regression)
+    if regressed.empty:
+        console.print(f"no regression beyond {args.fail_on_regression:.0%} and noise", markup=False)
+        return 0
+    console.print(f"{len(regressed)} regression(s) beyond {args.fail_on_regression:.0%} and noise: "
+                  f"{', '.join(regressed['case_id'])}", style="bold red", markup=False)
+    return 1

@@ -1,0 +1,70 @@
+"""`parbench report`: one self-contained HTML report over any mix of result files and folders."""
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+from suites.report.display import terminal
+from suites.errors import UserError
+from suites.kept.store import ResultsWarning
+
+SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", type=Path, default=[Path("results")],
+                        help="result files or folders: parbench JSON Lines, asv results, pytest-benchmark JSON "
+                             "(default results/)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("reports"), help="output folder (default reports/)")
+    parser.add_argument("--csv", action="store_true", help="also write the tidy table as OUTPUT/results.csv")
+    parser.add_argument("--parquet", action="store_true",
+                        help="also write the tidy table as OUTPUT/results.parquet (needs pyarrow)")
+    parser.add_argument("--prices", type=Path,
+                        help="price table overriding suites/prices.toml (default $PARBENCH_PRICES if set)")
+    parser.add_argument("--baseline", action="append", metavar="COLUMN=VALUE",
+                        help="baseline of the speedup table, e.g. device=cpu, strategy=single, precision=fp32, "
+                             "machine=LABEL; repeat for several columns (default: the reference machine, or "
+                             "strategy=single on one machine)")
+    parser.add_argument("--reference", help="reference of the relative-performance summary: a machine label or "
+                                            "'machine · device×N' (default: the hardware that ran the most problems)")
+    parser.add_argument("--title", default="parbench report", help="report title")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suites.report.comparison import parse_baseline
+    from suites.report.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
+    from suites.report.html import render, write
+    from suites.report.loading import load_files, result_files
+    from suites.report.prices import PriceTable
+    from suites.report.sections import ReportOptions, build_content
+
+    console = terminal(stderr=True)
+    if args.parquet and not parquet_available():
+        raise UserError(PARQUET_MISSING)
+    try:
+        baseline = parse_baseline(args.baseline) if args.baseline else None
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    prices = PriceTable.load(args.prices)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResultsWarning)
+        files = result_files(args.paths)
+        frame = load_files(files)
+    problems = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
+    for message in problems:
+        console.print(f"warning: {message}", markup=False, highlight=False)
+    if frame.empty:
+        raise UserError(f"no results found under {', '.join(map(str, args.paths))}; run `parbench run` first, "
+                        f"or pass the folders that hold parbench, asv or pytest-benchmark results")
+    try:
+        content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference))
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    path = write(render(content, args.title, len(files), problems), args.output)
+    print(f"report: {path}")
+    if args.csv:
+        print(f"csv: {write_csv(content.frame, args.output / 'results.csv')}")
+    if args.parquet:
+        print(f"parquet: {write_parquet(content.frame, args.output / 'results.parquet')}")
+    return 0

@@ -1,0 +1,48 @@
+"""`benchmark_model`: run a user's model through every strategy and precision that applies."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Iterable
+
+from suites.cases.case import Case
+from suites.kept.record import Record
+from suites.run.runner import RunContext, run_cases
+from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.run.timing import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Precision, Strategy, is_combination
+from suites.workloads.user_model import UserModel
+
+
+def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gpu"),
+              strategies: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
+              n_devices: int = 2) -> list[Case]:
+    """Every (framework, device, strategy, precision) the model has a builder for, less the
+    framework x device x strategy combinations that exist nowhere (`is_combination`); strategies
+    that spread work get `n_devices` devices, `single` gets one."""
+    chosen_strategies = [Strategy(s) for s in strategies] if strategies else list(Strategy)
+    chosen_precisions = [Precision(p) for p in precisions] if precisions else list(Precision)
+    cases = []
+    for framework, device, strategy, precision in itertools.product(
+            model.builders, map(DeviceKind, devices), chosen_strategies, chosen_precisions):
+        if not is_combination(framework, device, strategy):
+            continue
+        count = 1 if strategy is Strategy.SINGLE else n_devices
+        cases.append(Case.make("train_step", framework, device, strategy, precision, count,
+                               {"model": model.model_name, "batch": batch}))
+    return cases
+
+
+def benchmark_model(model: UserModel, batch: int = 32, *, devices: Iterable[str] = ("cpu", "gpu"),
+                    strategies: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
+                    n_devices: int = 2, results: Path | str = DEFAULT_RESULTS_DIR,
+                    label: str | None = None, timing: TimingConfig | None = None) -> list[Record]:
+    """Time one training step of `model` per applicable case; store and return the records.
+
+    Cases that cannot run here come back `unavailable` with the reason (e.g. no GPU,
+    DataParallel on CPU), so the returned list always covers the whole grid.
+    """
+    store = ResultsStore(results)
+    context = RunContext(suite=f"user:{model.model_name}", store=store,
+                         timing=timing or TimingConfig(budget_s=2.0), label=label)
+    return list(run_cases(cases_for(model, batch, devices, strategies, precisions, n_devices), context))

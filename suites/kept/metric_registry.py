@@ -1,0 +1,122 @@
+"""The derived metrics, each defined once: name, unit, formula, meaning and how it is computed.
+
+Every place that names a derived metric reads it from `METRICS`: the run (`suites.kept.metrics.derive`,
+which stores them in a record's ``metrics``), the report's loaders and tidy columns, the report's
+recomputation for asv and pytest-benchmark rows (`suites.report.derived`), and the report's
+Method section. A metric is a function of a `Work`: the analytic work of one step, its times,
+and the peaks it is compared with. This module imports nothing but the standard library, so
+reading results never needs a framework.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step of a case did and how long it took; None where the case has no such figure
+    (a workload that counts no FLOP, a run without a timed span, a device without a known peak)."""
+    median_s: float
+    n_devices: int | None = None
+    flops_per_step: float | None = None  # analytic, all devices together
+    samples_per_step: float | None = None  # all devices together
+    bytes_per_step: float | None = None  # bytes each rank all-reduces
+    sustained_step_s: float | None = None  # seconds timed / steps timed
+    exchange_share: float | None = None  # measured by the run (DDP no_sync probe)
+    peak_table_tflops: float | None = None  # one device, this precision, peaks.toml
+    peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
+
+
+WORK_INPUTS = frozenset(f.name for f in fields(Work))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One derived metric.
+
+    `needs` names the `Work` inputs without which the case has no such metric at all (it is left
+    out of the record); `compute` may still return None where the metric applies but cannot be
+    known (a % of peak without a peak, stored as null). `from_median_step` marks the metrics that
+    depend on the median step and the analytic work alone, which the report can therefore
+    compute for a row of any source. `tidy` is False for a metric kept in records but not a
+    column of the report's table.
+    """
+    name: str
+    unit: str
+    formula: str
+    description: str
+    compute: Callable[[Work], float | None]
+    needs: tuple[str, ...] = ()
+    from_median_step: bool = False
+    tidy: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = set(self.needs) - WORK_INPUTS
+        if unknown:
+            raise ValueError(f"metric {self.name} needs unknown inputs {sorted(unknown)}")
+
+    def applies(self, work: Work) -> bool:
+        return all(getattr(work, name) is not None for name in self.needs)
+
+    def value(self, work: Work) -> float | None:
+        """The metric of `work`, or None where it does not apply or cannot be known."""
+        return self.compute(work) if self.applies(work) else None
+
+
+def tflops(work: Work) -> float:
+    return work.flops_per_step / work.median_s / 1e12
+
+
+def pct_of(peak_tflops: float | None, work: Work) -> float | None:
+    """% of the peak of all the case's devices together; None without a peak."""
+    return 100 * tflops(work) / (peak_tflops * work.n_devices) if peak_tflops else None
+
+
+def algbw_gbs(work: Work) -> float:
+    return work.bytes_per_step / work.median_s / 1e9
+
+
+def busbw_gbs(work: Work) -> float:
+    n = work.n_devices
+    return algbw_gbs(work) * 2 * (n - 1) / n
+
+
+_REGISTRY = (
+    Metric("tflops", "TFLOP/s",
+           "analytic FLOP per step / median step time / 1e12 (matmul 2MNK; conv 2*N*Hout*Wout*Cout*Kh*Kw*Cin; "
+           "training step 3x forward)",
+           "TFLOP/s from analytic FLOP counts", tflops, needs=("flops_per_step",), from_median_step=True),
+    Metric("pct_peak_table", "%",
+           "100 * tflops / (n_devices * peak of one device in this precision, peaks.toml)",
+           "% of the peaks table's figure for these devices and precision",
+           lambda work: pct_of(work.peak_table_tflops, work), needs=("flops_per_step", "n_devices")),
+    Metric("pct_peak_measured", "%",
+           "100 * tflops / (n_devices * this machine's calibrated peak, `parbench calibrate`)",
+           "% of this machine's calibrated peak (`parbench calibrate`)",
+           lambda work: pct_of(work.peak_measured_tflops, work), needs=("flops_per_step", "n_devices")),
+    Metric("samples_per_s", "samples/s", "samples per step (all devices) / median step time",
+           "samples per second, all devices together, from the median step time",
+           lambda work: work.samples_per_step / work.median_s, needs=("samples_per_step",), from_median_step=True),
+    Metric("samples_per_s_sustained", "samples/s",
+           "samples per step (all devices) x steps timed / seconds timed (what a long run sustains)",
+           "samples per second, all devices together, over the whole timed span (the table keeps "
+           "sustained_step_s and sustained_throughput instead)",
+           lambda work: work.samples_per_step / work.sustained_step_s,
+           needs=("samples_per_step", "sustained_step_s"), tidy=False),
+    Metric("exchange_share", "fraction 0-1",
+           "1 - slowest rank's step without the gradient all-reduce (DDP no_sync) / median step time",
+           "DDP: part of the global step the slowest rank's no_sync step does not explain (gradient all-reduce "
+           "and waiting), 0-1",
+           lambda work: work.exchange_share, needs=("exchange_share",)),
+    Metric("algbw_gbs", "GB/s", "bytes reduced / median time / 1e9", "all-reduce algorithm bandwidth, GB/s",
+           algbw_gbs, needs=("bytes_per_step",), from_median_step=True),
+    Metric("busbw_gbs", "GB/s", "algbw * 2(n-1)/n  (nccl-tests' bus bandwidth for all-reduce)",
+           "all-reduce bus bandwidth, GB/s", busbw_gbs, needs=("bytes_per_step", "n_devices"),
+           from_median_step=True),
+)
+
+#: Every derived metric by name, in the order a record stores them.
+METRICS: dict[str, Metric] = {metric.name: metric for metric in _REGISTRY}
+#: Names of the metrics that are columns of the report's tidy table.
+TIDY_METRICS: tuple[str, ...] = tuple(metric.name for metric in _REGISTRY if metric.tidy)

@@ -1,0 +1,79 @@
+"""The record: one line of the results store. Schema documented in docs of `Record`.
+
+Schema version 1, one JSON object per line:
+  schema        1
+  run_id        id shared by every record of one `parbench run`
+  timestamp     ISO 8601 UTC, when the case finished
+  suite         suite name (or grid file stem)
+  case          {id, workload, framework, device, n_devices, strategy, precision, params}
+  status        "ok" | "unavailable" | "failed"
+  reason        why not ok ("" when ok)
+  emulated      true when several devices were emulated (logical CPUs, gloo ranks on one host)
+  measurement   {samples_s[], block_size, warmup_steps, first_step_s, compile_s, median_s, iqr_s,
+                 n, noisy, target_rel_iqr, stop_reason, rank_medians_s[] (each rank's median
+                 busy time per step, before it waits for its peers), rank_compute_s[] (DDP:
+                 each rank's median step under no_sync, without the gradient all-reduce),
+                 straggler} or null
+  metrics       {name: value} for each derived metric that applies to the case; the names, units
+                and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
+  check         {passed, metric, value, tolerance, detail} or null
+  details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)
+  environment   provenance: machine label, hostname, cpu, memory_gib, gpus, python, os,
+                libraries, git {commit, dirty}, threads
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from suites.cases.case import Case
+from suites.kept.check import Check
+from suites.kept.measurement import Measurement
+from suites.cases.vocabulary import Status
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    case: Case
+    status: Status
+    run_id: str
+    timestamp: str
+    suite: str
+    environment: dict[str, Any]
+    reason: str = ""
+    emulated: bool = False
+    measurement: Measurement | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    check: Check | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def machine(self) -> str:
+        return str(self.environment.get("machine", "?"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION, "run_id": self.run_id, "timestamp": self.timestamp,
+            "suite": self.suite, "case": self.case.to_dict(), "status": str(self.status),
+            "reason": self.reason, "emulated": self.emulated,
+            "measurement": self.measurement.to_dict() if self.measurement else None,
+            "metrics": self.metrics, "check": self.check.to_dict() if self.check else None,
+            "details": self.details, "environment": self.environment,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Record":
+        if data.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+        return cls(
+            case=Case.from_dict(data["case"]), status=Status(data["status"]), run_id=data["run_id"],
+            timestamp=data["timestamp"], suite=data.get("suite", ""),
+            environment=data.get("environment") or {}, reason=data.get("reason", ""),
+            emulated=bool(data.get("emulated", False)),
+            measurement=Measurement.from_dict(data["measurement"]) if data.get("measurement") else None,
+            metrics=data.get("metrics") or {},
+            check=Check.from_dict(data["check"]) if data.get("check") else None,
+            details=data.get("details") or {},
+        )

@@ -1,0 +1,87 @@
+"""The results store: append-only JSON Lines, one record per line, safe under kill and concurrency.
+
+Every record is written with one `write` on an O_APPEND descriptor under an exclusive lock,
+then flushed and fsync'ed: killing a run at any moment leaves every finished record intact,
+and two runs appending to the same file interleave whole lines, never parts of them.
+Loading is data-only (json), skips a corrupt line with a warning naming file and line.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from suites.errors import UserError
+from suites.kept.record import Record
+
+DEFAULT_RESULTS_DIR = Path("results")
+RECORDS_SUBDIR = "parbench"
+
+
+class ResultsWarning(UserWarning):
+    """A results file or line that could not be read; the rest still loads."""
+
+
+def _safe_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._") or "machine"
+
+
+class ResultsStore:
+    def __init__(self, root: Path | str = DEFAULT_RESULTS_DIR) -> None:
+        self.root = Path(root)
+        self.directory = self.root / RECORDS_SUBDIR
+
+    def ensure_writable(self) -> None:
+        """Fail before anything is measured if records could not be stored."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create results directory {self.directory}: {error.strerror}; "
+                            f"pass --results DIR with a writable directory") from None
+        if not os.access(self.directory, os.W_OK):
+            raise UserError(f"results directory {self.directory} is not writable; "
+                            f"pass --results DIR with a writable directory")
+
+    def path_for(self, machine: str) -> Path:
+        return self.directory / f"records-{_safe_name(machine)}.jsonl"
+
+    def append(self, record: Record) -> Path:
+        path = self.path_for(record.machine)
+        line = (json.dumps(record.to_dict(), allow_nan=True) + "\n").encode()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
+        return path
+
+    def files(self) -> list[Path]:
+        return sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []
+
+    def load(self) -> list[Record]:
+        return list(load_records(self.files()))
+
+
+def load_records(paths: Iterable[Path]) -> Iterator[Record]:
+    """Records from JSON Lines files; a bad line is skipped with a ResultsWarning."""
+    for path in paths:
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")
+        except OSError as error:
+            warnings.warn(f"{path}: cannot read ({error.strerror}); skipped", ResultsWarning, stacklevel=2)
+            continue
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield Record.from_dict(json.loads(line))
+                except (ValueError, KeyError, TypeError, AttributeError) as error:
+                    warnings.warn(f"{path}:{number}: not a parbench record ({type(error).__name__}: "
+                                  f"{str(error)[:120]}); line skipped", ResultsWarning, stacklevel=2)

@@ -1,0 +1,60 @@
+"""How long the rest of a run will take: each case's expected cost from its timing config,
+scaled by how the finished cases compared with their own estimates."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from suites.run.availability import unavailable_reason
+from suites.cases.case import Case
+from suites.strategies import Launch, rules_for
+from suites.run.timing import TimingConfig
+
+#: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
+#: and rendezvous for a launched one: first guesses, corrected by the run's own progress.
+IN_PROCESS_OVERHEAD_S = 0.5
+LAUNCH_OVERHEAD_S = 8.0
+
+
+def case_estimate_s(case: Case, timing: TimingConfig) -> float:
+    """Expected seconds for `case`: nothing if it is unavailable here, else warm-up and the
+    timing budget (a case stops earlier when it converges) plus set-up or launch."""
+    if unavailable_reason(case):
+        return 0.0
+    launched = rules_for(case.strategy).launch is not Launch.IN_PROCESS
+    return timing.warmup_s + timing.budget_s + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S)
+
+
+@dataclass
+class Eta:
+    """Estimated time remaining, in run order. `finished` after each case, with its wall time."""
+
+    estimates: list[float]
+    done: int = 0
+    spent_s: float = 0.0
+    estimated_done_s: float = field(default=0.0, repr=False)
+
+    @classmethod
+    def for_cases(cls, cases: list[Case], timing: TimingConfig) -> "Eta":
+        return cls([case_estimate_s(case, timing) for case in cases])
+
+    def finished(self, seconds: float) -> None:
+        self.estimated_done_s += self.estimates[self.done]
+        self.spent_s += seconds
+        self.done += 1
+
+    def remaining_s(self) -> float:
+        """The unfinished cases' estimates, scaled by actual / estimated time of those done."""
+        scale = self.spent_s / self.estimated_done_s if self.estimated_done_s > 0 else 1.0
+        return scale * sum(self.estimates[self.done:])
+
+
+def duration_text(seconds: float) -> str:
+    """e.g. '45 s', '3 min 20 s', '1 h 05 min'."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

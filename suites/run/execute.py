@@ -1,0 +1,78 @@
+"""Run one available case in this process: set up, check numerics, time. Framework-neutral."""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from suites.run.availability import Unsupported
+from suites.cases.case import Case
+from suites.kept.check import Check
+from suites.kept.measurement import Measurement
+from suites.run.timing import TimingConfig, TooSlow, measure
+from suites.cases.vocabulary import Status
+from suites.workloads import workload_of
+
+
+@dataclass
+class Outcome:
+    """What running a case produced, before provenance and derived metrics are attached."""
+
+    status: Status
+    reason: str = ""
+    measurement: Measurement | None = None
+    check: Check | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": str(self.status), "reason": self.reason,
+                "measurement": self.measurement.to_dict() if self.measurement else None,
+                "check": self.check.to_dict() if self.check else None, "details": self.details}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+        return cls(Status(data["status"]), data.get("reason", ""),
+                   Measurement.from_dict(data["measurement"]) if data.get("measurement") else None,
+                   Check.from_dict(data["check"]) if data.get("check") else None,
+                   data.get("details") or {})
+
+
+def failed(error: BaseException, where: str) -> Outcome:
+    summary = f"{where}: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+    return Outcome(Status.FAILED, summary[:500],
+                   details={"traceback_tail": traceback.format_exc().splitlines()[-12:]})
+
+
+def unsupported_errors(runnable_class: type) -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "no kernel for this combination here": unavailable, not failed."""
+    return (Unsupported, *getattr(runnable_class, "unsupported_errors", ()))
+
+
+def unsupported_reason(error: BaseException) -> str:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"not supported here: {message}"[:500]
+
+
+def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
+    workload = workload_of(case)
+    runnable_class = workload.runnable_class(case.framework)
+    unsupported = unsupported_errors(runnable_class)
+    stage = "setup"
+    runnable = runnable_class(workload)
+    try:
+        runnable.setup()
+        stage = "check"
+        check = runnable.check()
+        stage = "timing"
+        measurement = measure(runnable, timing)
+    except unsupported as error:
+        return Outcome(Status.UNAVAILABLE, unsupported_reason(error))
+    except TooSlow as error:
+        return Outcome(Status.UNAVAILABLE, str(error), check=check)
+    except Exception as error:  # a case that crashes is a failed case; the suite goes on
+        return failed(error, stage)
+    finally:
+        runnable.teardown()
+    if not check.passed:
+        return Outcome(Status.FAILED, f"numerics check failed: {check}", measurement, check)
+    return Outcome(Status.OK, "", measurement, check)

@@ -1,0 +1,70 @@
+"""The contract between the timer and a framework implementation of a workload."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Callable
+
+from suites.kept.check import Check
+
+if TYPE_CHECKING:
+    from suites.workloads.base import Workload
+
+
+#: A barrier + broadcast per timed block costs ~1 ms between processes on loopback: blocks of
+#: >= 0.25 s keep it under 0.5% of the measured step time.
+COORDINATED_BLOCK_S = 0.25
+
+
+class Runnable(ABC):
+    """One case, ready to be timed in this process.
+
+    `setup` allocates (random) inputs on the device; `step` enqueues one unit of work and may
+    return before the device finishes; `synchronize` waits for this process's devices, so the
+    timer reads its host clock only after work is done; `barrier` then waits for the other
+    ranks of a multi-process case, so a timed block runs barrier to barrier and measures the
+    global step; `check` verifies numerics once, outside timing.
+    """
+
+    #: Shortest timed block for this runnable. Ranks that meet at a barrier (and agree) once
+    #: per block raise it, so that per-block coordination stays a negligible part of a block.
+    min_block_s: float = 0.0
+    #: The same step without its cross-rank exchange (DDP: under `no_sync`), where the strategy
+    #: has one. The timer times it last, per rank, to separate compute from communication; it
+    #: may leave the ranks' weights apart, so nothing is timed or checked after it.
+    local_step: Callable[[], None] | None = None
+
+    def __init__(self, workload: "Workload") -> None:
+        self.workload = workload
+        self.case = workload.case
+        self.p = workload.p
+
+    @abstractmethod
+    def setup(self) -> None: ...
+
+    @abstractmethod
+    def step(self) -> None: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def check(self) -> Check: ...
+
+    def barrier(self) -> None:
+        """Wait until every rank of a multi-process case gets here; single-process: nothing."""
+
+    def gather(self, value: float) -> tuple[float, ...]:
+        """Every rank's `value`, in rank order, on every rank; single-process: `(value,)`."""
+        return (value,)
+
+    def agree(self, value: float) -> float:
+        """The same value on every rank of a multi-process case (rank 0's, broadcast).
+
+        The timer calls this for every decision that changes how many steps run (warm-up
+        length, block size, when to stop), so ranks stay in lockstep and none waits forever in
+        a collective its peers have left. A single-process runnable returns `value` unchanged.
+        """
+        return value
+
+    def teardown(self) -> None:
+        """Release device memory; the default relies on garbage collection."""

@@ -1,0 +1,230 @@
+"""The measuring loop: warm up, then time blocks of steps until the spread is small or time is up."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from suites.kept.measurement import OUT_OF_TIME, Measurement
+from suites.run.runnable import Runnable
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How hard to try. Suites may override any field in their `[timing]` table."""
+
+    warmup_s: float = 0.25
+    min_warmup_steps: int = 3
+    #: A sample spans at least this long, so clock resolution and per-call jitter don't matter.
+    block_min_s: float = 0.02
+    min_samples: int = 7
+    min_time_s: float = 0.3
+    #: Stop once IQR / median is at or below this...
+    target_rel_iqr: float = 0.02
+    #: ... or once this much time has been spent timing this case.
+    budget_s: float = 4.0
+    max_samples: int = 2000
+    #: Hard limit on one out-of-process case, start-up and rendezvous included, after which its
+    #: processes are killed; None derives it from the budget (`launch.case_timeout`).
+    case_timeout_s: float | None = None
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> "TimingConfig":
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One timed block of steps: its time barrier to barrier, and the part of it this rank
+    was busy (before it waited at the barrier for its peers)."""
+
+    seconds: float
+    busy_s: float
+
+
+#: Reads seconds from a monotonic clock. `time.perf_counter` everywhere but in tests, which
+#: pass a controlled clock so the timer's decisions can be asserted on any machine.
+Clock = Callable[[], float]
+
+
+def _timed(runnable: Runnable, count: int, clock: Clock,
+           step: Callable[[], None] | None = None) -> Block:
+    """`count` steps (`runnable.step` unless another is given), then sync and barrier."""
+    step = step or runnable.step
+    start = clock()
+    for _ in range(count):
+        step()
+    runnable.synchronize()
+    arrived = clock()
+    runnable.barrier()
+    return Block(clock() - start, arrived - start)
+
+
+#: Blocks of `local_step` timed per rank (after the main measurement) for `rank_compute`.
+LOCAL_STEP_BLOCKS = 5
+
+
+def _local_step_median(runnable: Runnable, block_size: int, clock: Clock) -> float:
+    """This rank's median `local_step` time: the busy part of each block (the barrier only
+    keeps the ranks probing at the same time, as they step together in the real run)."""
+    local_step = runnable.local_step
+    assert local_step is not None
+    _timed(runnable, block_size, clock, local_step)  # a warm-up block: the first no_sync steps allocate anew
+    return float(np.median([_timed(runnable, block_size, clock, local_step).busy_s / block_size
+                            for _ in range(LOCAL_STEP_BLOCKS)]))
+
+
+#: The fewest samples a case that ran out of budget is stored with.
+MIN_BUDGET_SAMPLES = 3
+
+#: The first step compiles, traces or autotunes: it may take this long (or the case limit, if
+#: that is longer) before the case is judged too slow to time.
+FIRST_STEP_ALLOWANCE_S = 60.0
+
+
+class TooSlow(Exception):
+    """The first step alone took longer than the case may: no sample can be taken in time."""
+
+    def __init__(self, first_step_s: float, limit_s: float) -> None:
+        super().__init__(f"too slow here: first step {first_step_s:.3g} s, over the {limit_s:.3g} s a first "
+                         f"step may take (compilation included); raise the budget to time it")
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What warming up found: the first step's time and how many steps make one timed block."""
+
+    first_step_s: float
+    #: Steps run, the first one included.
+    steps: int
+    step_estimate_s: float
+    block_size: int
+    #: The warm steps' own times, in order (each synchronised): where a slow case has no
+    #: time left for timed blocks, these are the samples it is stored with.
+    warm_steps_s: tuple[float, ...] = ()
+    #: The case's first steps showed that the minimum timed samples would not fit in its limit.
+    out_of_time: bool = False
+
+
+def case_limit_s(config: TimingConfig) -> float:
+    """How long one case's steps after the first may take, warm-up included, before it is cut short."""
+    return 5 * config.budget_s + config.warmup_s
+
+
+def first_step_limit_s(config: TimingConfig) -> float:
+    """How long the first step (compilation included) may take before the case is too slow."""
+    return max(FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
+
+
+def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
+            clock: Clock = time.perf_counter) -> WarmUp:
+    """Run `runnable` (already set up) until warm, with the device synchronised after each step.
+
+    Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
+    the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
+    `case_limit_s` (counted after the first step, whose compilation is no step's cost): then it
+    stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
+    Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
+    themselves after the same warm-up.
+    """
+    agree = runnable.agree
+    limit = case_limit_s(config)
+    runnable.synchronize()
+    runnable.barrier()
+    first_step_s = _timed(runnable, 1, clock).seconds
+    if agree(float(first_step_s > first_step_limit_s(config))):
+        raise TooSlow(first_step_s, first_step_limit_s(config))
+
+    warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
+    while True:
+        spent = sum(warm)
+        estimate = float(np.median(warm[len(warm) // 2:]))
+        wanted = max(config.min_warmup_steps - len(warm),
+                     math.ceil((config.warmup_s - first_step_s - spent) / max(estimate, 1e-9)), 0)
+        affordable = math.floor((limit - spent) / max(estimate, 1e-9)) - MIN_BUDGET_SAMPLES
+        out_of_time = affordable < 0  # not even the fewest timed samples fit any more
+        steps = int(agree(max(0, min(wanted, affordable))))
+        if not steps:
+            break
+        warm += [_timed(runnable, 1, clock).seconds for _ in range(steps)]
+    step_estimate = float(np.median(warm[len(warm) // 2:]))
+    block_s = max(config.block_min_s, runnable.min_block_s)
+    block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
+    return WarmUp(first_step_s, len(warm) + 1, step_estimate, block_size, tuple(warm),
+                  bool(agree(float(out_of_time))))
+
+
+@contextlib.contextmanager
+def settled_heap() -> Iterator[None]:
+    """Collect, then freeze every object that exists now, for the duration.
+
+    The cyclic collector still runs on the steps' own garbage, but its full collections no
+    longer traverse what setup, imports and the check left behind — which would make a step
+    cost more in a process that imported more (a parbench worker vs a bare script). The
+    objects are unfrozen afterwards, so a long run does not pile them up.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
+            clock: Clock = time.perf_counter) -> Measurement:
+    """Time `runnable` (already set up). The device is synchronised before every clock read.
+
+    Every decision that changes the number of steps goes through `runnable.agree`, so the
+    ranks of a multi-process case take identical decisions (rank 0's). Samples are global
+    (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
+    gathered into `rank_medians`, where a straggler shows.
+    """
+    with settled_heap():
+        return _measure(runnable, config, clock)
+
+
+def _measure(runnable: Runnable, config: TimingConfig, clock: Clock) -> Measurement:
+    agree = runnable.agree
+    warm = warm_up(runnable, config, clock)
+    if warm.out_of_time:
+        return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
+                           first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
+                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s))
+    block_size = warm.block_size
+
+    samples: list[float] = []
+    busy: list[float] = []
+    stop_reason = "max samples"
+    start = clock()
+    while len(samples) < config.max_samples:
+        block = _timed(runnable, block_size, clock)
+        samples.append(block.seconds / block_size)
+        busy.append(block.busy_s / block_size)
+        elapsed = clock() - start
+        reason = ""
+        if len(samples) >= config.min_samples and elapsed >= config.min_time_s:
+            q1, median, q3 = np.percentile(samples, [25, 50, 75])
+            if (q3 - q1) <= config.target_rel_iqr * median:
+                reason = "converged"
+        if not reason and elapsed >= config.budget_s and len(samples) >= MIN_BUDGET_SAMPLES:
+            reason = "time budget"
+        decision = agree({"": 0.0, "converged": 1.0, "time budget": 2.0}[reason])
+        if decision:
+            stop_reason = "converged" if decision == 1.0 else "time budget"
+            break
+    timed_s = clock() - start
+    rank_medians = runnable.gather(float(np.median(busy)))
+    rank_compute: tuple[float, ...] = ()
+    if runnable.local_step is not None:
+        rank_compute = runnable.gather(_local_step_median(runnable, block_size, clock))
+    return Measurement(samples=tuple(samples), block_size=block_size, warmup_steps=warm.steps,
+                       first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
+                       stop_reason=stop_reason, timed_s=timed_s,
+                       rank_medians=rank_medians if len(rank_medians) > 1 else (),
+                       rank_compute=rank_compute if len(rank_compute) > 1 else ())

@@ -1,0 +1,106 @@
+"""Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome.
+
+parbench's launcher starts it with `--out` and stores the record itself. Under torchrun (one
+machine or several) give `--results` too: rank 0 then stores the record, with this machine's
+provenance, where `parbench report` finds it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from suites.cases.case import Case
+from suites.errors import UserError
+from suites.run.execute import Outcome, execute_in_process, failed
+from suites.run.launchers import pin_from_env
+from suites.run.timing import TimingConfig
+from suites.workloads.user_model import load_plugins
+
+#: The suite name stored with records of cases run directly under torchrun.
+TORCHRUN_SUITE = "torchrun"
+
+
+def this_rank() -> int:
+    """This process's rank (0 for a single, isolated worker)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def outcome_path(out: Path) -> Path:
+    """Where this process writes its outcome. parbench's own launcher gives every rank its own
+    --out; torchrun starts every rank with the same command line (and sets TORCHELASTIC_RUN_ID),
+    so there rank 0 writes OUT and rank r > 0 writes OUT.rank<r>."""
+    rank = this_rank()
+    if "TORCHELASTIC_RUN_ID" in os.environ and rank > 0:
+        return out.with_name(f"{out.name}.rank{rank}")
+    return out
+
+
+def write_outcome(outcome: Outcome, out: Path) -> None:
+    out = outcome_path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(outcome.to_dict()))
+    tmp.replace(out)  # the launcher never sees half a file
+
+
+def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
+                 suite: str, label: str | None) -> Path:
+    """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
+    from suites.run.runner import RunContext, run_case
+    from suites.kept.store import ResultsStore
+
+    if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
+        outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
+    outcome.details["launcher"] = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "worker"
+    store = ResultsStore(results)
+    context = RunContext(suite=suite, store=store, timing=timing, label=label)
+    record = run_case(case, context, execute=lambda _case, _timing: outcome)
+    return store.path_for(record.machine)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m suites.run.worker")
+    parser.add_argument("--case", required=True, help="the case as JSON, or its id "
+                        "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
+    parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
+    parser.add_argument("--out", type=Path,
+                        help="where to write the outcome JSON (under torchrun, rank r > 0 "
+                             "writes OUT.rank<r>)")
+    parser.add_argument("--results", type=Path,
+                        help="results directory: rank 0 stores the case's record there")
+    parser.add_argument("--suite", default=TORCHRUN_SUITE,
+                        help=f"suite name stored with the record (default {TORCHRUN_SUITE})")
+    parser.add_argument("--label", help="machine label stored with the record "
+                                        "(default $PARBENCH_MACHINE or the hostname)")
+    args = parser.parse_args()
+    pinned = pin_from_env()  # first: framework thread pools inherit the affinity
+    if args.out is None and args.results is None:
+        parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
+    stores = args.results is not None and this_rank() == 0
+    try:
+        case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
+                else Case.from_id(args.case))
+        timing = TimingConfig.from_mapping(json.loads(args.timing))
+        if stores:
+            from suites.kept.store import ResultsStore
+            ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
+    except (UserError, ValueError, TypeError) as error:
+        sys.exit(f"parbench worker: {error}")
+    load_plugins()  # user models registered by the parent process
+    try:
+        outcome: Outcome = execute_in_process(case, timing)
+    except Exception as error:  # anything outside the runnable's own stages
+        outcome = failed(error, "worker")
+    if pinned:
+        outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
+    if args.out is not None:
+        write_outcome(outcome, args.out)
+    if stores:
+        path = store_record(case, outcome, timing, args.results, args.suite, args.label)
+        print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
