@@ -7,7 +7,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from suites.run.timing import TimingConfig  # noqa: E402
+from suites.cases.timing_config import TimingConfig  # noqa: E402
 
 #: Enough to exercise every stage of the timer in a fraction of a second.
 FAST = TimingConfig(warmup_s=0.02, min_warmup_steps=2, block_min_s=0.002, min_samples=3,

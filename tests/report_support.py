@@ -22,7 +22,7 @@ from suites.frontends.asv_support import axis_params
 from suites.kept.measurement import Measurement
 from suites.run.runner import RunContext, run_case
 from suites.kept.store import ResultsStore
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)

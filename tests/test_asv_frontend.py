@@ -241,15 +241,15 @@ def test_launched_benchmark_reports_what_the_ranks_measured(tmp_path, monkeypatc
     assert case_id in bench.case_ids
     axes = axis_values(Case.from_id(case_id))
     ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
-    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.OK, measurement=ranks)))
+    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.OK, measurement=ranks)))
     assert bench.track_rank_step_s(*axes) == pytest.approx(0.011)
     batch = workload_of(Case.from_id(case_id)).samples_per_step()
     assert bench.track_samples_per_s(*axes) == pytest.approx(batch / 0.011)
 
-    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
+    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
     with pytest.raises(SkipNotImplemented, match="gloo missing"):
         bench.track_rank_step_s(*axes)
-    monkeypatch.setattr(asv_support, "launch", fake_launch(Outcome(
+    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(
         Status.FAILED, "rank 1 exited with code 1", details={"output_tail": ["Traceback ..."]})))
     with pytest.raises(RuntimeError, match="rank 1 exited(.|\n)*Traceback"):
         bench.track_rank_step_s(*axes)

@@ -105,7 +105,7 @@ import torch
 
 from suites.cases.case import Case
 from suites.frontends.prepared import prepare
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 
 CASE = Case.from_id("matmul/torch/cpu:1/single/fp32/k=256,m=256,n=256")
 

@@ -15,7 +15,7 @@ from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
 from suites.cases.grid import load_suite
 from suites.run.runnable import Runnable
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Framework
 from suites.workloads import WORKLOADS, Workload
 

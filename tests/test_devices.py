@@ -25,7 +25,7 @@ def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):
 def test_tpu_address_that_is_not_there_cannot_hang_the_probe(monkeypatch):
     """With TPU_NAME pointing nowhere the probe runs in a subprocess bounded by a timeout."""
     monkeypatch.setenv("TPU_NAME", "grpc://127.0.0.1:1")
-    monkeypatch.setattr(devices, "TPU_PROBE_TIMEOUT_S", 8.0)
+    monkeypatch.setattr("suites.frameworks.tf.TPU_PROBE_TIMEOUT_S", 8.0)
     devices.discover.cache_clear()
     start = time.monotonic()
     info = devices.discover(Framework.TF, DeviceKind.TPU)

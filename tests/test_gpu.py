@@ -7,7 +7,7 @@ from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
 from suites.kept.devices import discover
 from suites.run.execute import execute_in_process
-from suites.run.runner import launch
+from suites.run.launchers import launch_case
 from suites.cases.vocabulary import DeviceKind, Framework, Status
 from tests.conftest import FAST
 
@@ -48,7 +48,7 @@ def test_ddp_with_nccl_needs_one_gpu_per_rank():
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_single_gpu_training_step_passes_its_check(precision):
-    outcome = launch(Case.make("train_step", "torch", "gpu", precision=precision,
+    outcome = launch_case(Case.make("train_step", "torch", "gpu", precision=precision,
                                params={"model": "cnn", "batch": 16}), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed

@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.devices import FRAMEWORK_MODULES
+from suites.kept.devices import descriptor
 from suites.frontends.asv_support import KIND_MODULES
 from suites.run.runnable import Runnable
-from suites.strategies import Launch, rules_for
-from suites.cases.vocabulary import Strategy
+from suites.cases.strategy_plugins import PLUGIN_PACKAGE, find_plugin, plugins_of
+from suites.cases.vocabulary import Framework, Strategy
+from suites.run.launchers import LAUNCHERS
+from suites.strategies.base import Launch
+from suites.strategies.tf.base import TfStrategy
+from suites.strategies.torch.base import TorchStrategy
 from suites.workloads import WORKLOADS, UnknownWorkload, workload_class, workload_of
 from suites.workloads.sources import module_file
 
@@ -34,16 +38,39 @@ def test_every_implementation_path_names_a_runnable(name, framework):
     classes = {node.name for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.ClassDef)}
     assert class_name in classes, f"{name}/{framework}: {module_name} defines no {class_name}"
 
-    pytest.importorskip(FRAMEWORK_MODULES[framework])
+    pytest.importorskip(descriptor(framework).import_name)
     runnable = WORKLOADS[name].runnable_class(framework)
     assert isinstance(runnable, type) and issubclass(runnable, Runnable)
 
 
+FRAMEWORK_BASES = {Framework.TORCH: TorchStrategy, Framework.TF: TfStrategy}
+
+
 @pytest.mark.parametrize("strategy", list(Strategy), ids=str)
-def test_every_strategy_has_rules_with_a_launch_mode(strategy):
-    rules = rules_for(strategy)
-    assert rules.strategy is strategy
-    assert isinstance(rules.launch, Launch)
+def test_every_strategy_has_a_plugin_with_devices_workloads_and_a_launcher(strategy):
+    plugins = plugins_of(strategy)
+    assert plugins, f"no module {PLUGIN_PACKAGE}.<framework>.{strategy}"
+    for plugin in plugins:
+        assert isinstance(plugin, FRAMEWORK_BASES[plugin.framework])  # it has the framework's hooks
+        assert plugin.devices, f"{plugin.framework}/{strategy} runs on no device kind"
+        assert any(plugin.applies_to(workload) for workload in WORKLOADS.values())
+        assert isinstance(plugin.launch, Launch) and plugin.launch in LAUNCHERS
+
+
+def test_every_plugin_module_is_a_strategy_of_its_framework():
+    """A module dropped into suites/strategies/<framework>/ is a strategy name (or a shared
+    `base`), so the registry can find it; nothing there is silently ignored."""
+    for framework in Framework:
+        folder = ROOT / "suites" / "strategies" / str(framework)
+        for module in sorted(folder.glob("*.py")):
+            if module.stem in ("__init__", "base"):
+                continue
+            assert module.stem in Strategy.names(), f"{module}: not a strategy name"
+            assert find_plugin(framework, Strategy(module.stem)) is not None
+
+
+def test_launch_modes_each_have_a_launcher():
+    assert set(LAUNCHERS) == set(Launch)
 
 
 def test_every_workload_kind_has_an_asv_benchmarks_module():

@@ -27,9 +27,10 @@ from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
-from suites.strategies import Launch, rules_for  # noqa: E402
-from suites.run.timing import TimingConfig  # noqa: E402
-from suites.cases.vocabulary import Precision, Status, Strategy  # noqa: E402
+from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.base import Launch  # noqa: E402
+from suites.cases.timing_config import TimingConfig  # noqa: E402
+from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,7 +137,7 @@ def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
                       f"{'-' + value.param_dict['placement'] if 'placement' in value.param_dict else ''}"
                       if isinstance(value, Case) else None))
 def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, copies, our_processes):
-    launch = rules_for(case.strategy).launch
+    launch = plugin_for(case).launch
     assert launch is (Launch.RANKS if case.strategy is Strategy.MULTIWORKER else Launch.ISOLATED)
     record = run_case(case, context(tmp_path))
     assert record.status is Status.OK, (record.reason, record.details)
@@ -205,7 +206,7 @@ def test_unavailable_cases_say_why(case, expected):
 
 
 def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
-    rules = rules_for(Strategy.MULTIWORKER)
+    rules = find_plugin(Framework.TF, Strategy.MULTIWORKER)
     case = train_case("multiworker", n=3)
     assert rules.processes(case) == 3 and rules.ports_needed(case) == 3
     env = rules.rank_env(case, 1, 3, [1111, 2222, 3333])
@@ -214,7 +215,8 @@ def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
 
 
 def test_strategy_rules_do_not_import_a_framework():
-    code = ("import sys, suites.strategies.tf_rules; "
+    code = ("import sys, suites.strategies.tf.towers, suites.strategies.tf.mirrored, "
+            "suites.strategies.tf.multiworker, suites.strategies.tf.tpu, suites.strategies.tf.single; "
             "assert 'tensorflow' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60, check=True)
 
@@ -223,7 +225,7 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     """Only rank 0 of 2 starts: it waits for its peer in the strategy's rendezvous (ignoring
     SIGTERM) until the launcher's deadline, then is killed; nothing stays running or bound."""
     case = train_case("multiworker", n=2)
-    rules = rules_for(case.strategy)
+    rules = plugin_for(case)
     ports = free_ports(2)
     only_rank_0 = [rules.rank_env(case, 0, 2, ports)]
     timing = replace(FAST, case_timeout_s=8.0)

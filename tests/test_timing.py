@@ -13,8 +13,9 @@ import pytest
 from suites.kept.check import Check
 from suites.kept.measurement import OUT_OF_TIME, Measurement
 from suites.run.runnable import Runnable
-from suites.run.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TimingConfig, TooSlow, case_limit_s,
-                           measure)
+from suites.cases.timing_config import TimingConfig
+from suites.run.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TooSlow, case_limit_s,
+                               measure)
 
 
 class FakeClock:

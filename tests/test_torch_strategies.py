@@ -21,14 +21,14 @@ torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402
-from suites.frameworks.torch import models  # noqa: E402
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
-from suites.strategies import rules_for  # noqa: E402
-from suites.strategies.torch_rules import DATAPARALLEL_ON_CPU  # noqa: E402
-from suites.run.timing import TimingConfig  # noqa: E402
+from suites.cases.strategy_plugins import find_plugin  # noqa: E402
+from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
+from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
@@ -232,7 +232,8 @@ def test_emulated_ranks_get_disjoint_cores_only_when_the_cores_go_round(monkeypa
 
 
 def test_gpu_strategies_need_a_gpu_per_device():
-    ddp, dataparallel = rules_for(Strategy.DDP), rules_for(Strategy.DATAPARALLEL)
+    ddp, dataparallel = (find_plugin(Framework.TORCH, Strategy.DDP),
+                         find_plugin(Framework.TORCH, Strategy.DATAPARALLEL))
     two_gpus = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
     assert "NCCL needs one GPU per rank" in ddp.unavailable_reason(two_gpus, _gpus(1))
     assert ddp.unavailable_reason(two_gpus, _gpus(2)) is None
@@ -252,7 +253,8 @@ def test_gpu_strategies_need_a_gpu_per_device():
 
 
 def test_torch_rules_module_imports_no_framework():
-    code = ("import sys, suites.strategies.torch_rules, suites.run.availability; "
+    code = ("import sys, suites.strategies.torch.ddp, suites.strategies.torch.dataparallel, "
+            "suites.strategies.torch.single, suites.run.availability; "
             "assert 'torch' not in sys.modules and 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=60)
 
@@ -262,16 +264,15 @@ CRASHING_WORKLOAD = textwrap.dedent('''
     """Test-only workload: rank 1 dies abruptly right after joining the process group."""
     import os
     from suites.kept.check import Check
-    from suites.frameworks.torch.distributed import ProcessGroup
+    from suites.cases.strategy_plugins import plugin_for
     from suites.run.runnable import Runnable
-    from suites.cases.vocabulary import Framework, Strategy
+    from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload
 
     class CrashingRank(Workload):
         name = "crashing_rank"
         kind = "collective"
         params = (Param("size", default=1),)
-        strategies = frozenset({Strategy.DDP})
         implementations = {Framework.TORCH: "parbench_test_crash:CrashingRankRunnable"}
 
         def flops_per_step(self):
@@ -279,7 +280,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
 
     class CrashingRankRunnable(Runnable):
         def setup(self):
-            self.group = ProcessGroup(self.case)
+            self.group = plugin_for(self.case).join(self.case)
             if self.group.rank == 1:
                 print("rank 1 crashing on purpose", flush=True)
                 os._exit(3)

@@ -9,7 +9,7 @@ from suites.frontends.custom import cases_for
 from suites.report.display import terminal
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
-from suites.cases.vocabulary import STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Status, Strategy
+from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy
 from suites.workloads.user_model import UserModel
 
 #: A case id longer than 80 columns, which a squeezed table folds over several lines.
@@ -77,6 +77,3 @@ def test_benchmark_model_generates_no_strategy_on_a_device_it_cannot_use():
     default = cases_for(model_of_both_frameworks(), batch=32)
     assert all(c.strategy is not Strategy.TPU for c in default)
 
-
-def test_every_strategy_declares_its_frameworks_and_devices():
-    assert set(STRATEGY_FRAMEWORKS) == set(STRATEGY_DEVICES) == set(Strategy)

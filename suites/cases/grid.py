@@ -28,9 +28,10 @@ from typing import Any, Iterable
 
 from suites.cases.case import Case
 from suites.errors import GridError, UserError
-from suites.run.timing import TimingConfig
-from suites.cases.vocabulary import (STRATEGY_DEVICES, STRATEGY_FRAMEWORKS, DeviceKind, Framework, Precision, Strategy,
-                         is_combination)
+from suites.cases.timing_config import TimingConfig
+from suites.cases.strategy_plugins import (devices_of, frameworks_of, is_combination, strategies_for,
+                                          strategies_of)
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
 from suites.workloads import WORKLOADS, workload_class
 
 GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "params"}
@@ -138,11 +139,12 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
     for workload_name in workload_names:
         workload = workload_class(workload_name)
         points = _param_points(source, f"{where}.params", grid.get("params", {}), workload)
+        applicable = strategies_for(workload)
         for strategy in strategies:
-            if Strategy(strategy) not in workload.strategies:
+            if Strategy(strategy) not in applicable:
                 raise GridError(source, f"{where}.strategy",
                                 f"{strategy!r} does not apply to {workload_name}; allowed: "
-                                f"{', '.join(sorted(map(str, workload.strategies)))}")
+                                f"{', '.join(sorted(map(str, applicable)))}")
             _check_pairs(source, f"{where}.strategy", Strategy(strategy), frameworks, devices)
         added = [Case.make(workload_name, framework, device, strategy, precision, count, params)
                  for framework, device, strategy, precision, count, params in itertools.product(
@@ -159,17 +161,17 @@ def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str
     """A strategy of an entry must pair with one of its frameworks and one of its device kinds.
     Other pairs of the product are dropped (tf x ddp is no case), but a strategy that pairs with
     none would vanish from the suite silently."""
-    if not STRATEGY_FRAMEWORKS[strategy] & {Framework(name) for name in frameworks}:
+    if not frameworks_of(strategy) & {Framework(name) for name in frameworks}:
         raise GridError(source, key, f"'{strategy}' is not a strategy of {' or '.join(frameworks)}; "
                                      f"allowed framework x strategy combinations: {_framework_strategies()}")
-    if not STRATEGY_DEVICES[strategy] & {DeviceKind(name) for name in devices}:
-        runs_on = ", ".join(str(kind) for kind in DeviceKind if kind in STRATEGY_DEVICES[strategy])
+    if not devices_of(strategy) & {DeviceKind(name) for name in devices}:
+        runs_on = ", ".join(str(kind) for kind in DeviceKind if kind in devices_of(strategy))
         raise GridError(source, key, f"'{strategy}' does not run on {' or '.join(devices)}; it runs on {runs_on}")
 
 
 def _framework_strategies() -> str:
     """e.g. 'torch: single, dataparallel, ddp; tf: single, towers, ...'."""
-    return "; ".join(f"{framework}: {', '.join(str(s) for s in Strategy if framework in STRATEGY_FRAMEWORKS[s])}"
+    return "; ".join(f"{framework}: {', '.join(map(str, strategies_of(framework)))}"
                      for framework in Framework)
 
 

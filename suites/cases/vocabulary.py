@@ -1,7 +1,9 @@
-"""The closed sets of names from design.md: frameworks, device kinds, strategies, precisions.
+"""The names of parbench's axes: frameworks, device kinds, strategies, precisions, statuses.
 
 They are `str` enums so they serialise to JSON and TOML as their plain names, while code
-compares members rather than loose strings.
+compares members rather than loose strings. What a strategy means for a framework (where it
+applies, on which devices) lives in its plugin (`suites.strategies.<framework>.<strategy>`),
+found through `suites.cases.strategy_plugins`; a framework's facts live in its subpackage.
 """
 from __future__ import annotations
 
@@ -49,35 +51,3 @@ class Status(_Named):
     OK = "ok"
     UNAVAILABLE = "unavailable"
     FAILED = "failed"
-
-
-#: Which framework each strategy belongs to (``single`` belongs to both).
-STRATEGY_FRAMEWORKS: dict[Strategy, frozenset[Framework]] = {
-    Strategy.SINGLE: frozenset(Framework),
-    Strategy.TOWERS: frozenset({Framework.TF}),
-    Strategy.MIRRORED: frozenset({Framework.TF}),
-    Strategy.MULTIWORKER: frozenset({Framework.TF}),
-    Strategy.TPU: frozenset({Framework.TF}),
-    Strategy.DATAPARALLEL: frozenset({Framework.TORCH}),
-    Strategy.DDP: frozenset({Framework.TORCH}),
-}
-
-#: Which device kinds each strategy can use at all: a pair outside this is no case anywhere
-#: (TPUStrategy on a GPU; mirrored over TPU cores, which is strategy ``tpu``). A pair inside it
-#: may still be unavailable on a given machine, with the reason. ``dataparallel`` keeps ``cpu``:
-#: nn.DataParallel accepts a CPU module and runs it unchanged, which is worth a reason.
-STRATEGY_DEVICES: dict[Strategy, frozenset[DeviceKind]] = {
-    Strategy.SINGLE: frozenset(DeviceKind),
-    Strategy.TOWERS: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
-    Strategy.MIRRORED: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
-    Strategy.MULTIWORKER: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
-    Strategy.TPU: frozenset({DeviceKind.TPU}),
-    Strategy.DATAPARALLEL: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
-    Strategy.DDP: frozenset({DeviceKind.CPU, DeviceKind.GPU}),
-}
-
-
-def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy) -> bool:
-    """Whether a case of this framework, device kind and strategy exists at all; whether it
-    runs on this machine is `suites.run.availability`'s question."""
-    return framework in STRATEGY_FRAMEWORKS[strategy] and device in STRATEGY_DEVICES[strategy]

@@ -9,7 +9,7 @@ One class per workload and launch kind, holding the selected suite's cases of th
   case with the core's adaptive loop (`suites.run.timing.measure`).
 - `<Workload>Launched` (e.g. `TrainStepLaunched`): cases of strategies that run in their own
   processes (launch kind ISOLATED or RANKS). asv's timer would time process start-up, so every
-  `track_*` runs the case through `suites.run.runner.launch` and reports what the ranks measured:
+  `track_*` runs the case through `suites.run.launchers.launch_case` and reports what the ranks measured:
   `track_rank_step_s` is the in-rank median step time.
 
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
@@ -39,9 +39,10 @@ from suites.kept.metric_registry import METRICS
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import machine_label
-from suites.run.runner import launch
+from suites.run.launchers import launch_case
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.run.timing import TimingConfig, measure
+from suites.cases.timing_config import TimingConfig
+from suites.run.timing import measure
 from suites.cases.vocabulary import Status
 from suites.workloads import WORKLOADS, Workload
 from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
@@ -127,7 +128,7 @@ class LaunchedBenchmark(CaseBenchmark):
             raise CaseUnavailable(reason)
 
     def _measurement(self, case: Case) -> Measurement:
-        outcome = launch(case, self.timing)
+        outcome = launch_case(case, self.timing)
         if outcome.status is Status.UNAVAILABLE:
             raise SkipNotImplemented(outcome.reason)
         if outcome.status is Status.FAILED or outcome.measurement is None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +32,8 @@ import numpy as np
 
 from suites.cases.case import Case
 from suites.errors import UserError
-from suites.cases.vocabulary import DeviceKind
+from suites.cases.vocabulary import DeviceKind, Framework
+from suites.kept.devices import descriptor
 
 THRESHOLD_ENV = "PARBENCH_GATE_THRESHOLD"
 DEFAULT_THRESHOLD = 0.20
@@ -69,8 +69,10 @@ def run_single_threaded() -> None:
     then. torch, if already loaded, is switched directly.
     """
     os.environ.update(SINGLE_THREAD_ENV)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
+    for framework in Framework:
+        module = descriptor(framework).loaded()
+        if module is not None:
+            descriptor(framework).use_one_thread(module)
 
 
 class ReferenceKernel:

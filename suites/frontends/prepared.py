@@ -12,8 +12,10 @@ from suites.cases.case import Case
 from suites.kept.check import Check
 from suites.run.execute import unsupported_errors, unsupported_reason
 from suites.run.runnable import Runnable
-from suites.strategies import Launch, rules_for
-from suites.run.timing import TimingConfig, TooSlow, WarmUp, warm_up
+from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.base import Launch
+from suites.cases.timing_config import TimingConfig
+from suites.run.timing import TooSlow, WarmUp, warm_up
 from suites.workloads import workload_of
 
 
@@ -35,7 +37,7 @@ class NumericsFailed(AssertionError):
 
 def runs_in_process(case: Case) -> bool:
     """Whether the case's strategy is timed in the calling process (not in launched ranks)."""
-    return rules_for(case.strategy).launch is Launch.IN_PROCESS
+    return plugin_for(case).launch is Launch.IN_PROCESS
 
 
 @dataclass
@@ -59,14 +61,14 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     """Set up, check and warm up `case` in this process.
 
     Raises CaseUnavailable (not here, or a multi-process strategy, which a front end must run
-    through `suites.run.runner.launch` instead) or NumericsFailed.
+    through `suites.run.launchers.launch_case` instead) or NumericsFailed.
     """
     reason = unavailable_reason(case)
     if reason:
         raise CaseUnavailable(reason)
     if not runs_in_process(case):
         raise CaseUnavailable(f"strategy {case.strategy} runs in its own processes "
-                              f"({rules_for(case.strategy).launch.value}); it cannot be timed in this one")
+                              f"({plugin_for(case).launch.value}); it cannot be timed in this one")
     runnable = workload_of(case).runnable()
     try:
         runnable.setup()

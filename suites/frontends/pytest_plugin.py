@@ -28,8 +28,8 @@ from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import environment, machine_label, threads_in_use
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.strategies import rules_for
-from suites.run.timing import TimingConfig
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.workloads import workload_of
 from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
@@ -199,7 +199,7 @@ def benchmark_case(benchmark: Any, case: Case, timing: TimingConfig, gate: GateS
     """The body of a benchmark test: prepare, time with pedantic rounds, record, gate."""
     benchmark.group = f"{case.workload} {case.device}"
     benchmark.extra_info.update(case=case.to_dict(), status=str(Status.OK), metrics={}, check=None,
-                                emulated=rules_for(case.strategy).emulated(case))
+                                emulated=plugin_for(case).emulated(case))
     try:
         prepared = prepare(case, timing)
     except CaseUnavailable as error:

@@ -8,19 +8,19 @@ subprocess with a timeout.
 from __future__ import annotations
 
 import glob
+import importlib
 import importlib.util
 import os
 import platform
-import subprocess
 import sys
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from suites.cases.vocabulary import DeviceKind, Framework
 
-TPU_PROBE_TIMEOUT_S = 20.0
-FRAMEWORK_MODULES = {Framework.TORCH: "torch", Framework.TF: "tensorflow"}
+FRAMEWORK_PACKAGE = "suites.frameworks"
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,65 @@ class DeviceInfo:
         return data
 
 
+class FrameworkDescriptor(ABC):
+    """What parbench needs to know about a framework outside its implementations: its import
+    name, the distributions whose versions provenance records, its devices, its threads.
+
+    Each framework subpackage (`suites.frameworks.<framework>`) defines one as `DESCRIPTOR`;
+    importing it imports no framework. Code outside the subpackage asks the descriptor
+    rather than branching on the framework's name.
+    """
+
+    framework: ClassVar[Framework]
+    #: The module a user installs and parbench imports ("torch", "tensorflow").
+    import_name: ClassVar[str]
+    #: Distributions whose installed versions every record stores.
+    distributions: ClassVar[tuple[str, ...]]
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.import_name) is not None
+
+    def not_installed_reason(self) -> str:
+        return f"{self.import_name} is not installed"
+
+    def loaded(self) -> Any | None:
+        """The framework's module if this process has imported it, else None (not imported
+        for the asking)."""
+        return sys.modules.get(self.import_name)
+
+    @abstractmethod
+    def cpu_threads(self) -> int:
+        """Intra-op threads the framework will use on the CPU (imports it)."""
+
+    @abstractmethod
+    def threads_in_use(self, module: Any) -> int:
+        """Intra-op threads of the loaded framework `module`."""
+
+    def use_one_thread(self, module: Any) -> None:
+        """Switch the loaded framework `module` to single-threaded kernels, where it can be
+        switched after loading (otherwise the environment set before loading decides)."""
+
+    @abstractmethod
+    def gpus(self) -> DeviceInfo:
+        """What the framework sees of GPUs, or why it sees none."""
+
+    @abstractmethod
+    def tpus(self) -> DeviceInfo:
+        """What the framework sees of TPUs, or why it sees none. Must never hang."""
+
+
+@lru_cache(maxsize=None)
+def descriptor(framework: Framework) -> FrameworkDescriptor:
+    """The `DESCRIPTOR` of `suites.frameworks.<framework>`."""
+    return importlib.import_module(f"{FRAMEWORK_PACKAGE}.{framework}").DESCRIPTOR
+
+
 def framework_installed(framework: Framework) -> bool:
-    return importlib.util.find_spec(FRAMEWORK_MODULES[framework]) is not None
+    return descriptor(framework).installed()
 
 
 def not_installed_reason(framework: Framework) -> str:
-    return f"{FRAMEWORK_MODULES[framework]} is not installed"
+    return descriptor(framework).not_installed_reason()
 
 
 def cuda_visible_devices_reason() -> str | None:
@@ -71,9 +124,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_info() -> DeviceInfo:
+def cpu_info(framework: Framework) -> DeviceInfo:
     flags = _cpu_flags()
-    return DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, (cpu_model(),), details={
+    return DeviceInfo(framework, DeviceKind.CPU, 1, (cpu_model(),), details={
         "logical_cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
         "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]})
 
@@ -89,65 +142,6 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def _threads(framework: Framework) -> int:
-    """Intra-op threads the framework will use on the CPU (TF's 0 means 'all cores')."""
-    if framework is Framework.TORCH:
-        import torch
-
-        return torch.get_num_threads()
-    from suites.frameworks.tf import backend  # noqa: F401  (quiet TF logging before import)
-    import tensorflow as tf
-
-    return tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
-
-
-def _torch_gpus() -> DeviceInfo:
-    hidden = cuda_visible_devices_reason()
-    import torch
-
-    if not torch.cuda.is_available():
-        if hidden:
-            reason = hidden
-        elif torch.version.cuda is None:
-            reason = f"this torch build has no CUDA support (torch {torch.__version__})"
-        else:
-            reason = "torch sees no CUDA device (no NVIDIA GPU or driver visible)"
-        return DeviceInfo(Framework.TORCH, DeviceKind.GPU, 0, reason=reason)
-    count = torch.cuda.device_count()
-    names = tuple(torch.cuda.get_device_name(i) for i in range(count))
-    capability = [".".join(map(str, torch.cuda.get_device_capability(i))) for i in range(count)]
-    return DeviceInfo(Framework.TORCH, DeviceKind.GPU, count, names, details={
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-        "compute_capability": capability, "nccl": _nccl_version(torch)})
-
-
-def _nccl_version(torch_module: Any) -> str | None:
-    try:
-        return ".".join(map(str, torch_module.cuda.nccl.version()))
-    except Exception:  # NCCL absent from this build
-        return None
-
-
-def _tf_gpus() -> DeviceInfo:
-    hidden = cuda_visible_devices_reason()
-    from suites.frameworks.tf import backend  # noqa: F401  (quiet TF logging before import)
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        if hidden:
-            reason = hidden
-        elif not tf.test.is_built_with_cuda():
-            reason = f"this TensorFlow build has no CUDA support (tensorflow {tf.__version__}, e.g. tensorflow-cpu)"
-        else:
-            reason = "TensorFlow sees no GPU (no NVIDIA GPU, driver or matching CUDA libraries)"
-        return DeviceInfo(Framework.TF, DeviceKind.GPU, 0, reason=reason)
-    build = tf.sysconfig.get_build_info()
-    names = tuple(tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus)
-    return DeviceInfo(Framework.TF, DeviceKind.GPU, len(gpus), names, details={
-        "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")})
-
-
 def tpu_runtime_evidence() -> str | None:
     """What suggests a TPU is reachable, or None. Cheap: looks, never connects."""
     if os.environ.get("TPU_NAME") or os.environ.get("COLAB_TPU_ADDR"):
@@ -157,47 +151,19 @@ def tpu_runtime_evidence() -> str | None:
     return None
 
 
-_TPU_PROBE = """
-import tensorflow as tf
-resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
-tf.config.experimental_connect_to_cluster(resolver)
-tf.tpu.experimental.initialize_tpu_system(resolver)
-print(len(tf.config.list_logical_devices("TPU")))
-"""
-
-
-def _tf_tpus() -> DeviceInfo:
-    evidence = tpu_runtime_evidence()
-    if evidence is None:
-        return DeviceInfo(Framework.TF, DeviceKind.TPU, 0,
-                          reason="no TPU runtime: no TPU_NAME or COLAB_TPU_ADDR, no /dev/accel* device")
-    try:
-        probe = subprocess.run([sys.executable, "-c", _TPU_PROBE], capture_output=True, text=True,
-                               timeout=TPU_PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return DeviceInfo(Framework.TF, DeviceKind.TPU, 0,
-                          reason=f"{evidence}, but connecting to the TPU did not finish in {TPU_PROBE_TIMEOUT_S:.0f} s")
-    if probe.returncode != 0 or not probe.stdout.strip().isdigit():
-        tail = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return DeviceInfo(Framework.TF, DeviceKind.TPU, 0, reason=f"{evidence}, but the TPU did not initialise: {tail}")
-    count = int(probe.stdout.strip())
-    return DeviceInfo(Framework.TF, DeviceKind.TPU, count, tuple(f"TPU:{i}" for i in range(count)))
-
-
 @lru_cache(maxsize=None)
 def discover(framework: Framework, kind: DeviceKind) -> DeviceInfo:
     """What `framework` sees of device `kind` (cached per process)."""
-    if not framework_installed(framework):
-        return DeviceInfo(framework, kind, 0, reason=not_installed_reason(framework))
+    described = descriptor(framework)
+    if not described.installed():
+        return DeviceInfo(framework, kind, 0, reason=described.not_installed_reason())
     if kind is DeviceKind.CPU:
-        info = cpu_info()
+        info = cpu_info(framework)
         return DeviceInfo(framework, kind, info.count, info.names,
-                          details={**info.details, "threads": _threads(framework)})
+                          details={**info.details, "threads": described.cpu_threads()})
     if kind is DeviceKind.GPU:
-        return _torch_gpus() if framework is Framework.TORCH else _tf_gpus()
-    if framework is Framework.TORCH:
-        return DeviceInfo(framework, kind, 0, reason="parbench runs torch on TPU only through TF's TPUStrategy (torch_xla is not supported)")
-    return _tf_tpus()
+        return described.gpus()
+    return described.tpus()
 
 
 def discover_all() -> list[DeviceInfo]:

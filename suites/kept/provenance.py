@@ -7,16 +7,16 @@ import platform
 import shutil
 import socket
 import subprocess
-import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from suites.kept.devices import cpu_model
+from suites.cases.vocabulary import Framework
+from suites.kept.devices import cpu_model, descriptor
 
-LIBRARIES = ("parbench", "torch", "tensorflow", "tensorflow-cpu", "keras", "numpy", "pandas",
-             "matplotlib", "asv", "pytest-benchmark")
+#: Distributions every record names the version of, besides each framework's own.
+LIBRARIES = ("parbench", "numpy", "pandas", "matplotlib", "asv", "pytest-benchmark")
 MACHINE_LABEL_ENV = "PARBENCH_MACHINE"
 
 
@@ -35,7 +35,8 @@ def machine_label(explicit: str | None = None) -> str:
 
 def library_versions() -> dict[str, str]:
     versions = {}
-    for name in LIBRARIES:
+    frameworks = (name for framework in Framework for name in descriptor(framework).distributions)
+    for name in (LIBRARIES[0], *frameworks, *LIBRARIES[1:]):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -86,10 +87,10 @@ def nvidia_smi() -> list[dict[str, str]]:
 def threads_in_use() -> dict[str, int]:
     """Intra-op threads of the frameworks loaded in this process (not imported for the asking)."""
     threads = {}
-    if "torch" in sys.modules:
-        threads["torch"] = sys.modules["torch"].get_num_threads()
-    if "tensorflow" in sys.modules:
-        threads["tf"] = sys.modules["tensorflow"].config.threading.get_intra_op_parallelism_threads()
+    for framework in Framework:
+        module = descriptor(framework).loaded()
+        if module is not None:
+            threads[str(framework)] = descriptor(framework).threads_in_use(module)
     return threads
 
 

@@ -21,7 +21,7 @@ import time
 
 from suites.cases.case import Case
 from suites.run.execute import execute_in_process
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.workloads.kernels import ROTATION_ENV
 

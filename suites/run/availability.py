@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from suites.cases.case import Case
+from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
 from suites.cases.vocabulary import DeviceKind, Precision
 
@@ -36,7 +37,9 @@ def precision_reason(case: Case, device: DeviceInfo) -> str | None:
 
 
 def strategy_reason(case: Case, device: DeviceInfo) -> str | None:
-    """Single-device cases need only the device; the strategy modules add their own rules."""
-    from suites.strategies import rules_for
-
-    return rules_for(case.strategy).unavailable_reason(case, device)
+    """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`)."""
+    try:
+        plugin = plugin_for(case)
+    except NoSuchStrategy as error:
+        return str(error)
+    return plugin.unavailable_reason(case, device)

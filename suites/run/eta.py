@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
-from suites.strategies import Launch, rules_for
-from suites.run.timing import TimingConfig
+from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.base import Launch
+from suites.cases.timing_config import TimingConfig
 
 #: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
 #: and rendezvous for a launched one: first guesses, corrected by the run's own progress.
@@ -20,7 +21,7 @@ def case_estimate_s(case: Case, timing: TimingConfig) -> float:
     timing budget (a case stops earlier when it converges) plus set-up or launch."""
     if unavailable_reason(case):
         return 0.0
-    launched = rules_for(case.strategy).launch is not Launch.IN_PROCESS
+    launched = plugin_for(case).launch is not Launch.IN_PROCESS
     return timing.warmup_s + timing.budget_s + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S)
 
 

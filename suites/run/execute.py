@@ -9,7 +9,8 @@ from suites.run.availability import Unsupported
 from suites.cases.case import Case
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
-from suites.run.timing import TimingConfig, TooSlow, measure
+from suites.cases.timing_config import TimingConfig
+from suites.run.timing import TooSlow, measure
 from suites.cases.vocabulary import Status
 from suites.workloads import workload_of
 

@@ -1,4 +1,5 @@
-"""Launch cases out of process: one isolated worker, or a pool of rank processes on 127.0.0.1.
+"""Launch a case the way its strategy says: in this process, in one isolated worker, or as a
+pool of rank processes on 127.0.0.1.
 
 Every process gets its own session (process group), a hard timeout, and on the way out
 SIGTERM then SIGKILL after a grace period: a TF worker waiting for a missing peer ignores
@@ -17,11 +18,14 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 from suites.cases.case import Case
-from suites.run.execute import Outcome
-from suites.strategies import rules_for
-from suites.run.timing import TimingConfig, case_limit_s, first_step_limit_s
+from suites.run.execute import Outcome, execute_in_process
+from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.base import Launch
+from suites.cases.timing_config import TimingConfig
+from suites.run.timing import case_limit_s, first_step_limit_s
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.workloads import workload_class
 
@@ -189,14 +193,27 @@ def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
 
 
 def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
-    """`rules.processes(case)` rank processes, each told its rank and the rendezvous ports."""
-    rules = rules_for(case.strategy)
-    count = rules.processes(case)
-    ports = free_ports(rules.ports_needed(case))
+    """`plugin.processes(case)` rank processes, each told its rank and the rendezvous ports."""
+    plugin = plugin_for(case)
+    count = plugin.processes(case)
+    ports = free_ports(plugin.ports_needed(case))
     threads = str(threads_per_process(case, count))
     cpus = rank_cpus(case, count)
-    envs = [{**rules.rank_env(case, rank, count, ports),
+    envs = [{**plugin.rank_env(case, rank, count, ports),
              "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
              **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
             for rank in range(count)]
     return _run_processes(case, timing, envs)
+
+
+#: How each `Launch` mode runs a case; `launch_case` is the one entry point.
+LAUNCHERS: dict[Launch, Callable[[Case, TimingConfig], Outcome]] = {
+    Launch.IN_PROCESS: execute_in_process,
+    Launch.ISOLATED: run_isolated,
+    Launch.RANKS: run_ranks,
+}
+
+
+def launch_case(case: Case, timing: TimingConfig) -> Outcome:
+    """Run an available case with its strategy's launcher and return what it produced."""
+    return LAUNCHERS[plugin_for(case).launch](case, timing)

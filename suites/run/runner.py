@@ -6,14 +6,15 @@ from typing import Callable, Iterable, Iterator
 
 from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
-from suites.run.execute import Outcome, execute_in_process
+from suites.run.execute import Outcome
+from suites.run.launchers import launch_case
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import environment, new_run_id, now_iso, threads_in_use
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
-from suites.strategies import Launch, rules_for
-from suites.run.timing import TimingConfig
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 
 
@@ -31,26 +32,23 @@ class RunContext:
         self.peaks = PeakTable.load()
 
 
-def launch(case: Case, timing: TimingConfig) -> Outcome:
-    rules = rules_for(case.strategy)
-    if rules.launch is Launch.IN_PROCESS:
-        return execute_in_process(case, timing)
-    from suites.run.launchers import run_isolated, run_ranks
-
-    return run_isolated(case, timing) if rules.launch is Launch.ISOLATED else run_ranks(case, timing)
-
-
 def run_case(case: Case, context: RunContext,
-             execute: Callable[[Case, TimingConfig], Outcome] = launch) -> Record:
+             execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> Record:
+    """Run `case` if it is available here (else keep the reason), then store its record."""
     reason = unavailable_reason(case)
     outcome = Outcome(Status.UNAVAILABLE, reason) if reason else execute(case, context.timing)
+    return store_outcome(case, outcome, context)
+
+
+def store_outcome(case: Case, outcome: Outcome, context: RunContext) -> Record:
+    """Attach provenance and derived metrics to what running `case` produced; store the record."""
     metrics = {}
     if outcome.measurement is not None:
         metrics = derive(case, outcome.measurement, context.store.root,
                          context.environment["machine"], context.peaks)
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use()},
-                    reason=outcome.reason, emulated=rules_for(case.strategy).emulated(case),
+                    reason=outcome.reason, emulated=plugin_for(case).emulated(case),
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
                     details=outcome.details)
     context.store.append(record)

@@ -16,7 +16,7 @@ from suites.cases.case import Case
 from suites.errors import UserError
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import pin_from_env
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
@@ -48,15 +48,15 @@ def write_outcome(outcome: Outcome, out: Path) -> None:
 def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
                  suite: str, label: str | None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
-    from suites.run.runner import RunContext, run_case
     from suites.kept.store import ResultsStore
+    from suites.run.runner import RunContext, store_outcome
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
         outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
     outcome.details["launcher"] = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "worker"
     store = ResultsStore(results)
     context = RunContext(suite=suite, store=store, timing=timing, label=label)
-    record = run_case(case, context, execute=lambda _case, _timing: outcome)
+    record = store_outcome(case, outcome, context)
     return store.path_for(record.machine)
 
 

@@ -1,7 +1,7 @@
 """Framework-neutral workload definitions.
 
 A workload says *what* is computed: its parameters, its analytic FLOP count, how many samples
-a step processes and which strategies apply. Each framework supplies one small subclass of
+a step processes. Each framework supplies one small subclass of
 `Runnable` that says *how*; it is named here by import path and imported only when a case of
 that framework runs, so neutral code never imports torch or TensorFlow.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from suites.cases.case import Case, ParamValue
-from suites.cases.vocabulary import Framework, Precision, Strategy
+from suites.cases.vocabulary import Framework, Precision
 from suites.workloads.sources import source_files
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ class Workload(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "kernel", "training" or "collective"
     params: ClassVar[tuple[Param, ...]]
-    strategies: ClassVar[frozenset[Strategy]] = frozenset({Strategy.SINGLE})
     precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
     #: framework -> "module:Class" of its Runnable, imported lazily.
     implementations: ClassVar[Mapping[Framework, str]]
@@ -78,6 +77,11 @@ class Workload(ABC):
 
     def unavailable_reason(self) -> str | None:
         """Why this workload cannot run as `self.case` asks, independent of the hardware."""
+        return None
+
+    def split_problem(self, parts: int, what: str) -> str | None:
+        """Why one step's work cannot be split evenly into `parts` (named `what`, e.g.
+        "ranks"), or None. Data-parallel strategies ask before they shard a batch."""
         return None
 
     @classmethod

@@ -5,7 +5,7 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from suites.cases.vocabulary import Framework, Precision, Strategy
+from suites.cases.vocabulary import Framework, Precision
 from suites.workloads.base import Param, Workload
 
 #: Buffers of the check hold (participant + index) mod PATTERN_PERIOD: small integers, so every
@@ -41,7 +41,6 @@ class Allreduce(Workload):
         Param("bytes", help="message size in bytes (per participant)"),
         Param("backend", type=str, default="auto", choices=("auto", "gloo", "nccl", "ring"), minimum=None),
     )
-    strategies = frozenset({Strategy.DDP, Strategy.MIRRORED, Strategy.MULTIWORKER})
     precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
     implementations: ClassVar[Mapping[Framework, str]] = {
         Framework.TORCH: "suites.frameworks.torch.collectives:TorchAllreduce",

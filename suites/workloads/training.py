@@ -19,7 +19,7 @@ from typing import Callable, ClassVar, Mapping
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.vocabulary import Framework, Strategy
+from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 
 LEARNING_RATE = 0.01
@@ -194,7 +194,6 @@ class TrainStep(Workload):
               minimum=None, help="strategy towers: variables replicated on every tower, or on a "
                                  "parameter device (the CPU) that averages and applies the update"),
     )
-    strategies = frozenset(Strategy)
     implementations: ClassVar[Mapping[Framework, str]] = {
         Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
         Framework.TF: "suites.frameworks.tf.training:TfTrainStep",
@@ -221,6 +220,11 @@ class TrainStep(Workload):
     def global_batch(self) -> int:
         batch = int(self.p["batch"])
         return batch * self.case.n_devices if self.p["scaling"] == "weak" else batch
+
+    def split_problem(self, parts: int, what: str) -> str | None:
+        if self.global_batch % parts:
+            return f"the global batch of {self.global_batch} does not split evenly over {parts} {what}"
+        return None
 
     @property
     def per_device_batch(self) -> int:

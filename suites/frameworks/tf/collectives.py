@@ -16,12 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from suites.kept.check import Check
+from suites.cases.strategy_plugins import plugin_for
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.cases.vocabulary import Strategy
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
-from suites.frameworks.tf import backend as backend
-from suites.frameworks.tf.distribute import (configure_runtime, describe_all_reduce, lockstep_for, make_strategy,
-                            synchronize_devices)
+from suites.frameworks.tf import backend
+from suites.frameworks.tf.distribute import configure_runtime, synchronize_devices
 
 
 
@@ -30,12 +29,13 @@ class TfAllreduce(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def setup(self) -> None:
+        self.plugin = plugin_for(self.case)
         configure_runtime(self.case)
-        self.strategy = make_strategy(self.case, str(self.p["backend"]))
+        self.strategy = self.plugin.distribute(self.case, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
-        self.lockstep = lockstep_for(self.case, self.strategy)
-        if self.case.strategy is Strategy.MULTIWORKER:
-            self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
+        self.lockstep = self.plugin.lockstep(self.case, self.strategy)
+        if self.plugin.coordinated:
+            self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         elements, dtype = self.workload.elements, self.dtype
 
         def random_buffer(seed: tf.Tensor) -> tf.Tensor:
@@ -83,7 +83,7 @@ class TfAllreduce(Runnable):
         reduced = self.strategy.experimental_local_results(self._checked_reduce(patterns))
         expected = expected_sum(replicas, elements)
         error = max(float(np.max(np.abs(backend.to_numpy(local) - expected))) for local in reduced)
-        collective = describe_all_reduce(self.case, str(self.p["backend"]))
+        collective = self.plugin.all_reduce_name(self.case, str(self.p["backend"]))
         return Check(error == 0.0, "max_abs_err", error, 0.0,
                      f"sum of {replicas} replicas' (replica + i) mod {PATTERN_PERIOD} over {elements} "
                      f"{self.case.precision} elements, {collective}")

@@ -9,7 +9,7 @@ import tensorflow as tf
 from suites.kept.check import Check, against_reference
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
-from suites.frameworks.tf import backend as backend
+from suites.frameworks.tf import backend
 
 
 class _TfKernel(Runnable):

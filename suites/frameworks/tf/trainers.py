@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
-from suites.frameworks.tf import backend as backend
+from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
 from suites.frameworks.tf.mixed import LossScaling, sgd_update
 from suites.frameworks.tf.models import build_forward, summed_loss

@@ -1,11 +1,11 @@
 """TensorFlow training step: one model, one strategy, one precision.
 
-Strategies map to the layouts of `suites.frameworks.tf.trainers`: ``single`` -> one device; ``towers`` -> manual
-multi-tower data parallelism (``placement`` param_server or replicated); ``mirrored``,
-``multiworker`` and ``tpu`` -> MirroredStrategy, MultiWorkerMirroredStrategy and TPUStrategy
-with a custom loop. Synthetic batches are drawn on the device(s) with seeded stateless RNG and
-rotated. Under ``multiworker`` every timed block ends with a barrier (all workers, barrier to
-barrier) and every timing decision is rank 0's (`agree`).
+The case's strategy plugin (`suites.strategies.tf`) picks the layout of
+`suites.frameworks.tf.trainers` (one device, manual towers, or a `tf.distribute` strategy with a
+custom loop), the `tf.distribute` strategy and how processes meet. Synthetic batches are drawn
+on the device(s) with seeded stateless RNG and rotated. Where processes meet (``multiworker``),
+every timed block ends with a barrier (all workers, barrier to barrier) and every timing
+decision is rank 0's (`agree`).
 
 Checks: fp32/tf32 compare the first-step gradient every copy of the variables applied with the
 float64 single-device full-batch gradient (same weights, same global batch); fp16/bf16 compare
@@ -21,15 +21,16 @@ import tensorflow as tf
 
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.vocabulary import Precision
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.cases.vocabulary import Precision, Strategy
 from suites.workloads.kernels import rotation_count
 from suites.workloads.training import TrainStep
-from suites.frameworks.tf import backend as backend
-from suites.frameworks.tf.distribute import configure_runtime, lockstep_for, make_strategy, replica_devices
+from suites.frameworks.tf import backend
+from suites.frameworks.tf.distribute import configure_runtime
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
-from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TowersTrainer, Trainer, TrainingSetup
+from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
@@ -45,17 +46,19 @@ class TfTrainStep(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def setup(self) -> None:
+        self.plugin = plugin_for(self.case)
         configure_runtime(self.case)
         backend.set_matmul_precision(self.case.precision)
         self.spec = self.workload.model
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
-        strategy = self._distribute_strategy()
-        if self.case.strategy is Strategy.MULTIWORKER:
-            self.min_block_s = COORDINATED_BLOCK_S  # workers meet once per timed block
+        strategy = self.plugin.distribute(self.case)
+        if self.plugin.coordinated:
+            self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
-        self.trainer = self._trainer(self._training_setup(
-            backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)), strategy)
+        self.trainer = self.plugin.trainer(self._training_setup(
+            backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
+            self.case, self.p, strategy)
         sample_bytes = int(np.prod(self.spec.input_shape)) * 4
         count = rotation_count(sample_bytes * self.workload.per_device_batch)
         self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
@@ -65,20 +68,6 @@ class TfTrainStep(Runnable):
                         variable_dtype: tf.DType = tf.float32) -> TrainingSetup:
         return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
                              scaling, variable_dtype)
-
-    def _distribute_strategy(self) -> tf.distribute.Strategy | None:
-        """The case's `tf.distribute` strategy; None for single and towers (no strategy object)."""
-        if self.case.strategy in (Strategy.SINGLE, Strategy.TOWERS):
-            return None
-        return make_strategy(self.case)
-
-    def _trainer(self, setup: TrainingSetup, strategy: tf.distribute.Strategy | None) -> Trainer:
-        if strategy is not None:
-            return StrategyTrainer(setup, strategy, lockstep=lockstep_for(self.case, strategy),
-                                   read_back_to_sync=self.case.strategy is Strategy.TPU)
-        if self.case.strategy is Strategy.SINGLE:
-            return SingleDeviceTrainer(setup, backend.device_name(self.case))
-        return TowersTrainer(setup, replica_devices(self.case), str(self.p["placement"]))
 
     def step(self) -> None:
         self.trainer.step(self.batches[next(self._order)])
@@ -106,8 +95,7 @@ class TfTrainStep(Runnable):
         return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), REFERENCE_DEVICE)
 
     def _describe(self) -> str:
-        layout = f" ({self.p['placement']})" if self.case.strategy is Strategy.TOWERS else ""
-        return (f"{self.case.strategy}{layout} on {self.case.n_devices} {self.case.device} device(s), "
+        return (f"{self.plugin.describe(self.case, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
                 f"global batch {self.workload.global_batch}")
 
     def _gradient_check(self) -> Check:

@@ -14,8 +14,9 @@ import torch.distributed as dist
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, check_pattern, expected_sum
-from suites.frameworks.torch import backend as backend
-from suites.frameworks.torch.distributed import ProcessGroup, limit_threads_from_env
+from suites.frameworks.torch import backend
+from suites.cases.strategy_plugins import plugin_for
+from suites.frameworks.torch.distributed import limit_threads_from_env
 
 
 
@@ -24,7 +25,7 @@ class TorchAllreduce(Runnable):
 
     def setup(self) -> None:
         limit_threads_from_env()
-        self.group = ProcessGroup(self.case)
+        self.group = plugin_for(self.case).join(self.case)
         self.min_block_s = COORDINATED_BLOCK_S  # ranks meet once per timed block
         self.device = self.group.device
         self.dtype = backend.DTYPES[self.case.precision]

@@ -14,7 +14,6 @@ import torch
 import torch.distributed as dist
 
 from suites.cases.case import Case
-from suites.strategies.torch_rules import process_group_backend
 from suites.cases.vocabulary import DeviceKind
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
@@ -58,9 +57,9 @@ def rank_device(case: Case, local_rank: int) -> torch.device:
 class ProcessGroup:
     """The default process group of this rank: joined on creation, destroyed by `destroy`."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, backend: str) -> None:
         self.env = RankEnv.from_env()
-        self.backend = process_group_backend(case)
+        self.backend = backend
         self.device = rank_device(case, self.env.local_rank)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)

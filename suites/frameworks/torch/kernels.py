@@ -9,7 +9,7 @@ import torch
 from suites.kept.check import Check, against_reference
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
-from suites.frameworks.torch import backend as backend
+from suites.frameworks.torch import backend
 
 
 class _TorchKernel(Runnable):

@@ -1,10 +1,11 @@
-"""PyTorch training step: one model, one strategy (single, DataParallel, DDP), one precision.
+"""PyTorch training step: one model, one strategy, one precision.
 
 One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
 on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
-without); tf32 turns on TF32 tensor-core matmuls/convolutions. Under DDP every rank is one
-process; the timer's `barrier` makes each timed block run barrier to barrier, so its time is
-the global step time.
+without); tf32 turns on TF32 tensor-core matmuls/convolutions. The case's strategy plugin
+(`suites.strategies.torch`) joins the process group of a rank process, wraps the model and
+supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
 
@@ -13,17 +14,16 @@ import itertools
 
 import numpy as np
 import torch
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.cases.vocabulary import Precision, Strategy
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.vocabulary import Precision
 from suites.workloads.kernels import rotation_count
 from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
-from suites.frameworks.torch import backend as backend
-from suites.frameworks.torch import models
-from suites.frameworks.torch.distributed import ProcessGroup, limit_threads_from_env
+from suites.frameworks.torch import backend
+from suites.frameworks.torch import models as torch_models
+from suites.frameworks.torch.distributed import limit_threads_from_env
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
@@ -68,7 +68,8 @@ class TorchTrainStep(Runnable):
 
     def setup(self) -> None:
         limit_threads_from_env()
-        self.group = ProcessGroup(self.case) if self.case.strategy is Strategy.DDP else None
+        self.plugin = plugin_for(self.case)
+        self.group = self.plugin.join(self.case)
         if self.group:
             self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
@@ -76,7 +77,7 @@ class TorchTrainStep(Runnable):
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
-        self.trained = self._wrap(self.model)
+        self.trained = self.plugin.wrap(self.model, self.device, self.case)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
         self.loss = torch_models.loss_function(self.spec)
         self.autocast_dtype = AUTOCAST_DTYPES.get(self.case.precision)
@@ -85,16 +86,7 @@ class TorchTrainStep(Runnable):
                        if self.case.precision is Precision.FP16 else None)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
-        if self.case.strategy is Strategy.DDP:
-            self.local_step = self._step_without_all_reduce
-
-    def _wrap(self, model: nn.Module) -> nn.Module:
-        if self.case.strategy is Strategy.DATAPARALLEL:
-            return nn.DataParallel(model, device_ids=list(range(self.case.n_devices)))
-        if self.case.strategy is Strategy.DDP:
-            return DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        return model
+        self.local_step = self.plugin.local_step(self.trained, self.step)
 
     @property
     def rank(self) -> int:
@@ -102,7 +94,8 @@ class TorchTrainStep(Runnable):
 
     @property
     def local_batch(self) -> int:
-        """Samples this process feeds the wrapped model per step (DataParallel splits it)."""
+        """Samples this process feeds the wrapped model per step: a rank its shard; one
+        process the global batch (which a wrapper such as DataParallel may split)."""
         return self.workload.per_device_batch if self.group else self.workload.global_batch
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -144,11 +137,6 @@ class TorchTrainStep(Runnable):
     def step(self) -> None:
         self._train_step(*self.batches[next(self._order)])
 
-    def _step_without_all_reduce(self) -> None:
-        """The DDP step under `no_sync`: this rank's compute with no gradient all-reduce."""
-        with self.trained.no_sync():
-            self.step()
-
     def synchronize(self) -> None:
         backend.synchronize(self.device)
 
@@ -179,13 +167,13 @@ class TorchTrainStep(Runnable):
         return self._loss_trajectory_check()
 
     def _gradient_check(self) -> Check:
-        """First-step gradients of the strategy (DDP: already averaged over ranks) against the
+        """First-step gradients of the strategy (rank processes: already averaged) against the
         float64 single-device gradient of the same global batch and weights."""
         (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
         self.loss(self.trained(x_local), y_local).backward()
         check = gradients_against_reference(
-            self.model.canonical_gradients(),
+            self.plugin.gradients(self.model),
             reference_gradients(self.spec, self.weights, x, y), self.case.precision,
             f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
             f"vs float64 single-device, global batch {self.workload.global_batch}")

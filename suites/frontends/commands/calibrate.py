@@ -14,7 +14,7 @@ from suites.run.execute import execute_in_process
 from suites.kept.provenance import machine_label
 from suites.kept.peaks import save_calibration
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.run.timing import TimingConfig
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 
 SUMMARY = "measure this machine's peak GEMM rate per device and precision (for '% of measured peak')"

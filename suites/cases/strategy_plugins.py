@@ -1,0 +1,85 @@
+"""Which strategy plugin implements a strategy for a framework, found by its module path.
+
+A strategy of a framework is the module `suites.strategies.<framework>.<strategy>` and its
+`PLUGIN`; a framework without that module does not have the strategy. Only the module asked
+about is imported, and plugin modules import no framework at import time, so asking which
+cases exist (a grid, `parbench list`) stays free of torch and TensorFlow.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework, Strategy
+
+if TYPE_CHECKING:
+    from suites.strategies.base import StrategyPlugin
+    from suites.workloads.base import Workload
+
+PLUGIN_PACKAGE = "suites.strategies"
+
+
+def plugin_module(framework: Framework, strategy: Strategy) -> str:
+    return f"{PLUGIN_PACKAGE}.{framework}.{strategy}"
+
+
+@lru_cache(maxsize=None)
+def find_plugin(framework: Framework, strategy: Strategy) -> "StrategyPlugin | None":
+    """The plugin of `strategy` for `framework`, or None where the framework has no such strategy."""
+    name = plugin_module(framework, strategy)
+    if importlib.util.find_spec(name) is None:
+        return None
+    plugin = importlib.import_module(name).PLUGIN
+    if plugin.strategy is not strategy or plugin.framework is not framework:
+        raise TypeError(f"{name}.PLUGIN is {plugin.framework}/{plugin.strategy}, "
+                        f"not {framework}/{strategy}")
+    return plugin
+
+
+class NoSuchStrategy(KeyError):
+    """A case whose framework has no plugin for its strategy (e.g. tf with ddp)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def plugin_for(case: Case) -> "StrategyPlugin":
+    plugin = find_plugin(case.framework, case.strategy)
+    if plugin is None:
+        raise NoSuchStrategy(f"'{case.strategy}' is not a strategy of {case.framework}; "
+                             f"{case.framework} has {', '.join(map(str, strategies_of(case.framework)))}")
+    return plugin
+
+
+def plugins_of(strategy: Strategy) -> list["StrategyPlugin"]:
+    return [plugin for framework in Framework
+            if (plugin := find_plugin(framework, strategy)) is not None]
+
+
+def frameworks_of(strategy: Strategy) -> frozenset[Framework]:
+    return frozenset(plugin.framework for plugin in plugins_of(strategy))
+
+
+def strategies_of(framework: Framework) -> list[Strategy]:
+    return [strategy for strategy in Strategy if find_plugin(framework, strategy) is not None]
+
+
+def devices_of(strategy: Strategy) -> frozenset[DeviceKind]:
+    """The device kinds any framework's plugin of `strategy` can use."""
+    return frozenset().union(*(plugin.devices for plugin in plugins_of(strategy)))
+
+
+def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy) -> bool:
+    """Whether a case of this framework, device kind and strategy exists at all; whether it
+    runs on this machine is `suites.run.availability`'s question."""
+    plugin = find_plugin(framework, strategy)
+    return plugin is not None and device in plugin.devices
+
+
+def strategies_for(workload: type["Workload"]) -> list[Strategy]:
+    """The strategies some framework's plugin applies to `workload`."""
+    return [strategy for strategy in Strategy
+            if any(plugin.applies_to(workload) for plugin in plugins_of(strategy))]

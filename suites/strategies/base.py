@@ -1,0 +1,71 @@
+"""What every strategy plugin declares, framework-neutral, and the ways a case can launch."""
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, ClassVar
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework, Strategy
+from suites.workloads import workload_of
+
+if TYPE_CHECKING:
+    from suites.kept.devices import DeviceInfo
+    from suites.workloads.base import Workload
+
+
+class Launch(str, Enum):
+    IN_PROCESS = "in_process"   # timed in the parbench process
+    ISOLATED = "isolated"       # one fresh subprocess (e.g. TF logical devices, set before TF starts)
+    RANKS = "ranks"             # a pool of rank processes on 127.0.0.1
+
+
+class StrategyPlugin:
+    """One strategy of one framework. Subclasses set the class attributes and override the
+    rules that differ; the framework's base class (`TorchStrategy`, `TfStrategy`) adds the
+    hooks its runnables call."""
+
+    strategy: ClassVar[Strategy]
+    framework: ClassVar[Framework]
+    #: Device kinds the strategy can use at all: a case outside them exists nowhere. A case
+    #: inside them may still be unavailable on a given machine, with the reason.
+    devices: ClassVar[frozenset[DeviceKind]] = frozenset({DeviceKind.CPU, DeviceKind.GPU})
+    #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
+    kinds: ClassVar[frozenset[str]] = frozenset({"training"})
+    launch: ClassVar[Launch] = Launch.IN_PROCESS
+
+    def applies_to(self, workload: type["Workload"]) -> bool:
+        return workload.kind in self.kinds
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        """Why `case` cannot run on `device` here, or None."""
+        return None
+
+    def emulated(self, case: Case) -> bool:
+        """Several devices on a CPU are logical devices / ranks sharing one CPU."""
+        return case.device is DeviceKind.CPU and case.n_devices > 1
+
+    # --- launching (Launch.RANKS) -----------------------------------------------------------
+    def processes(self, case: Case) -> int:
+        """How many rank processes a RANKS launch starts."""
+        return case.n_devices
+
+    def ports_needed(self, case: Case) -> int:
+        return 1
+
+    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+        """Environment of one rank: torchrun's variables by default."""
+        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
+                "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                "LOCAL_WORLD_SIZE": str(world_size)}
+
+
+def one_device_reason(case: Case) -> str | None:
+    """Strategy `single`'s rule."""
+    if case.n_devices != 1:
+        return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
+    return None
+
+
+def split_reason(case: Case, parts: str) -> str | None:
+    """Why the workload's batch cannot be split evenly over the case's devices, or None."""
+    return workload_of(case).split_problem(case.n_devices, parts)

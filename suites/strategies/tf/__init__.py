@@ -1,0 +1,1 @@
+"""TensorFlow strategies: one module per strategy, each with its `PLUGIN`."""

@@ -1,0 +1,101 @@
+"""What a TensorFlow strategy supplies to the TF runnables, and the rules several share.
+
+The hooks import TensorFlow when called, never at import: rules are read without it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework
+from suites.strategies.base import StrategyPlugin, split_reason
+from suites.workloads import workload_of
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from suites.frameworks.tf.distribute import Lockstep
+    from suites.frameworks.tf.trainers import Trainer, TrainingSetup
+    from suites.kept.devices import DeviceInfo
+
+#: The `backend` values of an allreduce case that mean something to TF.
+TF_BACKENDS = ("auto", "nccl", "ring")
+
+
+class TfStrategy(StrategyPlugin):
+    framework = Framework.TF
+    #: Several devices of one process hold replicas (logical CPU devices when emulated), which
+    #: TF must be told about before it initialises: such cases run in a fresh process.
+    replicas_in_process: ClassVar[bool] = False
+    #: Processes meet once per timed block (barrier to barrier), so blocks are made longer.
+    coordinated: ClassVar[bool] = False
+
+    def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy | None":
+        """The case's `tf.distribute` strategy; None where the strategy needs none."""
+        return None
+
+    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        """The training layout of this strategy (`suites.frameworks.tf.trainers`)."""
+        raise NotImplementedError(f"{self.strategy} has no TF training layout")
+
+    def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
+        """How the processes of a case meet; one process has no one to wait for."""
+        from suites.frameworks.tf.distribute import Lockstep
+
+        return Lockstep()
+
+    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
+        """The layout, as the numerics check's detail names it."""
+        return str(self.strategy)
+
+    def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
+        """The all-reduce an allreduce case of this strategy runs, for its check's detail."""
+        raise NotImplementedError(f"{self.strategy} has no TF all-reduce")
+
+
+class DistributeStrategy(TfStrategy):
+    """A `tf.distribute` strategy trained with a custom loop (`StrategyTrainer`)."""
+
+    #: TPU: reading a step's result is how to wait for it.
+    read_back_to_sync: ClassVar[bool] = False
+
+    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf.trainers import StrategyTrainer
+
+        assert strategy is not None
+        return StrategyTrainer(setup, strategy, lockstep=self.lockstep(case, strategy),
+                               read_back_to_sync=self.read_back_to_sync)
+
+
+def param(case: Case, name: str, default: str) -> str:
+    return str(workload_of(case).p.get(name, default))
+
+
+def replicas_reason(case: Case, device: "DeviceInfo", what: str) -> str | None:
+    """Device kind and count, and an even split of a training batch over the replicas."""
+    if case.device is DeviceKind.TPU:
+        return f"{what} runs on CPUs or GPUs; TPUs use strategy 'tpu' (TPUStrategy)"
+    if case.device is DeviceKind.GPU and device.count < case.n_devices:
+        return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
+    return split_reason(case, "replicas")
+
+
+def mirrored_variables_reason(case: Case, what: str) -> str | None:
+    """`placement = "param_server"` is a towers layout; other strategies mirror the variables."""
+    if param(case, "placement", "replicated") == "param_server":
+        return f"placement 'param_server' is a towers layout; {what} mirrors the variables on every replica"
+    return None
+
+
+def backend_reason(case: Case, what: str, allowed: tuple[str, ...]) -> str | None:
+    """An allreduce case's `backend` against what this TF strategy can do."""
+    backend = param(case, "backend", "auto")
+    if backend not in TF_BACKENDS:
+        return f"backend {backend!r} is a torch.distributed backend; TF's collectives are {', '.join(TF_BACKENDS)}"
+    if backend not in allowed:
+        return f"{what} has no {backend!r} all-reduce (it has {', '.join(allowed)})"
+    if backend == "nccl" and case.device is not DeviceKind.GPU:
+        return f"NCCL all-reduce has no {case.device} kernel; it reduces GPU tensors only"
+    return None

@@ -1,0 +1,57 @@
+"""TF `mirrored`: `tf.distribute.MirroredStrategy`, one process, one replica per device.
+
+It all-reduces with NCCL between GPUs; elsewhere it reduces on one device and broadcasts
+(`NcclAllReduce` has no CPU kernel; `HierarchicalCopyAllReduce` assumes GPUs linked like a
+DGX-1). On a CPU the replicas are logical devices, so a case runs in a fresh process.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import Launch
+from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason,
+                                       replicas_reason)
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from suites.kept.devices import DeviceInfo
+
+
+class Mirrored(DistributeStrategy):
+    strategy = Strategy.MIRRORED
+    kinds = frozenset({"training", "collective"})
+    launch = Launch.ISOLATED
+    replicas_in_process = True
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        what = "MirroredStrategy"
+        return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
+                or backend_reason(case, what, ("auto", "nccl")))
+
+    def cross_device_ops(self, case: Case, backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
+        import tensorflow as tf
+
+        from suites.run.availability import Unsupported
+
+        if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU):
+            return tf.distribute.NcclAllReduce()
+        if backend_name == "auto":
+            return tf.distribute.ReductionToOneDevice()
+        raise Unsupported(f"MirroredStrategy has no {backend_name!r} all-reduce")
+
+    def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
+        import tensorflow as tf
+
+        from suites.frameworks.tf.distribute import replica_devices
+
+        return tf.distribute.MirroredStrategy(
+            devices=replica_devices(case), cross_device_ops=self.cross_device_ops(case, backend_name))
+
+    def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
+        return type(self.cross_device_ops(case, backend_name)).__name__
+
+
+PLUGIN = Mirrored()

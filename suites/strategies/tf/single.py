@@ -1,0 +1,34 @@
+"""TF `single`: one device, variables and compute on it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import one_device_reason
+from suites.strategies.tf.base import TfStrategy
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from suites.frameworks.tf.trainers import Trainer, TrainingSetup
+    from suites.kept.devices import DeviceInfo
+
+
+class Single(TfStrategy):
+    strategy = Strategy.SINGLE
+    devices = frozenset(DeviceKind)
+    kinds = frozenset({"kernel", "training"})
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        return one_device_reason(case)
+
+    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf import backend
+        from suites.frameworks.tf.trainers import SingleDeviceTrainer
+
+        return SingleDeviceTrainer(setup, backend.device_name(case))
+
+
+PLUGIN = Single()

@@ -1,0 +1,43 @@
+"""TF `towers`: TF2 manual multi-tower data parallelism in one process.
+
+The global batch is split over the towers (`tf.device` scopes); the towers' gradients are
+averaged, either on a parameter device that holds the variables (`placement =
+"param_server"`) or by every tower, each updating its own copy (`"replicated"`). On a CPU the
+towers are logical devices, set before TF initialises, so a case runs in a fresh process.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Strategy
+from suites.strategies.base import Launch
+from suites.strategies.tf.base import TfStrategy, replicas_reason
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from suites.frameworks.tf.trainers import Trainer, TrainingSetup
+    from suites.kept.devices import DeviceInfo
+
+
+class Towers(TfStrategy):
+    strategy = Strategy.TOWERS
+    launch = Launch.ISOLATED
+    replicas_in_process = True
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        return replicas_reason(case, device, "towers")
+
+    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf.distribute import replica_devices
+        from suites.frameworks.tf.trainers import TowersTrainer
+
+        return TowersTrainer(setup, replica_devices(case), str(params["placement"]))
+
+    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
+        return f"{self.strategy} ({params['placement']})"
+
+
+PLUGIN = Towers()

@@ -1,0 +1,1 @@
+"""PyTorch strategies: one module per strategy, each with its `PLUGIN`."""

@@ -1,0 +1,75 @@
+"""What a PyTorch strategy supplies to the torch runnables, and the rank-process base.
+
+The hooks import torch when called, never at import: rules are read without it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework
+from suites.strategies.base import Launch, StrategyPlugin
+from suites.workloads import workload_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from suites.frameworks.torch.distributed import ProcessGroup
+    from suites.kept.devices import DeviceInfo
+
+PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
+
+
+class TorchStrategy(StrategyPlugin):
+    framework = Framework.TORCH
+
+    def join(self, case: Case) -> "ProcessGroup | None":
+        """This process's process group, joined (one per rank process); None in one process."""
+        return None
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        """The module a training step calls: the model itself, or the strategy's wrapper."""
+        return model
+
+    def local_step(self, wrapped: "nn.Module", step: Callable[[], None]) -> Callable[[], None] | None:
+        """`step` without the strategy's cross-rank exchange, where it has one (the timer
+        separates compute from communication with it); None where it has none."""
+        return None
+
+    def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
+        """What the numerics check compares with the float64 single-device gradient: the
+        model's full gradients in canonical layout (a sharding strategy gathers them first)."""
+        return model.canonical_gradients()
+
+
+class RankProcesses(TorchStrategy):
+    """One process per device joined in a `torch.distributed` process group: gloo on CPU,
+    nccl on GPU, or the case's `backend` parameter (allreduce cases)."""
+
+    launch = Launch.RANKS
+
+    def backend(self, case: Case) -> str:
+        requested = str(workload_of(case).p.get("backend", "auto"))
+        if requested != "auto":
+            return requested
+        return "nccl" if case.device is DeviceKind.GPU else "gloo"
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        """gloo ranks on a GPU machine may share GPUs; NCCL needs a GPU of its own for every rank."""
+        backend = self.backend(case)
+        if backend not in PROCESS_GROUP_BACKENDS:
+            return (f"backend {backend!r} is not a torch.distributed backend; torch uses "
+                    f"{' or '.join(PROCESS_GROUP_BACKENDS)}")
+        if backend == "nccl" and case.device is not DeviceKind.GPU:
+            return f"nccl reduces CUDA tensors only; this case runs on {case.device} (use gloo)"
+        if backend == "nccl" and device.count < case.n_devices:
+            return (f"NCCL needs one GPU per rank: {case.n_devices} ranks need {case.n_devices} "
+                    f"visible GPUs, {device.count} visible (gloo can share a GPU)")
+        return None
+
+    def join(self, case: Case) -> "ProcessGroup":
+        from suites.frameworks.torch.distributed import ProcessGroup
+
+        return ProcessGroup(case, self.backend(case))

@@ -1,0 +1,46 @@
+"""torch `ddp`: `DistributedDataParallel`, one rank process per device.
+
+Each rank trains on its shard of the global batch; DDP averages the gradients with an
+all-reduce during backward, so the first-step gradient equals the single-device full-batch
+gradient (what the check compares). On a CPU the ranks share the machine's cores (`emulated`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Strategy
+from suites.strategies.base import split_reason
+from suites.strategies.torch.base import RankProcesses
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from suites.kept.devices import DeviceInfo
+
+
+class Ddp(RankProcesses):
+    strategy = Strategy.DDP
+    kinds = frozenset({"training", "collective"})
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        split = split_reason(case, "ranks")
+        return super().unavailable_reason(case, device) or (
+            split and f"{split} (DDP's mean of per-rank means needs equal shards)")
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def local_step(self, wrapped: "nn.Module", step: Callable[[], None]) -> Callable[[], None]:
+        """The step under `no_sync`: this rank's compute with no gradient all-reduce."""
+        def step_without_all_reduce() -> None:
+            with wrapped.no_sync():
+                step()
+
+        return step_without_all_reduce
+
+
+PLUGIN = Ddp()

@@ -1,0 +1,24 @@
+"""torch `single`: one device, the model unwrapped."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import one_device_reason
+from suites.strategies.torch.base import TorchStrategy
+
+if TYPE_CHECKING:
+    from suites.kept.devices import DeviceInfo
+
+
+class Single(TorchStrategy):
+    strategy = Strategy.SINGLE
+    devices = frozenset(DeviceKind)
+    kinds = frozenset({"kernel", "training"})
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        return one_device_reason(case)
+
+
+PLUGIN = Single()
