@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,39 +16,108 @@ PEAKS_ENV = "PARBENCH_PEAKS"
 CALIBRATION_FILE = "calibration.json"
 
 
+#: MIG's marker in a device name ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), as a whole token.
+MIG_TOKEN = "mig"
+
+
+def name_tokens(name: str) -> tuple[str, ...]:
+    """The words of a device name or `match` string: lower case, split at every character that is
+    not a letter or digit ("NVIDIA H100-PCIe_80GB" -> nvidia, h100, pcie, 80gb)."""
+    return tuple(token for token in re.split(r"[^0-9a-z]+", name.lower()) if token)
+
+
+def is_mig_slice(name: str) -> bool:
+    """A MIG instance: a slice of a GPU, named with the whole GPU's model plus "MIG <profile>"."""
+    return MIG_TOKEN in name_tokens(name)
+
+
+@dataclass(frozen=True)
+class PeakLookup:
+    """A peaks-table look-up: `tflops` (one device), the entry it came from, or why there is none."""
+    tflops: float | None
+    entry: str = ""  # the GPU entry's `match` or the CPU entry's `isa`; "" when none matched
+    reason: str = ""  # why `tflops` is None; "" when it is known
+
+
 @dataclass(frozen=True)
 class PeakTable:
     gpu: tuple[dict[str, Any], ...]
     cpu: tuple[dict[str, Any], ...]
     version: int
+    user_gpu: int = 0  # how many of `gpu`'s leading entries came from PARBENCH_PEAKS (they win)
 
     @classmethod
     def load(cls) -> "PeakTable":
         data = shipped_table("peaks.toml")
         gpu, cpu = list(data.get("gpu", [])), list(data.get("cpu", []))
+        user_gpu = 0
         user_file = os.environ.get(PEAKS_ENV)
         if user_file:
             user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
+            user_gpu = len(user.get("gpu", []))
             gpu = list(user.get("gpu", [])) + gpu
             cpu = list(user.get("cpu", [])) + cpu
-        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)))
+        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)), user_gpu)
 
     def peak_tflops(self, device: DeviceInfo, precision: Precision) -> float | None:
-        """Peak of one device (not the sum over several) in `precision`, or None if unknown."""
+        """Peak of one device (not the sum over several) in `precision`, or None if unknown
+        (`lookup` says why)."""
+        return self.lookup(device, precision).tflops
+
+    def lookup(self, device: DeviceInfo, precision: Precision) -> PeakLookup:
+        """`peak_tflops` with the entry it used, or the reason it has none."""
         key = str(precision)
-        if device.kind is DeviceKind.GPU and device.names:
-            for entry in self.gpu:
-                if entry["match"] in device.names[0]:
-                    return entry.get(key)
-            return None
+        if device.kind is DeviceKind.GPU:
+            if not device.names:
+                return PeakLookup(None, reason="the GPU reports no name to look up in the peaks table")
+            name = device.names[0]
+            entry = self.gpu_entry(name)
+            if entry is None:
+                if is_mig_slice(name):
+                    return PeakLookup(None, reason=(
+                        f"{name!r} is a MIG slice, which has only a share of the GPU's units: the whole "
+                        f"GPU's peak does not apply (an entry in {PEAKS_ENV} whose match names MIG and "
+                        "the slice's profile would)"))
+                return PeakLookup(None, reason=f"no peaks-table entry matches the GPU name {name!r}")
+            match = str(entry["match"])
+            if entry.get(key) is None:
+                return PeakLookup(None, match, f"the peaks-table entry {match!r} gives no {key} peak")
+            return PeakLookup(float(entry[key]), match)
         if device.kind is DeviceKind.CPU:
             isa = device.details.get("isa", [])
             ghz = cpu_clock_ghz()
+            if not ghz:
+                return PeakLookup(None, reason="the CPU clock is unknown (no cpufreq, no MHz in /proc/cpuinfo)")
             cores = device.details.get("usable_cores") or os.cpu_count() or 1
             for entry in self.cpu:
-                if entry["isa"] in isa and key in entry and ghz:
-                    return entry[key] * cores * ghz / 1000.0
-        return None
+                if entry["isa"] in isa and key in entry:
+                    return PeakLookup(entry[key] * cores * ghz / 1000.0, str(entry["isa"]))
+            return PeakLookup(None, reason=f"no CPU entry of the peaks table has a {key} figure for "
+                                           f"this CPU's vector extensions ({', '.join(isa) or 'none known'})")
+        return PeakLookup(None, reason=f"the peaks table has no {device.kind} entries")
+
+    def gpu_entry(self, name: str) -> dict[str, Any] | None:
+        """The GPU entry for a device name, or None.
+
+        An entry matches when every token of its `match` is a whole token of the name
+        (`name_tokens`, so case and separators do not matter): "L4" matches "NVIDIA L4" but not
+        "NVIDIA L40S", "A100" matches "NVIDIA A100-SXM4-80GB" but not "NVIDIA RTX A1000". Among
+        the matches, an entry from PARBENCH_PEAKS beats a shipped one; then the most specific
+        wins (more tokens, then more characters), so "H100 NVL" beats "H100" for an H100 NVL;
+        then the first in the file. A MIG slice matches only entries that themselves name MIG:
+        the whole GPU's entry does not describe a slice of it.
+        """
+        tokens = set(name_tokens(name))
+        mig = MIG_TOKEN in tokens
+        best: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
+        for index, entry in enumerate(self.gpu):
+            wanted = name_tokens(str(entry.get("match", "")))
+            if not wanted or not tokens.issuperset(wanted) or (mig and MIG_TOKEN not in wanted):
+                continue
+            rank = (0 if index < self.user_gpu else 1, -len(wanted), -sum(map(len, wanted)), index)
+            if best is None or rank < best[0]:
+                best = (rank, entry)
+        return best[1] if best else None
 
 
 def cpu_clock_ghz() -> float | None:

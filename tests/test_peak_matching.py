@@ -1,0 +1,158 @@
+"""A GPU's name finds its own row of the peaks table: whole model words, the most specific row,
+and no row at all for a MIG slice or a model the table does not list (with the reason said).
+Device names are the ones torch / TF report; no GPU is needed."""
+from __future__ import annotations
+
+import pytest
+
+from suites.devices import DeviceInfo
+from suites.peaks import PEAKS_ENV, PeakTable, is_mig_slice, name_tokens
+from suites.vocabulary import DeviceKind, Framework, Precision
+
+
+def gpu(name: str) -> DeviceInfo:
+    return DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1, (name,))
+
+
+@pytest.fixture
+def table(monkeypatch) -> PeakTable:
+    monkeypatch.delenv(PEAKS_ENV, raising=False)
+    return PeakTable.load()
+
+
+def entry_for(table: PeakTable, name: str) -> str | None:
+    entry = table.gpu_entry(name)
+    return entry["match"] if entry else None
+
+
+def test_names_split_into_lower_case_words():
+    assert name_tokens("NVIDIA A100-SXM4-40GB MIG 1g.5gb") == ("nvidia", "a100", "sxm4", "40gb", "mig", "1g", "5gb")
+    assert name_tokens("H100_PCIe") == ("h100", "pcie")
+
+
+@pytest.mark.parametrize("name, match", [
+    ("NVIDIA L4", "L4"),
+    ("NVIDIA L40", "L40"),
+    ("NVIDIA L40S", "L40S"),
+])
+def test_l4_l40_and_l40s_are_three_models(table, name, match):
+    assert entry_for(table, name) == match
+
+
+def test_an_l40s_is_not_held_to_the_l4s_much_lower_peak(table):
+    l4, l40, l40s = (table.peak_tflops(gpu(n), Precision.BF16) for n in ("NVIDIA L4", "NVIDIA L40", "NVIDIA L40S"))
+    assert l4 == 121.0 and l40 == 181.05 and l40s == 362.05
+
+
+@pytest.mark.parametrize("name, match", [
+    ("NVIDIA H100 80GB HBM3", "H100"),  # SXM5, as torch names it
+    ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA H200 NVL", "H200 NVL"),
+    ("NVIDIA GH200 480GB", "GH200"),
+])
+def test_hopper_variants_find_their_own_entry(table, name, match):
+    assert entry_for(table, name) == match
+
+
+def test_h100_variants_have_different_peaks(table):
+    peaks = {n: table.peak_tflops(gpu(n), Precision.BF16)
+             for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL")}
+    assert peaks == {"NVIDIA H100 80GB HBM3": 989.4, "NVIDIA H100 PCIe": 756.0, "NVIDIA H100 NVL": 835.5}
+
+
+def test_the_more_specific_entry_wins_wherever_it_is_in_the_file():
+    rows = ({"match": "H100", "fp32": 1.0}, {"match": "H100 NVL", "fp32": 2.0}, {"match": "L4", "fp32": 3.0})
+    table = PeakTable(rows, (), 1)
+    assert table.peak_tflops(gpu("NVIDIA H100 NVL"), Precision.FP32) == 2.0
+    assert table.peak_tflops(gpu("NVIDIA H100 80GB HBM3"), Precision.FP32) == 1.0
+
+
+def test_a100_does_not_match_an_rtx_a1000(table):
+    assert entry_for(table, "NVIDIA A100-SXM4-80GB") == "A100"
+    assert entry_for(table, "NVIDIA A10") == "A10"
+    found = table.lookup(gpu("NVIDIA RTX A1000"), Precision.FP32)
+    assert found.tflops is None and found.entry == ""
+    assert "no peaks-table entry matches" in found.reason and "NVIDIA RTX A1000" in found.reason
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+    "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+    "NVIDIA A100-SXM4-80GB-MIG-7g.80gb",
+])
+def test_a_mig_slice_gets_no_peak_and_says_why(table, name):
+    assert is_mig_slice(name)
+    found = table.lookup(gpu(name), Precision.BF16)
+    assert found.tflops is None
+    assert "MIG slice" in found.reason and name in found.reason
+    assert table.peak_tflops(gpu(name), Precision.BF16) is None
+
+
+def test_mig_is_a_word_not_a_substring():
+    assert not is_mig_slice("NVIDIA A100-SXM4-80GB")
+    assert not is_mig_slice("Migrated GPU")
+
+
+def test_a_users_entry_naming_the_mig_slice_applies_to_it(tmp_path, monkeypatch):
+    own = tmp_path / "peaks.toml"
+    own.write_text('[[gpu]]\nmatch = "A100 MIG 1g.5gb"\nbf16 = 44.0\n')
+    monkeypatch.setenv(PEAKS_ENV, str(own))
+    table = PeakTable.load()
+    assert table.peak_tflops(gpu("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), Precision.BF16) == 44.0
+    assert table.peak_tflops(gpu("NVIDIA A100-SXM4-40GB MIG 3g.20gb"), Precision.BF16) is None
+    assert table.peak_tflops(gpu("NVIDIA A100-SXM4-40GB"), Precision.BF16) == 312.0  # whole GPU: shipped row
+
+
+def test_a_users_entry_wins_over_a_more_specific_shipped_one(tmp_path, monkeypatch):
+    own = tmp_path / "peaks.toml"
+    own.write_text('[[gpu]]\nmatch = "H100"\nfp32 = 1.5\n')
+    monkeypatch.setenv(PEAKS_ENV, str(own))
+    assert PeakTable.load().peak_tflops(gpu("NVIDIA H100 NVL"), Precision.FP32) == 1.5
+
+
+@pytest.mark.parametrize("name, match", [
+    ("nvidia l40s", "L40S"),
+    ("NVIDIA H100 PCIE", "H100 PCIe"),
+    ("nvidia h100 nvl", "H100 NVL"),
+    ("TESLA t4", "T4"),
+])
+def test_matching_ignores_case(table, name, match):
+    assert entry_for(table, name) == match
+
+
+@pytest.mark.parametrize("name, match, fp32", [
+    ("NVIDIA A100-SXM4-80GB", "A100", 19.5),
+    ("NVIDIA A100 80GB PCIe", "A100", 19.5),
+    ("Tesla V100-SXM2-16GB", "V100", 15.7),
+    ("Tesla V100-PCIE-32GB", "V100 PCIe", 14.0),
+    ("Tesla V100S-PCIE-32GB", "V100S", 16.4),
+    ("Tesla T4", "T4", 8.1),
+    ("NVIDIA A10", "A10", 31.2),
+])
+def test_names_the_table_matched_before_still_match(table, name, match, fp32):
+    found = table.lookup(gpu(name), Precision.FP32)
+    assert (found.entry, found.tflops, found.reason) == (match, fp32, "")
+
+
+def test_every_shipped_entry_is_reachable_by_its_own_name(table):
+    for entry in table.gpu:
+        assert entry_for(table, f"NVIDIA {entry['match']}") == entry["match"]
+
+
+def test_an_entry_without_the_precision_says_so(table):
+    found = table.lookup(gpu("Tesla V100-SXM2-16GB"), Precision.BF16)
+    assert found.tflops is None and found.entry == "V100" and "no bf16 peak" in found.reason
+
+
+def test_an_empty_match_matches_nothing():
+    table = PeakTable(({"match": " - ", "fp32": 1.0},), (), 1)
+    assert table.lookup(gpu("NVIDIA L4"), Precision.FP32).tflops is None
+
+
+def test_a_gpu_without_a_name_and_a_tpu_say_why(table):
+    nameless = table.lookup(DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1), Precision.FP32)
+    assert nameless.tflops is None and "no name" in nameless.reason
+    tpu = table.lookup(DeviceInfo(Framework.TF, DeviceKind.TPU, 1, ("TPU v4",)), Precision.BF16)
+    assert tpu.tflops is None and "no tpu entries" in tpu.reason
