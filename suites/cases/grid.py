@@ -170,7 +170,7 @@ def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str
 
 
 def _framework_strategies() -> str:
-    """e.g. 'torch: single, dataparallel, ddp; tf: single, towers, ...'."""
+    """Each framework's strategies, e.g. 'torch: single, ddp; tf: single, towers, ...'."""
     return "; ".join(f"{framework}: {', '.join(map(str, strategies_of(framework)))}"
                      for framework in Framework)
 

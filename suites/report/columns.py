@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework, Strategy
 from suites.kept.metric_registry import METRICS, TIDY_METRICS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
@@ -19,12 +20,12 @@ from suites.kept.metric_registry import METRICS, TIDY_METRICS
 COLUMNS: dict[str, str] = {
     "source": "front end that measured it: parbench, asv or pytest-benchmark",
     "machine": "machine label (`--label`, $PARBENCH_MACHINE or hostname; asv's machine name)",
-    "device": "device kind: cpu, gpu or tpu",
+    "device": f"device kind: {', '.join(DeviceKind.names())}",
     "device_name": "model of the device (GPU name from nvidia-smi, CPU model); '' when unknown",
     "n_devices": "devices the case spans (logical devices or ranks when emulated)",
-    "framework": "torch or tf",
+    "framework": " or ".join(Framework.names()),
     "workload": "matmul, conv2d, allreduce, train_step, ...",
-    "strategy": "single, towers, mirrored, multiworker, tpu, dataparallel, ddp",
+    "strategy": ", ".join(Strategy.names()),
     "precision": "fp32, tf32, fp16 (mixed) or bf16 (mixed)",
     "params": "workload parameters as name=value pairs, e.g. 'k=512,m=512,n=512'",
     "problem": "workload and parameters: what was computed, independent of where and how",
