@@ -104,8 +104,8 @@ import os
 import torch
 
 from suites.cases.case import Case
-from suites.frontends.prepared import prepare
 from suites.cases.timing_config import TimingConfig
+from suites.frontends.prepared import prepare
 
 CASE = Case.from_id("matmul/torch/cpu:1/single/fp32/k=256,m=256,n=256")
 

@@ -8,15 +8,15 @@ from typing import ClassVar, Mapping
 
 import pytest
 
-from suites.run.availability import Unsupported
 from suites.cases.case import Case
-from suites.kept.check import Check
-from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
-from suites.frontends.pytest_plugin import smoke_cases
 from suites.cases.grid import load_suite
-from suites.run.runnable import Runnable
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Framework
+from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.frontends.pytest_plugin import smoke_cases
+from suites.kept.check import Check
+from suites.run.availability import Unsupported
+from suites.run.runnable import Runnable
 from suites.workloads import WORKLOADS, Workload
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from suites.frontends.cli import main
-from suites.kept.peaks import PeakTable, calibration_path
-from suites.kept.devices import discover
-from suites.kept.store import ResultsStore
 from suites.cases.vocabulary import DeviceKind, Framework, Precision
+from suites.frontends.cli import main
+from suites.kept.devices import discover
+from suites.kept.peaks import PeakTable, calibration_path
+from suites.kept.store import ResultsStore
 
 pytest.importorskip("torch")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
 from suites.kept.store import ResultsStore
-from suites.cases.vocabulary import Status
 
 TINY = """
 description = "tiny"

@@ -5,10 +5,10 @@ import subprocess
 import sys
 import time
 
-from suites.kept import devices
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
+from suites.kept import devices
+from suites.run.availability import unavailable_reason
 
 
 def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from suites.cases.case import Case
-from suites.frontends.cli import main
-from suites.errors import UserError
 from suites.cases.filters import select
+from suites.errors import UserError
+from suites.frontends.cli import main
 
 CASES = [Case.make("matmul", framework, device, params={"m": m, "n": 32, "k": 32})
          for framework in ("torch", "tf") for device in ("cpu", "gpu") for m in (64, 128)]

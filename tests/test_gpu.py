@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework, Status
 from suites.kept.devices import discover
+from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process
 from suites.run.launchers import launch_case
-from suites.cases.vocabulary import DeviceKind, Framework, Status
 from tests.conftest import FAST
 
 torch = pytest.importorskip("torch")

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.frontends.cli import main
-from suites.errors import GridError, UserError
 from suites.cases.grid import builtin_suite_names, load_suite, parse_suite
+from suites.errors import GridError, UserError
+from suites.frontends.cli import main
 
 GOOD = """
 description = "test"

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from suites.cases.case import Case
-from suites.run.execute import execute_in_process
 from suites.cases.vocabulary import Status
+from suites.run.execute import execute_in_process
 from suites.workloads import workload_of
 from suites.workloads.kernels import Conv2d, same_padding
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from suites.cases.vocabulary import DeviceKind, Framework, Precision
 from suites.kept.devices import DeviceInfo
 from suites.kept.peaks import PEAKS_ENV, PeakTable, is_mig_slice, name_tokens
-from suites.cases.vocabulary import DeviceKind, Framework, Precision
 
 
 def gpu(name: str) -> DeviceInfo:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.devices import descriptor
-from suites.frontends.asv_support import KIND_MODULES
-from suites.run.runnable import Runnable
 from suites.cases.strategy_plugins import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.cases.vocabulary import Framework, Strategy
+from suites.frontends.asv_support import KIND_MODULES
+from suites.kept.devices import descriptor
 from suites.run.launchers import LAUNCHERS
+from suites.run.runnable import Runnable
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import TfStrategy
 from suites.strategies.torch.base import TorchStrategy

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.check import Check
+from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
+from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.kept.record import Record
+from suites.kept.store import ResultsStore
 from suites.report.loading import load_results
 from suites.report.prices import PriceTable, add_costs
-from suites.kept.store import ResultsStore
-from suites.cases.vocabulary import Status
 
 #: A user model registered only in the process that ran it (like the README's `poly` example).
 UNREGISTERED = Case.make("train_step", "torch", "cpu", "single", "fp32", 1,

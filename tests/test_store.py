@@ -12,12 +12,12 @@ import time
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.check import Check
+from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore, ResultsWarning, load_records
-from suites.cases.vocabulary import Status
 
 
 def make_record(index: int, machine: str = "box") -> Record:

@@ -17,20 +17,20 @@ from tests.processes import mark_processes
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
-from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.cases.case import Case  # noqa: E402
+from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.cases.timing_config import TimingConfig  # noqa: E402
+from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf import models as tf_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
+from suites.frameworks.torch import models as torch_models  # noqa: E402
+from suites.kept.store import ResultsStore  # noqa: E402
+from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
-from suites.cases.timing_config import TimingConfig  # noqa: E402
-from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

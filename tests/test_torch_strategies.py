@@ -20,16 +20,16 @@ from tests.processes import mark_processes
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.kept.devices import DeviceInfo  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
-from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
-from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
 from suites.cases.strategy_plugins import find_plugin  # noqa: E402
-from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
+from suites.frameworks.torch import models as torch_models  # noqa: E402
+from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
+from suites.kept.devices import DeviceInfo  # noqa: E402
+from suites.kept.store import ResultsStore  # noqa: E402
+from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
+from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy
 from suites.frontends.cli import main
 from suites.frontends.custom import cases_for
-from suites.report.display import terminal
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
-from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy
+from suites.report.display import terminal
 from suites.workloads.user_model import UserModel
 
 #: A case id longer than 80 columns, which a squeezed table folds over several lines.

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 import suites
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
-from suites.errors import GridError
 from suites.cases.grid import parse_suite
-from suites.kept.record import Record
-from suites.run.runner import RunContext, run_case
-from suites.kept.store import ResultsStore
 from suites.cases.vocabulary import Status
+from suites.errors import GridError
+from suites.kept.record import Record
+from suites.kept.store import ResultsStore
+from suites.run.availability import unavailable_reason
+from suites.run.runner import RunContext, run_case
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")

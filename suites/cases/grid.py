@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from suites.cases.case import Case
-from suites.errors import GridError, UserError
 from suites.cases.timing_config import TimingConfig
+from suites.errors import GridError, UserError
 from suites.cases.strategy_plugins import (devices_of, frameworks_of, is_combination, strategies_for,
                                           strategies_of)
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy

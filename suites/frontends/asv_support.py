@@ -30,23 +30,23 @@ from typing import Any, Callable
 
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
 from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
-from suites.run.launchers import case_timeout
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
+from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
+from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import machine_label
-from suites.run.launchers import launch_case
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.cases.timing_config import TimingConfig
+from suites.run.availability import unavailable_reason
+from suites.run.launchers import case_timeout
+from suites.run.launchers import launch_case
 from suites.run.timing import measure
-from suites.cases.vocabulary import Status
 from suites.workloads import WORKLOADS, Workload
-from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
-from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
 
 #: Which suite asv benchmarks: a built-in suite name or the path of a .toml grid.
 SUITE_ENV = "PARBENCH_ASV_SUITE"

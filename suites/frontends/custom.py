@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Iterable
 
 from suites.cases.case import Case
-from suites.kept.record import Record
-from suites.run.runner import RunContext, run_cases
-from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.cases.timing_config import TimingConfig
 from suites.cases.strategy_plugins import is_combination
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
+from suites.kept.record import Record
+from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.run.runner import RunContext, run_cases
 from suites.workloads.user_model import UserModel
 
 

@@ -31,8 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 from suites.cases.case import Case
-from suites.errors import UserError
 from suites.cases.vocabulary import DeviceKind, Framework
+from suites.errors import UserError
 from suites.kept.devices import descriptor
 
 THRESHOLD_ENV = "PARBENCH_GATE_THRESHOLD"

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.timing_config import TimingConfig
 from suites.kept.check import Check
+from suites.run.availability import unavailable_reason
 from suites.run.execute import unsupported_errors, unsupported_reason
 from suites.run.runnable import Runnable
-from suites.cases.strategy_plugins import plugin_for
-from suites.strategies.base import Launch
-from suites.cases.timing_config import TimingConfig
 from suites.run.timing import TooSlow, WarmUp, warm_up
+from suites.strategies.base import Launch
 from suites.workloads import workload_of
 
 

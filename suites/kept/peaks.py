@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suites.kept.devices import DeviceInfo
 from suites.cases.user_files import shipped_table, user_table
 from suites.cases.vocabulary import DeviceKind, Precision
+from suites.kept.devices import DeviceInfo
 
 PEAKS_ENV = "PARBENCH_PEAKS"
 CALIBRATION_FILE = "calibration.json"

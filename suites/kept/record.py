@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from suites.cases.case import Case
+from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
-from suites.cases.vocabulary import Status
 
 SCHEMA_VERSION = 1
 

@@ -20,9 +20,9 @@ import statistics
 import time
 
 from suites.cases.case import Case
-from suites.run.execute import execute_in_process
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
+from suites.run.execute import execute_in_process
 from suites.workloads.kernels import ROTATION_ENV
 
 TIMING = TimingConfig(budget_s=2.0)

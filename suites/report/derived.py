@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from suites.cases.case import Case
-from suites.kept.metric_registry import METRICS, Work
 from suites.cases.timing_config import TimingConfig
+from suites.kept.metric_registry import METRICS, Work
 from suites.workloads import workload_of
 
 #: (column, unit) in the order `throughput` picks the first one a row has.

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
-from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
 from suites.cases.vocabulary import DeviceKind, Precision
+from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
 
 
 class Unsupported(Exception):

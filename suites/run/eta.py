@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
-from suites.strategies.base import Launch
 from suites.cases.timing_config import TimingConfig
+from suites.run.availability import unavailable_reason
+from suites.strategies.base import Launch
 
 #: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
 #: and rendezvous for a launched one: first guesses, corrected by the run's own progress.

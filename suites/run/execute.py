@@ -5,13 +5,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.run.availability import Unsupported
 from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
-from suites.cases.timing_config import TimingConfig
+from suites.run.availability import Unsupported
 from suites.run.timing import TooSlow, measure
-from suites.cases.vocabulary import Status
 from suites.workloads import workload_of
 
 

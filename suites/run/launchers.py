@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Callable
 
 from suites.cases.case import Case
-from suites.run.execute import Outcome, execute_in_process
 from suites.cases.strategy_plugins import plugin_for
-from suites.strategies.base import Launch
 from suites.cases.timing_config import TimingConfig
-from suites.run.timing import case_limit_s, first_step_limit_s
 from suites.cases.vocabulary import DeviceKind, Status
+from suites.run.execute import Outcome, execute_in_process
+from suites.run.timing import case_limit_s, first_step_limit_s
+from suites.strategies.base import Launch
 from suites.workloads import workload_class
 
 GRACE_S = 5.0

@@ -4,18 +4,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
-from suites.run.execute import Outcome
-from suites.run.launchers import launch_case
+from suites.cases.strategy_plugins import plugin_for
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import environment, new_run_id, now_iso, threads_in_use
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
-from suites.cases.strategy_plugins import plugin_for
-from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
+from suites.run.availability import unavailable_reason
+from suites.run.execute import Outcome
+from suites.run.launchers import launch_case
 
 
 @dataclass

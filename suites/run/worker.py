@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
 from suites.errors import UserError
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import pin_from_env
-from suites.cases.timing_config import TimingConfig
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.

@@ -6,10 +6,10 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from suites.frameworks.tf import backend
 from suites.kept.check import Check, against_reference
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
-from suites.frameworks.tf import backend
 
 
 class _TfKernel(Runnable):

@@ -23,11 +23,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from suites.run.availability import Unsupported
 from suites.cases.vocabulary import Framework
+from suites.frameworks.tf.mixed import keras_dtype_policy
+from suites.run.availability import Unsupported
 from suites.workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
-from suites.frameworks.tf.mixed import keras_dtype_policy
 
 LAYER_NORM_EPSILON = 1e-5
 

@@ -26,11 +26,11 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
 from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
 from suites.frameworks.tf.mixed import LossScaling, sgd_update
 from suites.frameworks.tf.models import build_forward, summed_loss
+from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
 

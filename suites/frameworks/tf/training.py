@@ -23,14 +23,14 @@ from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_r
                      loss_trajectory_check)
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.workloads.kernels import rotation_count
-from suites.workloads.training import TrainStep
 from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
+from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.workloads.kernels import rotation_count
+from suites.workloads.training import TrainStep
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1

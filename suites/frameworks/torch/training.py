@@ -15,15 +15,15 @@ import itertools
 import numpy as np
 import torch
 
-from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
-from suites.workloads.kernels import rotation_count
-from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
 from suites.frameworks.torch import backend
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import limit_threads_from_env
+from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
+from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.workloads.kernels import rotation_count
+from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1

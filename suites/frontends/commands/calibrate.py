@@ -5,17 +5,17 @@ import argparse
 from pathlib import Path
 
 
-from suites.report.display import terminal
-from suites.run.availability import unavailable_reason
 from suites.cases.case import Case
-from suites.kept.devices import discover
-from suites.errors import UserError
-from suites.run.execute import execute_in_process
-from suites.kept.provenance import machine_label
-from suites.kept.peaks import save_calibration
-from suites.kept.store import DEFAULT_RESULTS_DIR
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
+from suites.errors import UserError
+from suites.kept.devices import discover
+from suites.kept.peaks import save_calibration
+from suites.kept.provenance import machine_label
+from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.report.display import terminal
+from suites.run.availability import unavailable_reason
+from suites.run.execute import execute_in_process
 
 SUMMARY = "measure this machine's peak GEMM rate per device and precision (for '% of measured peak')"
 SIZES = (2048, 4096)

@@ -6,8 +6,8 @@ import json
 
 from rich.table import Table
 
-from suites.report.display import terminal
 from suites.kept.devices import discover_all
+from suites.report.display import terminal
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
 

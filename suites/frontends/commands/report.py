@@ -5,9 +5,9 @@ import argparse
 import warnings
 from pathlib import Path
 
-from suites.report.display import terminal
 from suites.errors import UserError
 from suites.kept.store import ResultsWarning
+from suites.report.display import terminal
 
 SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from suites.report.display import record_table, terminal
 from suites.cases.filters import __doc__ as filter_help
-from suites.errors import UserError
-from suites.run.eta import Eta, duration_text
 from suites.cases.filters import select
 from suites.cases.grid import DEFAULT_SUITE, load_suite
-from suites.run.runner import RunContext, run_cases
-from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.cases.vocabulary import Status
+from suites.errors import UserError
+from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.report.display import record_table, terminal
+from suites.run.eta import Eta, duration_text
+from suites.run.runner import RunContext, run_cases
 
 SUMMARY = "run a suite (default: quick) and store its records"
 
