@@ -249,7 +249,7 @@ def test_gpu_strategies_need_a_gpu_per_device():
     dp = Case.make("train_step", "torch", "gpu", "dataparallel", "fp32", 2, {"model": "mlp", "batch": 4})
     assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(dp, _gpus(1))
     assert dataparallel.unavailable_reason(dp, _gpus(2)) is None
-    assert ddp.launch.value == "ranks" and dataparallel.launch.value == "in_process"
+    assert ddp.launch.value == "ranks" and dataparallel.launch.value == "isolated"
 
 
 def test_torch_rules_module_imports_no_framework():

@@ -1,6 +1,7 @@
 """Run one available case in this process: set up, check numerics, time. Framework-neutral."""
 from __future__ import annotations
 
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +39,16 @@ class Outcome:
                    data.get("details") or {})
 
 
+#: Key of a failed outcome's details: when the error happened (seconds since the epoch). Of
+#: several ranks that failed, the launcher blames the first (`suites.run.launchers`).
+FAILED_AT = "failed_at"
+
+
 def failed(error: BaseException, where: str) -> Outcome:
     summary = f"{where}: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
     return Outcome(Status.FAILED, summary[:500],
-                   details={"traceback_tail": traceback.format_exc().splitlines()[-12:]})
+                   details={"traceback_tail": traceback.format_exc().splitlines()[-12:],
+                            FAILED_AT: time.time()})
 
 
 def unsupported_errors(runnable_class: type) -> tuple[type[BaseException], ...]:

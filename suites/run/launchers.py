@@ -9,6 +9,7 @@ nothing is left running and no port stays held.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
-from suites.run.execute import Outcome, execute_in_process
+from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.timing import case_limit_s, first_step_limit_s
 from suites.strategies.base import Launch
 from suites.workloads import workload_class
@@ -141,50 +142,80 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
                 env={**os.environ, **extra_env}, start_new_session=True), log))
         deadline = time.monotonic() + case_timeout(timing)
         try:
-            crashed, timed_out = _wait_all([p for p, _ in processes], deadline)
+            exits, timed_out = _wait_all([p for p, _ in processes], deadline)
         finally:
             for process, log in processes:
                 _stop(process)
                 log.close()
-        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, crashed)
+        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits)
 
 
-def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[int | None, bool]:
+def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[int, float], bool]:
     """Wait for every process, but stop at the first non-zero exit: its peers would wait for
-    it forever. Returns (index of that process or None, whether the deadline passed)."""
+    it forever (a worker whose case failed exits non-zero too, see `suites.run.worker`).
+
+    Returns the processes found exited non-zero, each with the last wall-clock time
+    (`time.time()`, the clock of a worker's `failed_at`) it was seen still running, and
+    whether the deadline passed. That time is a lower bound of when it ended: several
+    processes can end between two polls, and the bound keeps a crash before a peer's
+    consequent failure in the right order."""
+    running_at = {index: time.time() for index in range(len(processes))}
     while True:
+        polled_at = time.time()
         codes = [process.poll() for process in processes]
-        crashed = next((i for i, code in enumerate(codes) if code not in (None, 0)), None)
-        if crashed is not None or all(code is not None for code in codes):
-            return crashed, False
+        exits = {i: running_at[i] for i, code in enumerate(codes) if code not in (None, 0)}
+        if exits or all(code is not None for code in codes):
+            return exits, False
         if time.monotonic() >= deadline:
-            return None, True
+            return {}, True
+        running_at.update((i, polled_at) for i, code in enumerate(codes) if code is None)
         time.sleep(POLL_S)
 
 
+def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float]) -> int | None:
+    """The process whose failure came first, or None if none failed.
+
+    A process failed if it wrote a failed outcome or none at all. The earliest failure is the
+    cause; its peers' failures are usually the symptom (a collective whose peer went away).
+    Failures are ordered by when they happened: a worker stamps its failed outcome with the
+    time of the error (`failed_at`); a process that exited non-zero without one (a crash) by
+    the bound `_wait_all` gives; one stopped by this launcher after a peer ended, or still
+    running at the deadline, comes last."""
+    when: dict[int, float] = {}
+    for index, outcome in enumerate(outcomes):
+        if outcome is None:
+            when[index] = exits.get(index, math.inf)
+        elif outcome.status is Status.FAILED:
+            when[index] = outcome.details.get(FAILED_AT, exits.get(index, math.inf))
+    return min(when, key=lambda index: (when[index], index)) if when else None
+
+
 def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool, crashed: int | None = None) -> Outcome:
+             timed_out: bool, exits: dict[int, float] | None = None) -> Outcome:
+    exits = exits or {}
     outcomes: list[Outcome | None] = []
     for index, _ in enumerate(processes):
         result = tmpdir / f"rank{index}.json"
         outcomes.append(Outcome.from_dict(json.loads(result.read_text())) if result.exists() else None)
-    # The rank that died first is the cause; its peers' failures are usually the symptom.
-    order = sorted(range(len(processes)), key=lambda index: index != crashed)
-    for index in order:
-        process, outcome = processes[index], outcomes[index]
-        if outcome is None or outcome.status is Status.FAILED:
-            if timed_out and outcome is None:
-                why = f"rank {index} did not finish within {case_timeout(timing):.0f} s (killed)"
-            elif outcome is None:
-                why = f"rank {index} exited with code {process.returncode} before reporting"
-            else:
-                why = f"rank {index}: {outcome.reason}"
-            return Outcome(Status.FAILED, why, details={
-                "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
-                **(outcome.details if outcome else {})})
-    primary = outcomes[0]  # rank 0's, which carries every rank's busy time (gathered in-band)
-    assert primary is not None
-    return primary
+    index = _first_failure(outcomes, exits)
+    if index is None:
+        primary = outcomes[0]  # rank 0's, which carries every rank's busy time (gathered in-band)
+        assert primary is not None
+        return primary
+    process, outcome = processes[index], outcomes[index]
+    if outcome is not None:
+        why = f"rank {index}: {outcome.reason}"
+    elif timed_out:
+        why = f"rank {index} did not finish within {case_timeout(timing):.0f} s (killed)"
+    elif index in exits or not exits:
+        why = f"rank {index} exited with code {process.returncode} before reporting"
+    else:  # stopped here because a peer ended with an error, though that peer reported success
+        peer = min(exits, key=lambda other: (exits[other], other))
+        why = (f"rank {index} was stopped before reporting, after rank {peer} exited with code "
+               f"{processes[peer].returncode}")
+    return Outcome(Status.FAILED, why, details={
+        "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
+        **(outcome.details if outcome else {})})
 
 
 def run_isolated(case: Case, timing: TimingConfig) -> Outcome:

@@ -1,6 +1,9 @@
 """Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome.
 
-parbench's launcher starts it with `--out` and stores the record itself. Under torchrun (one
+parbench's launcher starts it with `--out` and stores the record itself. A worker whose case
+failed writes its outcome, then exits non-zero (`CASE_FAILED_EXIT`): the launcher (or torchrun)
+stops its peers at once, instead of leaving them blocked in a collective that waits for it
+until the process group's timeout, and names this rank and its error. Under torchrun (one
 machine or several) give `--results` too: rank 0 then stores the record, with this machine's
 provenance, where `parbench report` finds it.
 """
@@ -14,6 +17,7 @@ from pathlib import Path
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import pin_from_env
@@ -21,6 +25,8 @@ from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
 TORCHRUN_SUITE = "torchrun"
+#: Exit status of a worker that wrote (or stored) a failed outcome.
+CASE_FAILED_EXIT = 1
 
 
 def this_rank() -> int:
@@ -100,6 +106,9 @@ def main() -> None:
     if stores:
         path = store_record(case, outcome, timing, args.results, args.suite, args.label)
         print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
+    if outcome.status is Status.FAILED:
+        print(f"parbench worker: rank {this_rank()}: {outcome.reason}", file=sys.stderr, flush=True)
+        sys.exit(CASE_FAILED_EXIT)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
 """PyTorch specifics shared by every torch implementation: devices, dtypes, sync, precision flags."""
 from __future__ import annotations
 
+import gc
+from typing import Any, Iterable
+
 import numpy as np
 import torch
+from torch import nn
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
 
 DTYPES = {Precision.FP32: torch.float32, Precision.TF32: torch.float32,
           Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
+#: The dtype `torch.autocast` computes in for each mixed precision; fp32 and tf32 use none.
+AUTOCAST_DTYPES = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
 
 
 def device_for(case: Case, index: int = 0) -> torch.device:
@@ -23,6 +29,43 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued work: CUDA kernels run asynchronously to the host."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def release_device_memory(owner: object, attributes: Iterable[str],
+                          device: torch.device | None) -> None:
+    """At a runnable's teardown: drop `owner`'s references to its device state (`attributes`),
+    then, on CUDA, hand the caching allocator's free blocks back to the driver, so the next
+    in-process case, and the rank processes of the next launched case, find the GPU's memory
+    free rather than held by this process's cache. Only blocks no tensor uses can be released,
+    hence the references go first. On the CPU the references go and nothing else happens."""
+    for name in attributes:
+        vars(owner).pop(name, None)
+    if device is not None and device.type == "cuda":
+        gc.collect()  # tensors kept alive only by reference cycles (autograd graphs, closures)
+        torch.cuda.empty_cache()
+
+
+class AutocastForward(nn.Module):
+    """`module` whose forward runs under `torch.autocast(device_type, dtype)` wherever it is
+    called from.
+
+    A wrapper that calls its module from threads of its own loses the caller's autocast dtype:
+    `nn.DataParallel`'s `parallel_apply` re-enters autocast in each replica thread with only
+    `enabled=` (torch 2.13, `torch/nn/parallel/parallel_apply.py`), so the replicas compute in
+    the device type's default dtype (float16 on CUDA) whatever the caller asked for. Wrapped in
+    this, each replica's forward enters autocast with the case's dtype itself, and the nested
+    autocast overrides the thread's.
+    """
+
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module = module
+        self.device_type = device_type
+        self.dtype = dtype
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            return self.module(*inputs, **kwargs)
 
 
 def set_matmul_precision(precision: Precision) -> None:

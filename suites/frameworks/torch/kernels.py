@@ -14,6 +14,8 @@ from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, r
 
 class _TorchKernel(Runnable):
     seed = 0
+    #: What holds device memory: released at teardown.
+    device_state = ("a", "b", "out", "x", "weight")
 
     def _prepare(self) -> None:
         self.device = backend.device_for(self.case)
@@ -26,6 +28,9 @@ class _TorchKernel(Runnable):
 
     def synchronize(self) -> None:
         backend.synchronize(self.device)
+
+    def teardown(self) -> None:
+        backend.release_device_memory(self, self.device_state, getattr(self, "device", None))
 
 
 class TorchMatmul(_TorchKernel):

@@ -3,8 +3,8 @@
 One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
 on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
 without); tf32 turns on TF32 tensor-core matmuls/convolutions. The case's strategy plugin
-(`suites.strategies.torch`) joins the process group of a rank process, wraps the model and
-supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+(`suites.strategies.torch`) joins the process group of a rank process, wraps the model, names
+the devices `synchronize` waits for and supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
@@ -29,7 +29,6 @@ WEIGHTS_SEED = 0
 DATA_SEED = 1
 #: Check batches come from `spec.make_batch(global batch, CHECK_SEED + step)`.
 CHECK_SEED = 100
-AUTOCAST_DTYPES = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
 
 
 def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.ndarray,
@@ -65,6 +64,9 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
 
 class TorchTrainStep(Runnable):
     workload: TrainStep
+    #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
+    #: closure that refer to them): released at teardown.
+    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step")
 
     def setup(self) -> None:
         limit_threads_from_env()
@@ -78,9 +80,10 @@ class TorchTrainStep(Runnable):
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
         self.trained = self.plugin.wrap(self.model, self.device, self.case)
+        self.devices_in_use = self.plugin.devices_in_use(self.case, self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
         self.loss = torch_models.loss_function(self.spec)
-        self.autocast_dtype = AUTOCAST_DTYPES.get(self.case.precision)
+        self.autocast_dtype = backend.AUTOCAST_DTYPES.get(self.case.precision)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
@@ -138,7 +141,8 @@ class TorchTrainStep(Runnable):
         self._train_step(*self.batches[next(self._order)])
 
     def synchronize(self) -> None:
-        backend.synchronize(self.device)
+        for device in self.devices_in_use:
+            backend.synchronize(device)
 
     def barrier(self) -> None:
         if self.group:
@@ -218,3 +222,4 @@ class TorchTrainStep(Runnable):
         group = getattr(self, "group", None)
         if group:
             group.destroy()
+        backend.release_device_memory(self, self.device_state, getattr(self, "device", None))

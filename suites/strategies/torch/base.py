@@ -33,6 +33,11 @@ class TorchStrategy(StrategyPlugin):
         """The module a training step calls: the model itself, or the strategy's wrapper."""
         return model
 
+    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+        """Every device this process's step runs work on: what the runnable's `synchronize`
+        waits for before the timer reads its clock. One process, one device by default."""
+        return [device]
+
     def local_step(self, wrapped: "nn.Module", step: Callable[[], None]) -> Callable[[], None] | None:
         """`step` without the strategy's cross-rank exchange, where it has one (the timer
         separates compute from communication with it); None where it has none."""

@@ -1,11 +1,16 @@
 """torch `dataparallel`: `nn.DataParallel`, one process, one thread per GPU, the module
-replicated every step and the batch scattered over the GPUs."""
+replicated every step and the batch scattered over the GPUs.
+
+It runs in an isolated worker process, not in parbench's: a replica thread stuck in a CUDA
+peer-to-peer copy or an NCCL broadcast would otherwise freeze the whole run, while the
+launcher's deadline ends a worker (and its GPU memory goes with the process)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import Launch
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
@@ -20,8 +25,14 @@ DATAPARALLEL_ON_CPU = ("nn.DataParallel on CPU runs the module unchanged on one 
                        "nothing parallel to measure")
 
 
+def device_ids(case: Case) -> list[int]:
+    """The GPUs nn.DataParallel spreads the case over: the first `n_devices` visible ones."""
+    return list(range(case.n_devices))
+
+
 class DataParallel(TorchStrategy):
     strategy = Strategy.DATAPARALLEL
+    launch = Launch.ISOLATED
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         if case.device is DeviceKind.CPU:
@@ -41,9 +52,23 @@ class DataParallel(TorchStrategy):
         return False
 
     def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        """nn.DataParallel over the case's GPUs; under mixed precision each replica enters
+        autocast with the case's dtype itself (`AutocastForward`: DataParallel's replica threads
+        would otherwise compute in float16 under a bf16 case)."""
         from torch import nn
 
-        return nn.DataParallel(model, device_ids=list(range(case.n_devices)))
+        from suites.frameworks.torch.backend import AUTOCAST_DTYPES, AutocastForward
+
+        dtype = AUTOCAST_DTYPES.get(case.precision)
+        replicated = model if dtype is None else AutocastForward(model, device.type, dtype)
+        return nn.DataParallel(replicated, device_ids=device_ids(case))
+
+    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+        """Every GPU of the case: each replica's forward and backward run on its own GPU, and
+        a timed block ends only when the slowest of them has finished."""
+        import torch
+
+        return [torch.device("cuda", index) for index in device_ids(case)]
 
 
 PLUGIN = DataParallel()
