@@ -24,7 +24,7 @@ from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_r
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.workloads.kernels import rotation_count
+from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import TrainStep
 from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import configure_runtime
@@ -60,7 +60,7 @@ class TfTrainStep(Runnable):
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
             self.case, self.p, strategy)
         sample_bytes = int(np.prod(self.spec.input_shape)) * 4
-        count = rotation_count(sample_bytes * self.workload.per_device_batch)
+        count = batch_rotation_count(sample_bytes * self.workload.per_device_batch)
         self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
         self._order = itertools.cycle(range(count))
 
