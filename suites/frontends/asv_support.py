@@ -190,7 +190,7 @@ def _benchmark_class(name: str, module: str, suite: Suite, workload: type[Worklo
         "workload": workload.name,
         "case_ids": frozenset(case_ids),
         "version": workload.version(),
-        "timeout": case_timeout(suite.timing),
+        "timeout": max(case_timeout(suite.timing, case) for case in cases),
         "timing": suite.timing,
     })
     for attribute in dir(cls):

@@ -7,6 +7,7 @@ subprocess with a timeout.
 """
 from __future__ import annotations
 
+import ctypes
 import glob
 import importlib
 import importlib.util
@@ -16,6 +17,7 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 from suites.cases.vocabulary import DeviceKind, Framework
@@ -128,7 +130,61 @@ def cpu_info(framework: Framework) -> DeviceInfo:
     flags = _cpu_flags()
     return DeviceInfo(framework, DeviceKind.CPU, 1, (cpu_model(),), details={
         "logical_cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-        "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]})
+        "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
+        "llc_bytes": cpu_last_level_cache_bytes()})
+
+
+CPU_CACHE_SYSFS = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def _cache_size_bytes(text: str) -> int | None:
+    """sysfs writes cache sizes as "32768K" (sometimes "32M" or plain bytes)."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text.rstrip("KMGB")
+    return int(digits) * scale if digits.isdigit() else None
+
+
+@lru_cache(maxsize=None)
+def cpu_last_level_cache_bytes(sysfs: str = CPU_CACHE_SYSFS) -> int | None:
+    """Size of the highest-level data or unified cache that CPU 0 sees (the L3 of its
+    socket or core complex on most servers), from sysfs; None where sysfs does not say."""
+    caches = []  # (level, bytes) of each data or unified cache
+    for index in glob.glob(os.path.join(sysfs, "index[0-9]*")):
+        try:
+            kind, level, size = (Path(index, name).read_text().strip() for name in ("type", "level", "size"))
+        except OSError:
+            continue
+        size_bytes = _cache_size_bytes(size)
+        if kind != "Instruction" and level.isdigit() and size_bytes:
+            caches.append((int(level), size_bytes))
+    return max(caches)[1] if caches else None
+
+
+#: cuDeviceGetAttribute's CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (cuda.h): L2 size in bytes.
+CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+
+
+def cuda_l2_cache_bytes(library: str = "libcuda.so.1") -> list[int] | None:
+    """The L2 size of each visible GPU (CUDA_VISIBLE_DEVICES order) from the CUDA driver API,
+    without a framework: for frameworks that do not report it (TensorFlow). None where the
+    driver is missing or any call fails. cuInit and cuDeviceGetAttribute create no context
+    and allocate nothing on the GPU."""
+    try:
+        driver = ctypes.CDLL(library)
+    except OSError:
+        return None
+    count = ctypes.c_int()
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    sizes = []
+    for ordinal in range(count.value):
+        device, size = ctypes.c_int(), ctypes.c_int()
+        if (driver.cuDeviceGet(ctypes.byref(device), ordinal) != 0 or driver.cuDeviceGetAttribute(
+                ctypes.byref(size), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device) != 0):
+            return None
+        sizes.append(size.value)
+    return sizes
 
 
 def _cpu_flags() -> set[str]:
@@ -142,13 +198,30 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def tpu_device_files() -> list[str]:
+    """The device files of a TPU attached to this host (a TPU VM): /dev/accel* (v2-v4),
+    /dev/vfio/<n> (v5e and later)."""
+    return glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+
+
 def tpu_runtime_evidence() -> str | None:
-    """What suggests a TPU is reachable, or None. Cheap: looks, never connects."""
-    if os.environ.get("TPU_NAME") or os.environ.get("COLAB_TPU_ADDR"):
-        return "TPU_NAME/COLAB_TPU_ADDR is set"
-    if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
+    """What suggests a TPU is reachable, or None. Cheap: looks, never connects.
+
+    Only what TensorFlow's TPUClusterResolver acts on counts: TPU_NAME, or the device files
+    of a TPU VM. (COLAB_TPU_ADDR does not: TensorFlow never reads it, it names the retired
+    Colab TPU nodes.)"""
+    if os.environ.get("TPU_NAME"):
+        return "TPU_NAME is set"
+    if tpu_device_files():
         return "a TPU device file (/dev/accel*, /dev/vfio) exists"
     return None
+
+
+NO_TPU_RUNTIME = "no TPU runtime: TPU_NAME is not set and no TPU device file (/dev/accel*, /dev/vfio) exists"
+
+
+#: What `discover` has found in this process, for provenance to read without discovering.
+_FOUND: dict[tuple[Framework, DeviceKind], DeviceInfo] = {}
 
 
 @lru_cache(maxsize=None)
@@ -156,15 +229,36 @@ def discover(framework: Framework, kind: DeviceKind) -> DeviceInfo:
     """What `framework` sees of device `kind` (cached per process)."""
     described = descriptor(framework)
     if not described.installed():
-        return DeviceInfo(framework, kind, 0, reason=described.not_installed_reason())
-    if kind is DeviceKind.CPU:
-        info = cpu_info(framework)
-        return DeviceInfo(framework, kind, info.count, info.names,
-                          details={**info.details, "threads": described.cpu_threads()})
-    if kind is DeviceKind.GPU:
-        return described.gpus()
-    return described.tpus()
+        info = DeviceInfo(framework, kind, 0, reason=described.not_installed_reason())
+    elif kind is DeviceKind.CPU:
+        cpu = cpu_info(framework)
+        info = DeviceInfo(framework, kind, cpu.count, cpu.names,
+                          details={**cpu.details, "threads": described.cpu_threads()})
+    elif kind is DeviceKind.GPU:
+        info = described.gpus()
+    else:
+        info = described.tpus()
+    _FOUND[(framework, kind)] = info
+    return info
+
+
+def discovered(framework: Framework, kind: DeviceKind) -> DeviceInfo | None:
+    """What `discover` found for `framework` and `kind` in this process, or None where it has
+    not been asked: never imports a framework or probes a device."""
+    return _FOUND.get((framework, kind))
 
 
 def discover_all() -> list[DeviceInfo]:
     return [discover(framework, kind) for framework in Framework for kind in DeviceKind]
+
+
+def last_level_cache_bytes(framework: Framework, kind: DeviceKind) -> int | None:
+    """The last-level cache of the device a case of `framework` runs on: the CPU's LLC, or
+    the largest L2 of the GPUs `framework` discovered. None where it is not known (TPUs,
+    a framework that did not report it): the caller falls back to a fixed span."""
+    if kind is DeviceKind.CPU:
+        return cpu_last_level_cache_bytes()
+    if kind is DeviceKind.GPU:
+        sizes = discover(framework, kind).details.get("l2_cache_bytes") or []
+        return max(sizes) if sizes else None
+    return None

@@ -18,8 +18,14 @@ Schema version 1, one JSON object per line:
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)
-  environment   provenance: machine label, hostname, cpu, memory_gib, gpus, python, os,
-                libraries, git {commit, dirty}, threads
+  environment   provenance: machine label, hostname, cpu {model, logical_cores, usable_cores,
+                llc_bytes}, memory_gib, gpus [{index, name, memory, driver, compute_capability,
+                sm_clock_max_mhz, mem_clock_max_mhz, power_limit_w, mig_mode}] (nvidia-smi),
+                gpu_topology {links {GPUi: {GPUj: link}}, text} (nvidia-smi topo -m) or null,
+                cuda_visible_devices, nvidia_tf32_override, cuda_libraries {wheel: version},
+                accelerators {"<framework>/<gpu|tpu>": {count, names, reason, cuda, cudnn, nccl,
+                compute_capability, l2_cache_bytes, ...}} (what discovery found in the run's
+                process), python, os, libraries, git {commit, dirty}, threads
 """
 from __future__ import annotations
 

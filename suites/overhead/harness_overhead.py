@@ -7,10 +7,10 @@ on the same op (torch.mm with out=). TF: parbench's median vs a bare `tf.functio
 The two timers alternate for several rounds (so drift of a shared machine hits both) and the
 median ratio is printed; 0.98-1.02 means the harness neither adds nor hides time.
 
-parbench rotates inputs through copies spanning 64 MiB so a kernel is not timed with its operands
-hot in cache; the reference timers reuse one set. The harness is therefore compared with rotation
-off (PARBENCH_ROTATION_BYTES=0: same inputs, same op), and the rotated median is printed beside
-it as the cache effect that rotation removes.
+parbench rotates inputs through copies spanning twice the last-level cache (at least 64 MiB) so a
+kernel is not timed with its operands hot in cache; the reference timers reuse one set. The harness
+is therefore compared with rotation off (PARBENCH_ROTATION_BYTES=0: same inputs, same op), and the
+rotated median is printed beside it as the cache effect that rotation removes.
 """
 from __future__ import annotations
 

@@ -36,13 +36,16 @@ STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
 
 
-def case_timeout(timing: TimingConfig) -> float:
-    """`timing.case_timeout_s` if set, else framework import + rendezvous, the longest the timer
-    lets a case take (its first step, then `case_limit_s`), and one more budget for the check
-    and per-rank probes."""
+def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
+    """`timing.case_timeout_s` if set, else start-up (framework import + rendezvous: the case's
+    strategy's `startup_allowance_s`, or `STARTUP_ALLOWANCE_S`), the longest the timer lets a
+    case take (its first step, then `case_limit_s`), and one more budget for the check and
+    per-rank probes."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    return STARTUP_ALLOWANCE_S + first_step_limit_s(timing) + case_limit_s(timing) + timing.budget_s
+    startup = plugin_for(case).startup_allowance_s if case is not None else None
+    return ((STARTUP_ALLOWANCE_S if startup is None else startup)
+            + first_step_limit_s(timing) + case_limit_s(timing) + timing.budget_s)
 
 
 def free_ports(count: int) -> list[int]:
@@ -140,7 +143,7 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
                 _worker_command(case, timing, tmpdir / f"rank{index}.json"),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **extra_env}, start_new_session=True), log))
-        deadline = time.monotonic() + case_timeout(timing)
+        deadline = time.monotonic() + case_timeout(timing, case)
         try:
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
         finally:
@@ -206,7 +209,7 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
     if outcome is not None:
         why = f"rank {index}: {outcome.reason}"
     elif timed_out:
-        why = f"rank {index} did not finish within {case_timeout(timing):.0f} s (killed)"
+        why = f"rank {index} did not finish within {case_timeout(timing, case):.0f} s (killed)"
     elif index in exits or not exits:
         why = f"rank {index} exited with code {process.returncode} before reporting"
     else:  # stopped here because a peer ended with an error, though that peer reported success

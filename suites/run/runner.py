@@ -10,7 +10,8 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
-from suites.kept.provenance import environment, new_run_id, now_iso, threads_in_use
+from suites.kept.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
+                                   threads_in_use)
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
 from suites.run.availability import unavailable_reason
@@ -47,7 +48,8 @@ def store_outcome(case: Case, outcome: Outcome, context: RunContext) -> Record:
         metrics = derive(case, outcome.measurement, context.store.root,
                          context.environment["machine"], context.peaks)
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
-                    suite=context.suite, environment={**context.environment, "threads": threads_in_use()},
+                    suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
+                                                      "accelerators": discovered_accelerators()},
                     reason=outcome.reason, emulated=plugin_for(case).emulated(case),
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
                     details=outcome.details)

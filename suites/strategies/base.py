@@ -32,6 +32,10 @@ class StrategyPlugin:
     #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
     kinds: ClassVar[frozenset[str]] = frozenset({"training"})
     launch: ClassVar[Launch] = Launch.IN_PROCESS
+    #: Seconds a launched process may take to start before its first step (framework import,
+    #: rendezvous, device initialisation); None: the launcher's default
+    #: (`suites.run.launchers.STARTUP_ALLOWANCE_S`).
+    startup_allowance_s: ClassVar[float | None] = None
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return workload.kind in self.kinds

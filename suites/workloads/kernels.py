@@ -11,20 +11,49 @@ from suites.cases.case import ParamValue
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 
-#: Inputs are rotated through enough copies to span this many bytes, so a kernel whose
-#: operands fit in cache is not timed hot from the previous step. PARBENCH_ROTATION_BYTES
-#: overrides it (0: one copy, hot-cache timing as torch.utils.benchmark does).
+#: A kernel's inputs are rotated through copies that together span more than the device's
+#: last-level cache (CACHE_MULTIPLE x its size: the CPU's L3, a GPU's L2 — 50 MB on an H100),
+#: so a kernel whose operands would fit in it is not timed hot from the previous step. The span
+#: is at least ROTATION_BYTES, which is also the span where the cache size is unknown.
+#: PARBENCH_ROTATION_BYTES sets the span instead (0: one copy, hot-cache timing as
+#: torch.utils.benchmark does).
 ROTATION_BYTES = 64 * 2**20
+CACHE_MULTIPLE = 2
 ROTATION_ENV = "PARBENCH_ROTATION_BYTES"
-MAX_ROTATION = 16
+#: Copies are capped at span / MIN_ROTATED_SET_BYTES: a kernel on inputs smaller than this is
+#: bound by launch and call overhead, not by where its operands sit, and thousands of tiny
+#: copies would only slow its setup. (Every built-in kernel's inputs are over 1 MiB.)
+MIN_ROTATED_SET_BYTES = 64 * 2**10
+#: A training step's batches rotate through at most this many (spanning at most the same
+#: span): the step re-reads its weights and activations anyway, and more batches would only
+#: slow each case's setup (by up to a second for TF's multi-replica batches).
+BATCH_ROTATION = 16
 #: The numerics check compares at most this many leading rows / images with float64.
 CHECK_ROWS = 128
 CHECK_IMAGES = 2
 
 
-def rotation_count(bytes_per_input_set: int) -> int:
+def rotation_span_bytes(cache_bytes: int | None) -> int:
+    """The bytes a kernel's input copies span on a device whose last-level cache holds
+    `cache_bytes` (None: unknown)."""
+    override = os.environ.get(ROTATION_ENV)
+    if override is not None:
+        return int(override)
+    return max(ROTATION_BYTES, CACHE_MULTIPLE * (cache_bytes or 0))
+
+
+def rotation_count(bytes_per_input_set: int, cache_bytes: int | None) -> int:
+    """How many copies of one set of a kernel's inputs to rotate through: enough to span
+    `rotation_span_bytes(cache_bytes)`, at most span / MIN_ROTATED_SET_BYTES."""
+    span = rotation_span_bytes(cache_bytes)
+    cap = max(1, span // MIN_ROTATED_SET_BYTES)
+    return max(1, min(cap, math.ceil(span / max(bytes_per_input_set, 1))))
+
+
+def batch_rotation_count(bytes_per_batch: int) -> int:
+    """How many random batches a training step rotates through (see BATCH_ROTATION)."""
     span = int(os.environ.get(ROTATION_ENV, ROTATION_BYTES))
-    return max(1, min(MAX_ROTATION, math.ceil(span / max(bytes_per_input_set, 1))))
+    return max(1, min(BATCH_ROTATION, math.ceil(span / max(bytes_per_batch, 1))))
 
 
 class Matmul(Workload):

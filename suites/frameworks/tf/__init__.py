@@ -12,14 +12,34 @@ import sys
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.kept.devices import (DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason,
-                                 tpu_runtime_evidence)
+from suites.kept.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
+                                 cuda_visible_devices_reason, tpu_device_files, tpu_runtime_evidence)
 
-TPU_PROBE_TIMEOUT_S = 20.0
+#: The probe imports TensorFlow, loads libtpu, connects and initialises the TPU system: on a
+#: TPU VM that takes from ~20 s to over a minute (v4 and v5p initialise slowest). The limit
+#: only bounds a probe that hangs (a TPU_NAME that points nowhere).
+TPU_PROBE_TIMEOUT_S = 180.0
 
+
+def tpu_address() -> str | None:
+    """The `tpu` argument of TPUClusterResolver, shared by the TPU probe and the `tpu`
+    strategy so both connect to the same TPU the same way: TPU_NAME if set (a Cloud TPU
+    node's name or a grpc:// address); "local" on a TPU VM (its device files exist), which
+    makes the resolver use the TPU attached to this host (with no argument it would ask the
+    Cloud TPU API, and raise without TPU_NAME); else None, the resolver's own lookup."""
+    if os.environ.get("TPU_NAME"):
+        return os.environ["TPU_NAME"]
+    if tpu_device_files():
+        return "local"
+    return None
+
+
+#: Run as `python -c _TPU_PROBE ADDRESS` (ADDRESS empty for None). It imports only TensorFlow,
+#: so the probe process loads libtpu on its own terms, and prints the TPU cores it sees.
 _TPU_PROBE = """
+import sys
 import tensorflow as tf
-resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=sys.argv[1] or None)
 tf.config.experimental_connect_to_cluster(resolver)
 tf.tpu.experimental.initialize_tpu_system(resolver)
 print(len(tf.config.list_logical_devices("TPU")))
@@ -59,26 +79,32 @@ class TfDescriptor(FrameworkDescriptor):
                 reason = "TensorFlow sees no GPU (no NVIDIA GPU, driver or matching CUDA libraries)"
             return DeviceInfo(self.framework, DeviceKind.GPU, 0, reason=reason)
         build = tf.sysconfig.get_build_info()
-        names = tuple(tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus)
+        device_details = [tf.config.experimental.get_device_details(g) for g in gpus]
+        names = tuple(details.get("device_name", g.name) for details, g in zip(device_details, gpus))
+        capability = [".".join(map(str, details["compute_capability"])) for details in device_details
+                      if details.get("compute_capability")]
+        # TF does not report L2 sizes; the driver does (they size the kernels' input rotation).
         return DeviceInfo(self.framework, DeviceKind.GPU, len(gpus), names, details={
-            "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")})
+            "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version"),
+            "compute_capability": capability if len(capability) == len(gpus) else [],
+            "l2_cache_bytes": cuda_l2_cache_bytes()})
 
     def tpus(self) -> DeviceInfo:
         evidence = tpu_runtime_evidence()
         if evidence is None:
-            return DeviceInfo(self.framework, DeviceKind.TPU, 0,
-                              reason="no TPU runtime: no TPU_NAME or COLAB_TPU_ADDR, no /dev/accel* device")
+            return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=NO_TPU_RUNTIME)
         try:
-            probe = subprocess.run([sys.executable, "-c", _TPU_PROBE], capture_output=True, text=True,
-                                   timeout=TPU_PROBE_TIMEOUT_S)
+            probe = subprocess.run([sys.executable, "-c", _TPU_PROBE, tpu_address() or ""],
+                                   capture_output=True, text=True, timeout=TPU_PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=(
                 f"{evidence}, but connecting to the TPU did not finish in {TPU_PROBE_TIMEOUT_S:.0f} s"))
-        if probe.returncode != 0 or not probe.stdout.strip().isdigit():
+        printed = (probe.stdout.strip().splitlines() or [""])[-1].strip()  # the count is the last line
+        if probe.returncode != 0 or not printed.isdigit():
             tail = (probe.stderr.strip().splitlines() or ["no output"])[-1]
             return DeviceInfo(self.framework, DeviceKind.TPU, 0,
                               reason=f"{evidence}, but the TPU did not initialise: {tail}")
-        count = int(probe.stdout.strip())
+        count = int(printed)
         return DeviceInfo(self.framework, DeviceKind.TPU, count, tuple(f"TPU:{i}" for i in range(count)))
 
 

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from suites.frameworks.tf import backend
 from suites.kept.check import Check, against_reference
+from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
@@ -21,7 +22,8 @@ class _TfKernel(Runnable):
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
-        self.copies = rotation_count(self.workload.input_elements() * self.dtype.size)
+        self.copies = rotation_count(self.workload.input_elements() * self.dtype.size,
+                                     last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
 
     def synchronize(self) -> None:

@@ -29,7 +29,7 @@ from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.workloads.kernels import rotation_count
+from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import TrainStep
 
 WEIGHTS_SEED = 0
@@ -60,7 +60,7 @@ class TfTrainStep(Runnable):
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
             self.case, self.p, strategy)
         sample_bytes = int(np.prod(self.spec.input_shape)) * 4
-        count = rotation_count(sample_bytes * self.workload.per_device_batch)
+        count = batch_rotation_count(sample_bytes * self.workload.per_device_batch)
         self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
         self._order = itertools.cycle(range(count))
 

@@ -8,6 +8,7 @@ import torch
 
 from suites.frameworks.torch import backend
 from suites.kept.check import Check, against_reference
+from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
@@ -23,7 +24,8 @@ class _TorchKernel(Runnable):
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        self.copies = rotation_count(self.workload.input_elements() * element_bytes)
+        self.copies = rotation_count(self.workload.input_elements() * element_bytes,
+                                     last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
 
     def synchronize(self) -> None:

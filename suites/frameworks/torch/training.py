@@ -22,7 +22,7 @@ from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import limit_threads_from_env
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.workloads.kernels import rotation_count
+from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
 
 WEIGHTS_SEED = 0
@@ -106,7 +106,7 @@ class TorchTrainStep(Runnable):
         generator = torch.Generator(device=self.device)
         generator.manual_seed(DATA_SEED + self.rank)
         shape = (self.local_batch, *self.model.input_shape)
-        count = rotation_count(int(np.prod(shape)) * 4)
+        count = batch_rotation_count(int(np.prod(shape)) * 4)
         return [(torch.randn(shape, generator=generator, device=self.device),
                  self._random_targets(generator)) for _ in range(count)]
 

@@ -5,12 +5,11 @@ to an absent TPU (which blocks forever).
 """
 from __future__ import annotations
 
-import glob
-import os
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
+from suites.frameworks.tf import tpu_address
 from suites.strategies.base import Launch, split_reason
 from suites.strategies.tf.base import DistributeStrategy, mirrored_variables_reason
 
@@ -20,14 +19,11 @@ if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
 
 
-def tpu_address() -> str | None:
-    """TPU_NAME if set; "local" on a TPU VM (TPU device files); None lets the resolver look
-    (Colab's COLAB_TPU_ADDR, a Cloud TPU's metadata)."""
-    if os.environ.get("TPU_NAME"):
-        return os.environ["TPU_NAME"]
-    if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
-        return "local"
-    return None
+#: The TPU core counts a single-host TPU exposes to TensorFlow: 1 (v5e-1, v6e-1), 4 (v4-8,
+#: v5p-8, v5e-4, v6e-4: a v4/v5p chip's two TensorCores are one device), 8 (v2-8, v3-8,
+#: v5e-8, v6e-8). The training grid declares a TPU case for each (suites/grids/training.toml),
+#: and the one matching the TPU runs.
+TPU_CORE_COUNTS = (1, 4, 8)
 
 
 class Tpu(DistributeStrategy):
@@ -35,13 +31,21 @@ class Tpu(DistributeStrategy):
     devices = frozenset({DeviceKind.TPU})
     launch = Launch.ISOLATED
     read_back_to_sync = True
+    #: Before its first step a TPU worker imports TF, loads libtpu, connects and initialises
+    #: the TPU system (up to a minute or more) and builds the strategy; the first step's and
+    #: the check's XLA compiles come after (the first step has its own allowance).
+    startup_allowance_s = 300.0
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         if case.device is not DeviceKind.TPU:
             return f"TPUStrategy runs on TPUs; this case asks for {case.device}"
         if device.count != case.n_devices:
+            # n_devices stays the true replica count (it sets the global batch and every
+            # per-device figure), so a case for another core count is not stretched to fit.
+            matching = (f"the case with n_devices = {device.count} runs here" if device.count in TPU_CORE_COUNTS
+                        else f"no built-in case has n_devices = {device.count}: add one to a grid")
             return (f"TPUStrategy replicates over every core of the TPU ({device.count} here); "
-                    f"this case asks for {case.n_devices}")
+                    f"this case asks for {case.n_devices} ({matching})")
         if case.precision is Precision.FP16:
             return "TPUs have no float16 arithmetic; their mixed precision is bf16"
         return split_reason(case, "replicas") or mirrored_variables_reason(case, "TPUStrategy")

@@ -1,0 +1,272 @@
+"""Is this GPU or TPU machine ready? One small case of every GPU/TPU path, in under ten minutes.
+
+    python -m suites.overhead.gpu_readiness [--out results/gpu_readiness.json] [--results DIR]
+
+Run it first on a machine with GPUs or a TPU. For each framework that sees GPUs it runs, with a
+small budget: the matmul and conv2d kernels in every precision; a training step with `single`
+in every precision; every multi-device strategy's training step on all visible GPUs; and the
+all-reduce of every strategy that has one, on all visible GPUs. On a TPU: TPUStrategy's
+training step on all cores, in fp32 and bf16. Then, where records have memory fields, that
+the GPU/TPU records filled them.
+
+Each path is summarised in the JSON at `--out` — status, reason, headline figure and numerics
+check — and the command exits 1 if any path that should run here did not run and pass its
+check. A path parbench rightly skips on this hardware (tf32 or bf16 below compute capability
+8.0, a multi-device strategy with one GPU) is listed as not expected. The records themselves go
+to a temporary directory, or to `--results DIR` to keep them.
+
+On a machine with no GPU or TPU it prints one line saying so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from suites.cases.case import Case
+from suites.cases.strategy_plugins import find_plugin, strategies_of
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
+from suites.kept.devices import DeviceInfo, descriptor, discover
+from suites.kept.metric_registry import METRICS
+from suites.kept.record import Record
+from suites.kept.store import ResultsStore
+from suites.run.execute import Outcome
+from suites.run.launchers import case_timeout, launch_case
+from suites.run.runner import RunContext, run_case
+from suites.workloads import workload_class
+
+SUITE = "gpu_readiness"
+DEFAULT_OUT = Path("results") / "gpu_readiness.json"
+#: The whole check takes at most this long: a launched case is killed when it is spent...
+TOTAL_S = 10 * 60.0
+#: ... and no case starts after this long; what is left is "not run".
+DEADLINE_S = 9 * 60.0
+#: Small budgets: the point is that each path runs and computes the right thing, not a
+#: publishable figure. Launched cases keep the launcher's own timeout (start-up included).
+TIMING = TimingConfig(warmup_s=0.1, min_warmup_steps=2, min_samples=5, min_time_s=0.1,
+                      target_rel_iqr=0.05, budget_s=0.5)
+KERNEL_PARAMS: dict[str, dict[str, Any]] = {
+    "matmul": {"m": 2048, "n": 2048, "k": 2048},
+    "conv2d": {"batch": 16, "h": 56, "w": 56, "cin": 64, "cout": 64, "kernel": 3},
+}
+TRAINING_PARAMS = {"model": "mlp", "batch": 32}
+ALLREDUCE_PARAMS = {"bytes": 16 * 2**20}
+#: The figure each workload kind is summarised by.
+HEADLINE = {"kernel": "tflops", "training": "samples_per_s", "collective": "busbw_gbs"}
+#: Precisions that need compute capability 8.0 (Ampere) or newer on a GPU.
+AMPERE_PRECISIONS = frozenset({Precision.TF32, Precision.BF16})
+#: Metrics that are memory fields (none yet: the path reports that records have none).
+MEMORY_METRICS = tuple(name for name in METRICS if "mem" in name)
+ACCELERATORS = (DeviceKind.GPU, DeviceKind.TPU)
+
+
+@dataclass(frozen=True)
+class ReadinessPath:
+    """One GPU/TPU code path and the case that exercises it. `expected`: whether it should run
+    and pass on this machine; `why` says why not where it should not."""
+
+    name: str
+    case: Case
+    expected: bool = True
+    why: str = ""
+
+
+def _capability_reason(device: DeviceInfo, precision: Precision) -> str:
+    """Why `precision` is rightly unavailable on these GPUs, or "" (unknown capability: expected)."""
+    capabilities = device.details.get("compute_capability") or []
+    if precision in AMPERE_PRECISIONS and capabilities and min(map(float, capabilities)) < 8.0:
+        return f"{precision} needs compute capability 8.0; these GPUs have {min(capabilities, key=float)}"
+    return ""
+
+
+def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPath]:
+    kind, count = device.kind, device.count
+    paths = []
+    precisions = [p for p in Precision if not (kind is DeviceKind.TPU and p in (Precision.FP16, Precision.TF32))]
+    for strategy in strategies_of(framework):
+        plugin = find_plugin(framework, strategy)
+        if plugin is None or kind not in plugin.devices:
+            continue
+        single = strategy is Strategy.SINGLE
+        if single and kind is DeviceKind.TPU:
+            continue  # TPUs run through TPUStrategy; `single` has no TPU path of its own
+        # TPUStrategy replicates over every core, however many; a GPU strategy needs two GPUs.
+        n = 1 if single else count if kind is DeviceKind.TPU else max(count, 2)
+        too_few = "" if n <= count else f"{strategy} needs 2 or more {kind}s; {count} visible"
+        for workload in ("matmul", "conv2d", "train_step", "allreduce"):
+            workload_type = workload_class(workload)
+            if not plugin.applies_to(workload_type):
+                continue
+            if workload_type.kind == "kernel":
+                cases = [(p, KERNEL_PARAMS[workload]) for p in precisions]
+            elif workload_type.kind == "training":
+                cases = [(p, TRAINING_PARAMS) for p in (precisions if single or kind is DeviceKind.TPU
+                                                        else [Precision.FP32])]
+            else:
+                cases = [(Precision.FP32, ALLREDUCE_PARAMS)]
+            for precision, params in cases:
+                case = Case.make(workload, framework, kind, strategy, precision, n, params)
+                why = too_few or (_capability_reason(device, precision) if kind is DeviceKind.GPU else "")
+                name = f"{workload} {framework} {kind}:{n} {strategy} {precision}"
+                paths.append(ReadinessPath(name, case, expected=not why, why=why))
+    return paths
+
+
+def plan(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo]) -> list[ReadinessPath]:
+    """The paths to check for the GPUs and TPUs each framework sees."""
+    paths: list[ReadinessPath] = []
+    for (framework, _kind), device in devices.items():
+        if device.available:
+            paths += _device_paths(framework, device)
+    return paths
+
+
+def discovery_gaps(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo]) -> list[dict[str, Any]]:
+    """An installed framework that sees no GPU where another one sees GPUs (a CPU-only build,
+    CUDA libraries it cannot load): all its GPU cases would be unavailable. Summarised as a
+    path that should run and did not."""
+    if not any(device.available for (_, kind), device in devices.items() if kind is DeviceKind.GPU):
+        return []
+    return [{"path": f"gpu discovery {framework}", "case": "", "expected": True, "why": "",
+             "status": "unavailable", "reason": device.reason, "figure": None, "check": None, "ready": False}
+            for (framework, kind), device in devices.items()
+            if kind is DeviceKind.GPU and not device.available and descriptor(framework).installed()]
+
+
+def _figure(record: Record) -> dict[str, Any] | None:
+    name = HEADLINE.get(workload_class(record.case.workload).kind)
+    value = record.metrics.get(name) if name else None
+    return None if value is None else {"metric": name, "value": value, "unit": METRICS[name].unit}
+
+
+def summarise(path: ReadinessPath, record: Record | None, why_not_run: str = "") -> dict[str, Any]:
+    """What the JSON says of one path. Ready: it ran, and its numerics check passed."""
+    if record is None:
+        status, reason, figure, check = "not run", why_not_run, None, None
+    else:
+        status, reason = str(record.status), record.reason
+        figure, check = _figure(record), (record.check.to_dict() if record.check else None)
+    ready = record is not None and record.status is Status.OK and (record.check is None or record.check.passed)
+    return {"path": path.name, "case": path.case.id, "expected": path.expected, "why": path.why,
+            "status": status, "reason": reason, "figure": figure, "check": check, "ready": ready}
+
+
+def memory_summary(records: list[Record]) -> dict[str, Any]:
+    """The memory fields of the GPU/TPU records that ran: present and filled, where records have them."""
+    name = "memory fields"
+    if not MEMORY_METRICS:
+        return {"path": name, "case": "", "expected": False, "status": "skipped", "figure": None, "check": None,
+                "why": "records have no memory fields yet (no memory metric in suites.kept.metric_registry)",
+                "reason": "", "ready": False}
+    ran = [record for record in records if record.status is Status.OK]
+    missing = [f"{record.case.id}: {metric}" for record in ran for metric in MEMORY_METRICS
+               if record.metrics.get(metric) is None]
+    return {"path": name, "case": "", "expected": True, "why": "", "figure": None, "check": None,
+            "status": "ok" if ran and not missing else "failed",
+            "reason": ("no GPU/TPU record ran" if not ran else
+                       f"missing: {', '.join(missing[:5])}" if missing else ""),
+            "ready": bool(ran) and not missing}
+
+
+def check_paths(paths: list[ReadinessPath], context: RunContext,
+                execute: Callable[[Case, TimingConfig], Outcome] = launch_case,
+                deadline_s: float = DEADLINE_S, total_s: float = TOTAL_S,
+                clock: Callable[[], float] = time.monotonic,
+                report: Callable[[dict[str, Any]], None] = lambda entry: None) -> list[dict[str, Any]]:
+    """Run each path's case (none after `deadline_s`; a launched one is killed once `total_s`
+    is spent) and summarise it; the memory fields last."""
+    started, entries, records = clock(), [], []
+
+    def within_total(case: Case, timing: TimingConfig) -> Outcome:
+        left = max(1.0, total_s - (clock() - started))
+        return execute(case, replace(timing, case_timeout_s=min(case_timeout(timing, case), left)))
+
+    for path in paths:
+        if clock() - started > deadline_s:
+            entry = summarise(path, None, f"the {deadline_s / 60:.0f}-minute budget was spent before it started")
+        else:
+            record = run_case(path.case, context, within_total)
+            records.append(record)
+            entry = summarise(path, record)
+        report(entry)
+        entries.append(entry)
+    entry = memory_summary(records)
+    report(entry)
+    entries.append(entry)
+    return entries
+
+
+def not_ready(entries: list[dict[str, Any]]) -> list[str]:
+    """The paths that should have run here and did not run or did not pass."""
+    return [entry["path"] for entry in entries if entry["expected"] and not entry["ready"]]
+
+
+def _line(entry: dict[str, Any]) -> str:
+    figure = entry["figure"]
+    shown = f"{figure['value']:.4g} {figure['unit']}" if figure else ""
+    check = entry["check"]
+    checked = "" if check is None else ("check ok" if check["passed"] else "CHECK FAILED")
+    note = entry["reason"] or ("" if entry["expected"] else f"not expected here: {entry['why']}")
+    mark = "ok" if entry["ready"] else ("FAIL" if entry["expected"] else "-")
+    return "  ".join(part for part in (f"{mark:4}", entry["path"], shown, checked, note) if part)
+
+
+def discover_accelerators() -> dict[tuple[Framework, DeviceKind], DeviceInfo]:
+    return {(framework, kind): discover(framework, kind) for framework in Framework for kind in ACCELERATORS}
+
+
+def main(argv: list[str] | None = None,
+         execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suites.overhead.gpu_readiness",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the JSON summary (default {DEFAULT_OUT})")
+    parser.add_argument("--results", type=Path, help="keep the records in this results directory "
+                                                     "(default: a temporary one)")
+    parser.add_argument("--label", help="machine label stored with the records")
+    args = parser.parse_args(argv)
+
+    devices = discover_accelerators()
+    if not any(device.available for device in devices.values()):
+        reasons = "; ".join(f"{framework} {kind}: {device.reason}" for (framework, kind), device in devices.items())
+        print(f"gpu_readiness: no GPU or TPU visible, nothing to check ({reasons})")
+        return 0
+
+    paths = plan(devices)
+    with tempfile.TemporaryDirectory(prefix="parbench-readiness-") as tmp:
+        store = ResultsStore(args.results or tmp)
+        store.ensure_writable()
+        context = RunContext(suite=SUITE, store=store, timing=TIMING, label=args.label)
+        started = time.monotonic()
+        show = lambda entry: print(_line(entry), flush=True)  # noqa: E731
+        gaps = discovery_gaps(devices)
+        for entry in gaps:
+            show(entry)
+        entries = gaps + check_paths(paths, context, execute, report=show)
+        elapsed = time.monotonic() - started
+    failing = not_ready(entries)
+    summary = {
+        "ready": not failing, "not_ready": failing, "machine": context.environment["machine"],
+        "run_id": context.run_id, "elapsed_s": round(elapsed, 1),
+        "devices": [device.to_dict() for device in devices.values() if device.available],
+        "paths": entries,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+    expected = sum(entry["expected"] for entry in entries)
+    if failing:
+        print(f"NOT READY: {len(failing)} of {expected} paths that should run here did not "
+              f"({', '.join(failing)}); summary in {args.out}")
+        return 1
+    print(f"ready: all {expected} paths that should run here ran and passed their checks "
+          f"in {elapsed:.0f} s; summary in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
