@@ -147,3 +147,43 @@ def test_run_and_list_of_a_grid_without_cases_fail_with_one_line(tmp_path, capsy
     assert err.startswith(f"parbench: error: {path}: grid[0].strategy: 'ddp' is not a strategy of tf")
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "results").exists()
+
+
+# --- a strategy's own parameters ------------------------------------------------------------
+def _with_a_ddp_knob(monkeypatch):
+    """Pretend torch's ddp plugin declares a parameter `knob` (default 1)."""
+    from suites.cases.vocabulary import Framework, Strategy
+    from suites.workloads.base import Param
+
+    def fake(framework, strategy):
+        if (framework, strategy) == (Framework.TORCH, Strategy.DDP):
+            return {"knob": Param("knob", default=1, choices=(1, 2))}
+        return {}
+
+    monkeypatch.setattr("suites.cases.grid.strategy_params", fake)
+    monkeypatch.setattr("suites.workloads.base.strategy_params", fake)
+
+
+def test_a_strategy_parameter_goes_to_that_strategys_cases_only(tmp_path, monkeypatch):
+    _with_a_ddp_knob(monkeypatch)
+    path = tmp_path / "knob.toml"
+    path.write_text('[[grid]]\nworkload = "train_step"\nframework = "torch"\ndevice = "cpu"\n'
+                    'strategy = ["single", "ddp"]\nn_devices = 2\n'
+                    'params = { model = "mlp", batch = 8, knob = [1, 2] }\n')
+    ids = [case.id for case in load_suite(str(path)).cases]
+    assert ids == ["train_step/torch/cpu:2/single/fp32/batch=8,model=mlp",
+                   "train_step/torch/cpu:2/ddp/fp32/batch=8,knob=1,model=mlp",
+                   "train_step/torch/cpu:2/ddp/fp32/batch=8,knob=2,model=mlp"]
+
+
+def test_a_strategy_parameter_is_checked_and_defaults_into_the_workload(tmp_path, monkeypatch):
+    from suites.workloads import workload_of
+
+    _with_a_ddp_knob(monkeypatch)
+    path = tmp_path / "knob.toml"
+    path.write_text('[[grid]]\nworkload = "train_step"\nframework = "torch"\ndevice = "cpu"\n'
+                    'strategy = "ddp"\nn_devices = 2\nparams = { model = "mlp", batch = 8, knob = 3 }\n')
+    with pytest.raises(GridError, match="knob.*3 is not one of 1, 2"):
+        load_suite(str(path))
+    case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8})
+    assert workload_of(case).p["knob"] == 1

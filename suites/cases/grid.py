@@ -30,7 +30,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import GridError, UserError
 from suites.cases.strategy_plugins import (devices_of, frameworks_of, is_combination, strategies_for,
-                                          strategies_of)
+                                          strategies_of, strategy_params)
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
 from suites.workloads import WORKLOADS, workload_class
 
@@ -138,7 +138,10 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
     cases = []
     for workload_name in workload_names:
         workload = workload_class(workload_name)
-        points = _param_points(source, f"{where}.params", grid.get("params", {}), workload)
+        own_params = {(framework, strategy): strategy_params(Framework(framework), Strategy(strategy))
+                      for framework in frameworks for strategy in strategies}
+        extra = {name: param for params in own_params.values() for name, param in params.items()}
+        points = _param_points(source, f"{where}.params", grid.get("params", {}), workload, extra)
         applicable = strategies_for(workload)
         for strategy in strategies:
             if Strategy(strategy) not in applicable:
@@ -146,10 +149,15 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
                                 f"{strategy!r} does not apply to {workload_name}; allowed: "
                                 f"{', '.join(sorted(map(str, applicable)))}")
             _check_pairs(source, f"{where}.strategy", Strategy(strategy), frameworks, devices)
-        added = [Case.make(workload_name, framework, device, strategy, precision, count, params)
-                 for framework, device, strategy, precision, count, params in itertools.product(
-                     frameworks, devices, strategies, precisions, counts, points)
-                 if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy))]
+        # A strategy's own parameters go only to its cases (ddp cases of an entry that also
+        # lists fsdp do not get `reshard`); the duplicates that leaves collapse into one case.
+        added = list(dict.fromkeys(
+            Case.make(workload_name, framework, device, strategy, precision, count,
+                      {name: value for name, value in params.items()
+                       if workload.param(name) or name in own_params[framework, strategy]})
+            for framework, device, strategy, precision, count, params in itertools.product(
+                frameworks, devices, strategies, precisions, counts, points)
+            if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy))))
         if not added:  # a suite always has cases: `run` and `list` rely on it
             raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
                                            f"parameter is an empty list; give each at least one value")
@@ -189,14 +197,17 @@ def _resolve_ties(source: str, where: str, point: dict[str, Any]) -> dict[str, A
     return resolved
 
 
-def _param_points(source: str, key: str, value: Any, workload: type) -> list[dict[str, Any]]:
+def _param_points(source: str, key: str, value: Any, workload: type,
+                  strategy_params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The points of a `params` table (or list of tables): the workload's parameters and those
+    of the entry's strategies (`strategy_params`), each value checked."""
     tables = value if isinstance(value, list) else [value]
     points: list[dict[str, Any]] = []
     for index, table in enumerate(tables):
         where = f"{key}[{index}]" if isinstance(value, list) else key
         if not isinstance(table, dict):
             raise GridError(source, where, "must be a table of parameter = value(s)")
-        known = {p.name for p in workload.params}
+        known = {p.name for p in workload.params} | set(strategy_params)
         for name in table:
             if name not in known:
                 raise GridError(source, f"{where}.{name}",
@@ -208,7 +219,7 @@ def _param_points(source: str, key: str, value: Any, workload: type) -> list[dic
         for combo in itertools.product(*(_as_list(table[n]) for n in names)):
             point = _resolve_ties(source, where, dict(zip(names, combo)))
             for name, item in point.items():
-                problem = workload.param(name).problem(item)
+                problem = (workload.param(name) or strategy_params[name]).problem(item)
                 if problem:
                     raise GridError(source, f"{where}.{name}", problem)
             for problem in workload.shape_problems(point):

@@ -17,7 +17,7 @@ from suites.cases.vocabulary import DeviceKind, Framework, Strategy
 
 if TYPE_CHECKING:
     from suites.strategies.base import StrategyPlugin
-    from suites.workloads.base import Workload
+    from suites.workloads.base import Param, Workload
 
 PLUGIN_PACKAGE = "suites.strategies"
 
@@ -77,6 +77,12 @@ def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy)
     runs on this machine is `suites.run.availability`'s question."""
     plugin = find_plugin(framework, strategy)
     return plugin is not None and device in plugin.devices
+
+
+def strategy_params(framework: Framework, strategy: Strategy) -> dict[str, "Param"]:
+    """The parameters the strategy's plugin for `framework` declares (none without a plugin)."""
+    plugin = find_plugin(framework, strategy)
+    return {param.name: param for param in plugin.params} if plugin else {}
 
 
 def strategies_for(workload: type["Workload"]) -> list[Strategy]:

@@ -10,7 +10,7 @@ from suites.workloads import workload_of
 
 if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
-    from suites.workloads.base import Workload
+    from suites.workloads.base import Param, Workload
 
 
 class Launch(str, Enum):
@@ -32,6 +32,9 @@ class StrategyPlugin:
     #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
     kinds: ClassVar[frozenset[str]] = frozenset({"training"})
     launch: ClassVar[Launch] = Launch.IN_PROCESS
+    #: Parameters of the strategy itself (e.g. FSDP's `reshard`), set in a grid's `params` like
+    #: a workload's and part of the case id when given; a case of another strategy drops them.
+    params: ClassVar[tuple["Param", ...]] = ()
     #: Seconds a launched process may take to start before its first step (framework import,
     #: rendezvous, device initialisation); None: the launcher's default
     #: (`suites.run.launchers.STARTUP_ALLOWANCE_S`).

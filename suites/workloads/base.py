@@ -12,10 +12,11 @@ import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Mapping
+from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Framework, Precision
+from suites.cases.strategy_plugins import strategy_params
 from suites.workloads.sources import source_files
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ class Param:
         return None
 
 
+def _defaults(params: Iterable[Param]) -> dict[str, ParamValue]:
+    return {p.name: p.default for p in params if p.default is not None}
+
+
 class Workload(ABC):
     """What a case computes. Subclasses declare the class attributes and `flops_per_step`."""
 
@@ -60,7 +65,8 @@ class Workload(ABC):
 
     def __init__(self, case: Case) -> None:
         self.case = case
-        self.p: dict[str, ParamValue] = {**self.defaults(), **case.param_dict}
+        strategy = strategy_params(case.framework, case.strategy).values()
+        self.p: dict[str, ParamValue] = {**self.defaults(), **_defaults(strategy), **case.param_dict}
 
     # --- declared by subclasses -------------------------------------------------------
     @abstractmethod
@@ -92,7 +98,7 @@ class Workload(ABC):
     # --- shared behaviour ---------------------------------------------------------------
     @classmethod
     def defaults(cls) -> dict[str, ParamValue]:
-        return {p.name: p.default for p in cls.params if p.default is not None}
+        return _defaults(cls.params)
 
     @classmethod
     def param(cls, name: str) -> Param | None:
