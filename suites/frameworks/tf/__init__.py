@@ -14,6 +14,7 @@ from typing import Any
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.kept.devices import (DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason,
                                  tpu_runtime_evidence)
+from suites.frameworks.tf.environment import TPU_PROCESS
 
 TPU_PROBE_TIMEOUT_S = 20.0
 
@@ -59,9 +60,14 @@ class TfDescriptor(FrameworkDescriptor):
                 reason = "TensorFlow sees no GPU (no NVIDIA GPU, driver or matching CUDA libraries)"
             return DeviceInfo(self.framework, DeviceKind.GPU, 0, reason=reason)
         build = tf.sysconfig.get_build_info()
-        names = tuple(tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus)
+        described = [tf.config.experimental.get_device_details(gpu) for gpu in gpus]
+        names = tuple(d.get("device_name", gpu.name) for d, gpu in zip(described, gpus))
+        # (major, minor) as "8.0", the way the torch descriptor reports it
+        capability = [".".join(map(str, d["compute_capability"])) if d.get("compute_capability") else None
+                      for d in described]
         return DeviceInfo(self.framework, DeviceKind.GPU, len(gpus), names, details={
-            "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")})
+            "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version"),
+            "compute_capability": capability})
 
     def tpus(self) -> DeviceInfo:
         evidence = tpu_runtime_evidence()
@@ -70,7 +76,7 @@ class TfDescriptor(FrameworkDescriptor):
                               reason="no TPU runtime: no TPU_NAME or COLAB_TPU_ADDR, no /dev/accel* device")
         try:
             probe = subprocess.run([sys.executable, "-c", _TPU_PROBE], capture_output=True, text=True,
-                                   timeout=TPU_PROBE_TIMEOUT_S)
+                                   timeout=TPU_PROBE_TIMEOUT_S, env={**os.environ, **TPU_PROCESS})
         except subprocess.TimeoutExpired:
             return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=(
                 f"{evidence}, but connecting to the TPU did not finish in {TPU_PROBE_TIMEOUT_S:.0f} s"))

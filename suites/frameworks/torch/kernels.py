@@ -14,11 +14,14 @@ from suites.frameworks.torch import backend
 
 class _TorchKernel(Runnable):
     seed = 0
+    #: torch's settings before `setup` changed them; teardown puts them back.
+    _saved_flags: backend.Flags | None = None
 
     def _prepare(self) -> None:
         self.device = backend.device_for(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
-        backend.set_matmul_precision(self.case.precision)
+        self._saved_flags = backend.configure(self.case)
+        self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
         self.copies = rotation_count(self.workload.input_elements() * element_bytes)
@@ -26,6 +29,10 @@ class _TorchKernel(Runnable):
 
     def synchronize(self) -> None:
         backend.synchronize(self.device)
+
+    def teardown(self) -> None:
+        if self._saved_flags is not None:
+            self._saved_flags.restore()
 
 
 class TorchMatmul(_TorchKernel):
