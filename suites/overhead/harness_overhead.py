@@ -53,6 +53,7 @@ def torch_timer_median(size: int) -> float:
 
 
 def tf_bare_loop_median(size: int, repeats: int = 15, block_s: float = 0.05) -> float:
+    from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
     import tensorflow as tf
 
     a, b = tf.random.normal((size, size)), tf.random.normal((size, size))

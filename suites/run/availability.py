@@ -26,14 +26,36 @@ def unavailable_reason(case: Case) -> str | None:
     return precision_reason(case, device) or strategy_reason(case, device)
 
 
+#: The compute capability from which NVIDIA GPUs have tf32 and bf16 tensor cores (Ampere).
+TENSOR_CORE_CAPABILITY = (8, 0)
+#: What a case in each precision would be on an older GPU.
+OLDER_GPU = {Precision.TF32: "it would run as fp32 and the record say tf32",
+             Precision.BF16: "it has no bf16 tensor cores, and the frameworks' bf16 kernels fail there"}
+
+
 def precision_reason(case: Case, device: DeviceInfo) -> str | None:
-    if case.precision is Precision.TF32:
-        if case.device is not DeviceKind.GPU:
-            return "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this case is not on a GPU"
-        capabilities = device.details.get("compute_capability") or []
-        if capabilities and float(capabilities[0]) < 8.0:
-            return f"tf32 needs compute capability >= 8.0; {device.names[0]} has {capabilities[0]}"
+    if case.precision is Precision.TF32 and case.device is not DeviceKind.GPU:
+        return "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this case is not on a GPU"
+    if case.precision in OLDER_GPU and case.device is DeviceKind.GPU:
+        return _capability_reason(case, device)
     return None
+
+
+def _capability_reason(case: Case, device: DeviceInfo) -> str | None:
+    """tf32 and bf16 need compute capability 8.0 on every GPU the case uses (the first
+    `n_devices`); a framework that reports no capability is not second-guessed."""
+    reported = (device.details.get("compute_capability") or [])[:case.n_devices]
+    for index, capability in enumerate(reported):
+        if capability and _version(capability) < TENSOR_CORE_CAPABILITY:
+            name = device.names[index] if index < len(device.names) else f"GPU {index}"
+            return (f"{case.precision} needs compute capability >= 8.0 (Ampere or newer); {name} has "
+                    f"{capability}: {OLDER_GPU[case.precision]}")
+    return None
+
+
+def _version(capability: str) -> tuple[int, ...]:
+    """"8.6" -> (8, 6): compared as numbers, so "10.0" comes after "9.0"."""
+    return tuple(int(part) for part in str(capability).split("."))
 
 
 def strategy_reason(case: Case, device: DeviceInfo) -> str | None:

@@ -82,5 +82,6 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     finally:
         runnable.teardown()
     if not check.passed:
-        return Outcome(Status.FAILED, f"numerics check failed: {check}", measurement, check)
-    return Outcome(Status.OK, "", measurement, check)
+        return Outcome(Status.FAILED, f"numerics check failed: {check}", measurement, check,
+                       dict(runnable.details))
+    return Outcome(Status.OK, "", measurement, check, dict(runnable.details))

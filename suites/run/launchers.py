@@ -223,7 +223,7 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
 
 def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
     """One fresh process: for cases that must configure a framework before it initialises."""
-    return _run_processes(case, timing, [{}])
+    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)])
 
 
 def run_ranks(case: Case, timing: TimingConfig) -> Outcome:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from suites.kept.check import Check
 
@@ -37,6 +37,9 @@ class Runnable(ABC):
         self.workload = workload
         self.case = workload.case
         self.p = workload.p
+        #: How the case ran, beyond its parameters, for its record's details (e.g. whether
+        #: cuDNN autotuned); `setup` fills it.
+        self.details: dict[str, Any] = {}
 
     @abstractmethod
     def setup(self) -> None: ...

@@ -51,6 +51,11 @@ class StrategyPlugin:
         """Several devices on a CPU are logical devices / ranks sharing one CPU."""
         return case.device is DeviceKind.CPU and case.n_devices > 1
 
+    # --- launching (Launch.ISOLATED) --------------------------------------------------------
+    def isolated_env(self, case: Case) -> dict[str, str]:
+        """What the fresh process of an ISOLATED launch gets on top of the parent's environment."""
+        return {}
+
     # --- launching (Launch.RANKS) -----------------------------------------------------------
     def processes(self, case: Case) -> int:
         """How many rank processes a RANKS launch starts."""

@@ -14,6 +14,7 @@ from typing import Any
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.kept.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
                                  cuda_visible_devices_reason, tpu_device_files, tpu_runtime_evidence)
+from suites.frameworks.tf.environment import TPU_PROCESS
 
 #: The probe imports TensorFlow, loads libtpu, connects and initialises the TPU system: on a
 #: TPU VM that takes from ~20 s to over a minute (v4 and v5p initialise slowest). The limit
@@ -95,7 +96,8 @@ class TfDescriptor(FrameworkDescriptor):
             return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=NO_TPU_RUNTIME)
         try:
             probe = subprocess.run([sys.executable, "-c", _TPU_PROBE, tpu_address() or ""],
-                                   capture_output=True, text=True, timeout=TPU_PROBE_TIMEOUT_S)
+                                   capture_output=True, text=True, timeout=TPU_PROBE_TIMEOUT_S,
+                                   env={**os.environ, **TPU_PROCESS})
         except subprocess.TimeoutExpired:
             return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=(
                 f"{evidence}, but connecting to the TPU did not finish in {TPU_PROBE_TIMEOUT_S:.0f} s"))

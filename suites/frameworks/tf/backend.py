@@ -1,9 +1,16 @@
-"""TensorFlow specifics shared by every TF implementation: devices, dtypes, sync, precision flags."""
+"""TensorFlow specifics shared by every TF implementation: devices, dtypes, sync, precision flags.
+
+Importing it sets TensorFlow's environment (`suites.frameworks.tf.environment`) before TF loads:
+every module of this package that uses TensorFlow imports this one first.
+"""
 from __future__ import annotations
 
 import os
+from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF loads: keep its C++ banner out of reports
+from suites.frameworks.tf import environment
+
+environment.apply_defaults()  # before TF loads: TF reads these once
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -36,7 +43,18 @@ def to_device(array: np.ndarray, device: str, dtype: tf.DType) -> tf.Tensor:
 
 
 def to_numpy(tensor: tf.Tensor) -> np.ndarray:
-    return tf.cast(tensor, tf.float64).numpy()
+    """float64 on the host; cast there, so a check touches no other device (TPUs have no float64)."""
+    with tf.device("/CPU:0"):
+        return tf.cast(tensor, tf.float64).numpy()
+
+
+def cudnn_details(case: Case) -> dict[str, Any]:
+    """What a GPU case's record says about cuDNN autotuning, which TF does unless
+    TF_CUDNN_USE_AUTOTUNE turns it off (torch's cases turn theirs on to match)."""
+    if case.device is not DeviceKind.GPU:
+        return {}
+    setting = os.environ.get("TF_CUDNN_USE_AUTOTUNE", "true").strip().lower()
+    return {"cudnn_autotune": setting not in ("0", "false")}
 
 #: Errors meaning "TF has no kernel for this here" (e.g. NCHW Conv2D in fp16 on CPU).
 UNSUPPORTED_ERRORS: tuple[type[Exception], ...] = (tf.errors.UnimplementedError,)

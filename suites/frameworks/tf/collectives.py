@@ -13,10 +13,11 @@ check reduces a fresh buffer holding a replica-dependent integer pattern whose s
 from __future__ import annotations
 
 import numpy as np
+
+from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
 from suites.cases.strategy_plugins import plugin_for
-from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import configure_runtime, synchronize_devices
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable

@@ -1,21 +1,38 @@
 """TensorFlow runtime set-up for a case, and the lockstep of its processes.
 
 `configure_runtime` must run before TensorFlow initialises its devices: logical CPU devices
-(the emulation of several devices on one CPU), thread pools and GPU memory growth cannot be
-changed afterwards. That is why multi-device TF cases launch in a fresh process
-(`Launch.ISOLATED` / `Launch.RANKS`) and call it first thing in `setup()`. The strategies
-themselves are plugins (`suites.strategies.tf`).
+(the emulation of several devices on one CPU), thread pools, the GPUs TF sees and GPU memory
+growth cannot be changed afterwards. That is why multi-device TF cases launch in a fresh process
+(`Launch.ISOLATED` / `Launch.RANKS`) and call it first thing in `setup()`; every TF runnable
+calls it. The strategies themselves are plugins (`suites.strategies.tf`).
+
+Which GPUs TF sees, fixed when it initialises:
+- A case launched in a process of its own (every strategy but `single`) sees exactly its
+  devices: a CPU or TPU case no GPU, so nothing of a "cpu" step lands on a GPU; a GPU case the
+  first GPUs it uses (towers / mirrored: `n_devices`; a multi-worker rank: the one GPU its
+  CUDA_VISIBLE_DEVICES names), so TF creates no context on the others.
+- `single` runs in the calling process (the parbench process, asv, pytest-benchmark), where one
+  TF runtime serves TF cases of every device kind one after another. There TF sees GPU 0, the
+  one `single` uses, whichever case comes first: hiding the GPUs for a first CPU case would
+  leave a later GPU case none. A CPU case there places every op of its timed step on /CPU:0
+  explicitly (and its check reads back on the host), and with soft placement off (below) TF
+  cannot move one to the GPU.
+
+Soft device placement is off for every case: an op that has no kernel on the device it was
+placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
+case). On a machine with only CPUs it changes nothing.
 """
 from __future__ import annotations
 
 import os
 
-from suites.frameworks.tf import backend  # noqa: F401  (sets TF's log level before TF loads)
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
+from suites.strategies.base import Launch  # noqa: E402
 #: Environment variables the launcher sets to split the cores between rank processes.
 THREAD_VARIABLES = ("PARBENCH_THREADS", "OMP_NUM_THREADS")
 
@@ -29,10 +46,11 @@ def threads_from_env() -> int | None:
 
 
 def configure_runtime(case: Case) -> None:
-    """Thread pools, logical CPU devices and GPU memory growth for `case`, before TF initialises.
+    """Thread pools, visible GPUs, logical CPU devices, GPU memory growth and strict placement
+    for `case`, before TF initialises.
 
     A process whose TF is already initialised (an in-process run after other TF cases) keeps its
-    thread pools; it can still run the case if it already has enough logical devices.
+    thread pools and devices; it can still run the case if it already has enough of them.
     """
     threads = threads_from_env()
     if threads:
@@ -41,14 +59,40 @@ def configure_runtime(case: Case) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(threads)
         except RuntimeError:
             pass  # already initialised: the pools TF started with stay
-    if case.device is DeviceKind.GPU:
-        for gpu in tf.config.list_physical_devices("GPU"):
-            try:
-                tf.config.experimental.set_memory_growth(gpu, True)
-            except RuntimeError:
-                pass  # already initialised
+    for gpu in _show_gpus(case):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)  # as TF_FORCE_GPU_ALLOW_GROWTH
+        except RuntimeError:
+            pass  # already initialised
     if case.device is DeviceKind.CPU and plugin_for(case).replicas_in_process and case.n_devices > 1:
         _split_cpu(case.n_devices)
+    tf.config.set_soft_device_placement(False)
+
+
+def visible_gpu_count(case: Case) -> int:
+    """How many GPUs (the first ones) TF may see in the process that runs `case` (module docstring)."""
+    plugin = plugin_for(case)
+    if plugin.launch is Launch.IN_PROCESS:
+        return 1
+    if case.device is not DeviceKind.GPU:
+        return 0
+    return case.n_devices if plugin.replicas_in_process else 1
+
+
+def _show_gpus(case: Case) -> list[tf.config.PhysicalDevice]:
+    """Make TF see only the case's GPUs (`visible_gpu_count`); returns those it sees."""
+    shown = tf.config.list_physical_devices("GPU")[:visible_gpu_count(case)]
+    try:
+        tf.config.set_visible_devices(shown, "GPU")
+    except RuntimeError as error:  # TF already initialised in this process, with other GPUs
+        visible = tf.config.get_visible_devices("GPU")
+        needed = visible_gpu_count(case) if case.device is DeviceKind.GPU else 0
+        if len(visible) < needed:
+            raise RuntimeError(f"this case needs {needed} GPUs but TensorFlow is already initialised "
+                               f"with {len(visible)}; run it in a fresh process "
+                               f"(parbench launches it isolated)") from error
+        return visible
+    return shown
 
 
 def _split_cpu(count: int) -> None:
@@ -68,6 +112,16 @@ def replica_devices(case: Case) -> list[str]:
     kind = "GPU" if case.device is DeviceKind.GPU else "CPU"
     count = case.n_devices if plugin_for(case).replicas_in_process else 1
     return [f"/{kind}:{index}" for index in range(count)]
+
+
+def host_cpu(strategy: tf.distribute.Strategy | None) -> str:
+    """This process's host CPU, named so that it matches one device. In a multi-worker cluster
+    "/CPU:0" matches every worker's CPU: a function placed there fails under strict placement
+    (and soft placement would pick worker 0's, over the network)."""
+    if strategy is None:
+        return "/CPU:0"
+    worker = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0])
+    return worker.replace(device_type="CPU", device_index=0).to_string()
 
 
 def synchronize_devices(devices: tuple[str, ...] | list[str]) -> None:

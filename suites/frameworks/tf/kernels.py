@@ -4,9 +4,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+
+from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.frameworks.tf import backend
+from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
@@ -18,6 +20,8 @@ class _TfKernel(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def _prepare(self) -> None:
+        configure_runtime(self.case)
+        self.details.update(backend.cudnn_details(self.case))
         self.device = backend.device_name(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
@@ -50,7 +54,8 @@ class TfMatmul(_TfKernel):
     def check(self) -> Check:
         with tf.device(self.device):
             out = self.fn(self.a[0], self.b[0])[:CHECK_ROWS]
-        reference = Matmul.reference(backend.to_numpy(self.a[0][:CHECK_ROWS]), backend.to_numpy(self.b[0]))
+            rows = self.a[0][:CHECK_ROWS]
+        reference = Matmul.reference(backend.to_numpy(rows), backend.to_numpy(self.b[0]))
         return against_reference(backend.to_numpy(out), reference, self.case.precision)
 
 
@@ -78,8 +83,9 @@ class TfConv2d(_TfKernel):
 
     def check(self) -> Check:
         with tf.device(self.device):
-            out = self.fn(self.x[0][:CHECK_IMAGES], self.filters)
-        images, out = backend.to_numpy(self.x[0][:CHECK_IMAGES]), backend.to_numpy(out)
+            images = self.x[0][:CHECK_IMAGES]
+            out = self.fn(images, self.filters)
+        images, out = backend.to_numpy(images), backend.to_numpy(out)
         if self.nchw:
             images, out = images.transpose(0, 2, 3, 1), out.transpose(0, 2, 3, 1)
         reference = self.workload.reference(images, backend.to_numpy(self.filters))

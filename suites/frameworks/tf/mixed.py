@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf
 
 from suites.cases.vocabulary import Precision

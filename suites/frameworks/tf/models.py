@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from typing import Callable, Mapping
 
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import keras
 import numpy as np
 import tensorflow as tf

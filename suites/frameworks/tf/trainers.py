@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
+
+from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.frameworks.tf import backend
 from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
 from suites.frameworks.tf.mixed import LossScaling, sgd_update
 from suites.frameworks.tf.models import build_forward, summed_loss
@@ -148,7 +149,7 @@ class Trainer(ABC):
 
 def _numpy(tensors: Mapping[str, tf.Tensor] | list[tf.Tensor], names: list[str]) -> dict[str, np.ndarray]:
     values = tensors.values() if isinstance(tensors, Mapping) else tensors
-    return {name: np.asarray(tf.cast(t, tf.float64).numpy()) for name, t in zip(names, values)}
+    return {name: backend.to_numpy(t) for name, t in zip(names, values)}
 
 
 class SingleDeviceTrainer(Trainer):

@@ -17,14 +17,15 @@ import itertools
 from dataclasses import replace
 
 import numpy as np
+
+from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
-from suites.frameworks.tf import backend
-from suites.frameworks.tf.distribute import configure_runtime
+from suites.frameworks.tf.distribute import configure_runtime, host_cpu
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
@@ -36,8 +37,6 @@ WEIGHTS_SEED = 0
 DATA_SEED = 1
 #: Check batches are `spec.make_batch(global batch, CHECK_SEED + step)` (as in the torch training step).
 CHECK_SEED = 100
-#: The numerics references run here: float64 and fp32 on the host CPU, whatever the case's device.
-REFERENCE_DEVICE = "/CPU:0"
 MIXED = (Precision.FP16, Precision.BF16)
 
 
@@ -48,11 +47,15 @@ class TfTrainStep(Runnable):
     def setup(self) -> None:
         self.plugin = plugin_for(self.case)
         configure_runtime(self.case)
+        self.details.update(backend.cudnn_details(self.case))
         backend.set_matmul_precision(self.case.precision)
         self.spec = self.workload.model
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
         strategy = self.plugin.distribute(self.case)
+        #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
+        #: the case's device.
+        self.reference_device = host_cpu(strategy)
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
@@ -92,7 +95,7 @@ class TfTrainStep(Runnable):
             check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
 
     def _reference(self, dtype: tf.DType) -> SingleDeviceTrainer:
-        return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), REFERENCE_DEVICE)
+        return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), self.reference_device)
 
     def _describe(self) -> str:
         return (f"{self.plugin.describe(self.case, self.p)} on {self.case.n_devices} {self.case.device} device(s), "

@@ -17,11 +17,14 @@ class _TorchKernel(Runnable):
     seed = 0
     #: What holds device memory: released at teardown.
     device_state = ("a", "b", "out", "x", "weight")
+    #: torch's settings before `setup` changed them; teardown puts them back.
+    _saved_flags: backend.Flags | None = None
 
     def _prepare(self) -> None:
         self.device = backend.device_for(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
-        backend.set_matmul_precision(self.case.precision)
+        self._saved_flags = backend.configure(self.case)
+        self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
         self.copies = rotation_count(self.workload.input_elements() * element_bytes,
@@ -33,6 +36,8 @@ class _TorchKernel(Runnable):
 
     def teardown(self) -> None:
         backend.release_device_memory(self, self.device_state, getattr(self, "device", None))
+        if self._saved_flags is not None:
+            self._saved_flags.restore()
 
 
 class TorchMatmul(_TorchKernel):

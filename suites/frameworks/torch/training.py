@@ -67,6 +67,8 @@ class TorchTrainStep(Runnable):
     #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
     #: closure that refer to them): released at teardown.
     device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step")
+    #: torch's settings before `setup` changed them; teardown puts them back.
+    _saved_flags: backend.Flags | None = None
 
     def setup(self) -> None:
         limit_threads_from_env()
@@ -75,7 +77,8 @@ class TorchTrainStep(Runnable):
         if self.group:
             self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
-        backend.set_matmul_precision(self.case.precision)
+        self._saved_flags = backend.configure(self.case)
+        self.details.update(backend.flag_details(self.case))
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
@@ -219,6 +222,8 @@ class TorchTrainStep(Runnable):
         return shared
 
     def teardown(self) -> None:
+        if self._saved_flags is not None:
+            self._saved_flags.restore()
         group = getattr(self, "group", None)
         if group:
             group.destroy()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework
+from suites.cases.vocabulary import DeviceKind, Framework, Precision
 from suites.strategies.base import StrategyPlugin, split_reason
 from suites.workloads import workload_of
 
@@ -98,4 +98,16 @@ def backend_reason(case: Case, what: str, allowed: tuple[str, ...]) -> str | Non
         return f"{what} has no {backend!r} all-reduce (it has {', '.join(allowed)})"
     if backend == "nccl" and case.device is not DeviceKind.GPU:
         return f"NCCL all-reduce has no {case.device} kernel; it reduces GPU tensors only"
+    return None
+
+
+def nccl_bf16_reason(case: Case, what: str) -> str | None:
+    """A bf16 all-reduce of GPU tensors that TF would hand to NCCL, which fails at run time:
+    TF's NCCL all-reduce takes half, float, double, int32 and int64 only (`NcclAllReduce`'s
+    dtypes; TF's NcclManager maps no bfloat16 to NCCL). Training steps are not affected: they
+    all-reduce the gradients of float32 variables, which are float32 in every precision."""
+    if (case.precision is Precision.BF16 and case.device is DeviceKind.GPU
+            and workload_of(case).kind == "collective"
+            and param(case, "backend", "auto") in ("auto", "nccl")):
+        return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None

@@ -12,7 +12,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason,
-                                       replicas_reason)
+                                       nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -29,7 +29,7 @@ class Mirrored(DistributeStrategy):
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         what = "MirroredStrategy"
         return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
-                or backend_reason(case, what, ("auto", "nccl")))
+                or backend_reason(case, what, ("auto", "nccl")) or nccl_bf16_reason(case, what))
 
     def cross_device_ops(self, case: Case, backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
         import tensorflow as tf

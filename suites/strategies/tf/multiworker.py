@@ -14,7 +14,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import (TF_BACKENDS, DistributeStrategy, backend_reason,
-                                       mirrored_variables_reason, replicas_reason)
+                                       mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -32,7 +32,7 @@ class MultiWorker(DistributeStrategy):
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         what = "MultiWorkerMirroredStrategy"
         return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
-                or backend_reason(case, what, TF_BACKENDS))
+                or backend_reason(case, what, TF_BACKENDS) or nccl_bf16_reason(case, what))
 
     def ports_needed(self, case: Case) -> int:
         return self.processes(case)  # one gRPC server per worker

@@ -21,6 +21,11 @@ class Single(TfStrategy):
     kinds = frozenset({"kernel", "training"})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        if case.device is DeviceKind.TPU:
+            # It would run in the parbench process, which never initialises a TPU system (and
+            # keeps libtpu out): TF would place the ops on the CPU and the record say TPU.
+            return ("TF 'single' runs in the parbench process, which initialises no TPU; "
+                    "the TPU path is strategy 'tpu' (TPUStrategy, in its own process)")
         return one_device_reason(case)
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],

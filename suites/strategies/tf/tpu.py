@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
+from suites.frameworks.tf.environment import TPU_PROCESS
 from suites.strategies.base import Launch, split_reason
 from suites.strategies.tf.base import DistributeStrategy, mirrored_variables_reason
 
@@ -52,6 +53,10 @@ class Tpu(DistributeStrategy):
 
     def emulated(self, case: Case) -> bool:
         return False
+
+    def isolated_env(self, case: Case) -> dict[str, str]:
+        """Its process may load libtpu, which the parbench process keeps out of itself."""
+        return dict(TPU_PROCESS)
 
     def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
         import tensorflow as tf
