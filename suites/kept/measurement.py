@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from suites.kept.memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
+                                total_peak)
+
 
 #: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
 STRAGGLER_RATIO = 1.10
@@ -35,6 +38,10 @@ class Measurement:
     rank_compute: tuple[float, ...] = field(default=())
     #: Wall time of the whole timing loop, first block to last, gaps between blocks included.
     timed_s: float | None = None
+    #: Peak memory over the timed steps (a cut-short case: over its warm steps), one entry per
+    #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
+    #: runnable measures none (kernels, collectives) and in records older than the field.
+    memory: tuple[MemoryPeak, ...] = field(default=())
 
     @cached_property
     def median(self) -> float:
@@ -93,6 +100,26 @@ class Measurement:
         return max(0.0, 1.0 - max(self.rank_compute) / self.median)
 
     @property
+    def peak_memory_bytes(self) -> int | None:
+        """The largest peak of one GPU (allocated) or one rank process (resident)."""
+        return largest_peak(self.memory)
+
+    @property
+    def peak_reserved_bytes(self) -> int | None:
+        """torch on GPUs: the largest peak its caching allocator reserved on one GPU."""
+        return largest_reserved(self.memory)
+
+    @property
+    def training_state_bytes(self) -> int | None:
+        """The largest peak − baseline of one GPU or rank process: memory the training took."""
+        return largest_training_state(self.memory)
+
+    @property
+    def peak_memory_total_bytes(self) -> int | None:
+        """The sum of every GPU's or rank process's peak."""
+        return total_peak(self.memory)
+
+    @property
     def compile_s(self) -> float | None:
         """First-step time beyond a steady step: tracing, compilation, lazy init."""
         if self.first_step_s is None:
@@ -105,7 +132,7 @@ class Measurement:
             "warmup_steps": self.warmup_steps, "first_step_s": self.first_step_s,
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
-            "timed_s": self.timed_s,
+            "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
@@ -120,4 +147,5 @@ class Measurement:
                    stop_reason=data.get("stop_reason", ""),
                    rank_medians=tuple(data.get("rank_medians_s") or ()),
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
-                   timed_s=data.get("timed_s"))
+                   timed_s=data.get("timed_s"),
+                   memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()))

@@ -24,6 +24,10 @@ class Work:
     bytes_per_step: float | None = None  # bytes each rank all-reduces
     sustained_step_s: float | None = None  # seconds timed / steps timed
     exchange_share: float | None = None  # measured by the run (DDP no_sync probe)
+    peak_memory_bytes: float | None = None  # measured by the run: largest peak of one device / rank process
+    peak_reserved_bytes: float | None = None  # measured by the run: torch GPUs' caching allocator
+    training_state_bytes: float | None = None  # measured by the run: largest peak - baseline
+    peak_memory_total_bytes: float | None = None  # measured by the run: sum over devices / rank processes
     peak_table_tflops: float | None = None  # one device, this precision, peaks.toml
     peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
 
@@ -109,6 +113,29 @@ _REGISTRY = (
            "DDP: part of the global step the slowest rank's no_sync step does not explain (gradient all-reduce "
            "and waiting), 0-1",
            lambda work: work.exchange_share, needs=("exchange_share",)),
+    Metric("peak_memory_bytes", "bytes",
+           "max over the case's GPUs / rank processes of the peak during the timed steps: GPU bytes allocated "
+           "(torch max_memory_allocated, TF get_memory_info peak; after resetting the peak before timing), "
+           "CPU resident set of the process (the kernel's VmHWM, reset before timing through /proc/self/clear_refs; "
+           "where that is refused, RSS sampled every 5 ms)",
+           "peak memory of one device over the timed steps, bytes: GPU allocated, CPU process resident set "
+           "(the largest over devices / ranks)",
+           lambda work: work.peak_memory_bytes, needs=("peak_memory_bytes",)),
+    Metric("peak_reserved_bytes", "bytes",
+           "max over the case's GPUs of torch max_memory_reserved during the timed steps (TensorFlow reports no "
+           "reserved figure)",
+           "torch on GPUs: peak bytes the caching allocator reserved on one GPU (the largest over devices)",
+           lambda work: work.peak_reserved_bytes, needs=("peak_reserved_bytes",)),
+    Metric("training_state_bytes", "bytes",
+           "max over GPUs / rank processes of (peak during the timed steps - what it held when setup began, "
+           "before the model was built): CPU resident set, GPU allocated",
+           "memory the training took on one device beyond the runtime's, bytes (the largest over devices / ranks)",
+           lambda work: work.training_state_bytes, needs=("training_state_bytes",)),
+    Metric("peak_memory_total_bytes", "bytes",
+           "sum over the case's GPUs / rank processes of their peaks (an upper bound: the peaks need not coincide)",
+           "peak memory of all the case's devices / rank processes together, bytes: what one host's RAM holds "
+           "for ranks that share it",
+           lambda work: work.peak_memory_total_bytes, needs=("peak_memory_total_bytes",)),
     Metric("algbw_gbs", "GB/s", "bytes reduced / median time / 1e9", "all-reduce algorithm bandwidth, GB/s",
            algbw_gbs, needs=("bytes_per_step",), from_median_step=True),
     Metric("busbw_gbs", "GB/s", "algbw * 2(n-1)/n  (nccl-tests' bus bandwidth for all-reduce)",

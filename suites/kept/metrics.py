@@ -28,5 +28,9 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 bytes_per_step=workload.bytes_per_step() or None,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
+                peak_memory_bytes=measurement.peak_memory_bytes,
+                peak_reserved_bytes=measurement.peak_reserved_bytes,
+                training_state_bytes=measurement.training_state_bytes,
+                peak_memory_total_bytes=measurement.peak_memory_total_bytes,
                 peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

@@ -13,7 +13,9 @@ Schema version 1, one JSON object per line:
                  n, noisy, target_rel_iqr, stop_reason, rank_medians_s[] (each rank's median
                  busy time per step, before it waits for its peers), rank_compute_s[] (DDP:
                  each rank's median step under no_sync, without the gradient all-reduce),
-                 straggler} or null
+                 straggler, memory[] (training cases: peak memory over the timed steps per GPU or
+                 per rank process, {kind, device, peak_bytes, reserved_bytes, baseline_bytes,
+                 rank}: suites.kept.memory; absent in older records)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null

@@ -49,6 +49,15 @@ COLUMNS: dict[str, str] = {
     "algbw_gbs": METRICS["algbw_gbs"].description,
     "busbw_gbs": METRICS["busbw_gbs"].description,
     "exchange_share": METRICS["exchange_share"].description,
+    "peak_memory_bytes": METRICS["peak_memory_bytes"].description,
+    "peak_reserved_bytes": METRICS["peak_reserved_bytes"].description,
+    "training_state_bytes": METRICS["training_state_bytes"].description,
+    "peak_memory_total_bytes": METRICS["peak_memory_total_bytes"].description,
+    "device_memory_gib": "memory of one device of the row's kind, GiB: a GPU's (nvidia-smi memory.total of the "
+                         "machine's first GPU), the machine's RAM for CPU rows; empty where unknown",
+    "memory_fits": "the measured peak fits the device: GPU rows: the largest peak reserved (else allocated) of one "
+                   "GPU <= device_memory_gib; CPU rows: peak_memory_total_bytes (every rank process of one host) <= "
+                   "the machine's RAM; empty without a peak or a device memory",
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
@@ -82,9 +91,9 @@ IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
                "libraries", "git_commit", "threads"]
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "check_value",
-                 "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib"]
+                 "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
-BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed"]
+BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed", "memory_fits"]
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -104,18 +113,31 @@ def case_fields(case: Case) -> dict[str, Any]:
             **{f"param_{name}": value for name, value in case.params}}
 
 
+def gib(text: Any) -> float | None:
+    """nvidia-smi's memory.total ('81920 MiB') in GiB; None where it is not a size."""
+    parts = str(text).split()
+    scale = {"KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 2**10}.get(parts[1]) if len(parts) == 2 else None
+    try:
+        return float(parts[0]) * scale if scale else None
+    except ValueError:
+        return None
+
+
 def environment_fields(environment: Mapping[str, Any], device: str) -> dict[str, Any]:
     """Flatten a parbench provenance environment (suites.kept.provenance.environment)."""
     cpu = environment.get("cpu") or {}
-    gpus = [gpu.get("name", "") for gpu in environment.get("gpus") or [] if isinstance(gpu, dict)]
+    gpu_list = [gpu for gpu in environment.get("gpus") or [] if isinstance(gpu, dict)]
+    gpus = [gpu.get("name", "") for gpu in gpu_list]
     libraries = environment.get("libraries") or {}
     threads = environment.get("threads") or {}
     git = environment.get("git") or {}
     commit = git.get("commit") or ""
     device_name = {"cpu": cpu.get("model", ""), "gpu": gpus[0] if gpus else ""}.get(device, "")
+    device_memory = {"cpu": environment.get("memory_gib"),
+                     "gpu": gib(gpu_list[0].get("memory")) if gpu_list else None}.get(device)
     return {
         "machine": str(environment.get("machine", "?")), "hostname": environment.get("hostname", ""),
-        "device_name": device_name, "cpu_model": cpu.get("model", ""),
+        "device_name": device_name, "device_memory_gib": device_memory, "cpu_model": cpu.get("model", ""),
         "cpu_cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
         "memory_gib": environment.get("memory_gib"), "gpus": ", ".join(gpus),
         "os": environment.get("os", ""), "python": environment.get("python", ""),

@@ -10,7 +10,8 @@ the stored measurement already and are kept as stored. `throughput` is the one f
 comparison uses, so that a ratio always means "how much more work per second"; it comes from
 the median step, as do the significance tests on raw samples. `sustained_throughput` is the same
 figure at steps timed / seconds timed — what a long run sustains on a machine whose slow blocks
-the median ignores — and is what costs are computed from.
+the median ignores — and is what costs are computed from. `memory_fits` says whether a row's
+measured peak memory fits its device (`memory_fit`).
 """
 from __future__ import annotations
 
@@ -75,6 +76,24 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
                                           frame["iqr_s"] / frame["median_s"] > TimingConfig.target_rel_iqr)
     frame["noisy"] = frame["noisy"].fillna(False).astype("boolean")
+    return memory_fit(frame)
+
+
+def memory_fit(frame: pd.DataFrame) -> pd.DataFrame:
+    """`memory_fits`: GPU rows, the largest peak reserved (else allocated) of one GPU against one
+    GPU's memory; CPU rows, every rank process's peak together against the machine's RAM (they
+    share it). NA where the row has no peak (older records, asv, pytest-benchmark) or the
+    device's memory is unknown. The CUDA context is in no peak: a GPU row that fits by less
+    than ~0.5 GiB may still not."""
+    frame = frame.copy()
+    cpu = frame["device"].eq("cpu")
+    frame["device_memory_gib"] = frame["device_memory_gib"].where(~cpu | frame["device_memory_gib"].notna(),
+                                                                  frame["memory_gib"])
+    per_gpu = frame[["peak_reserved_bytes", "peak_memory_bytes"]].max(axis=1)
+    needed = pd.Series(np.where(cpu, frame["peak_memory_total_bytes"],
+                                np.where(frame["device"].eq("gpu"), per_gpu, np.nan)), index=frame.index)
+    known = needed.notna() & frame["device_memory_gib"].notna()
+    frame["memory_fits"] = (needed <= frame["device_memory_gib"] * 2**30).astype("boolean").where(known, pd.NA)
     return frame
 
 

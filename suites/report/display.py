@@ -31,6 +31,25 @@ def number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+def size(value: float | None) -> str:
+    """Bytes in binary units: '334 MiB', '1.21 GiB'."""
+    if value is None:
+        return "-"
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def memory(metrics: dict[str, float | None]) -> str:
+    """Peak of one device / rank process, and in brackets what the training took beyond the runtime."""
+    if metrics.get("peak_memory_bytes") is None:
+        return "-"
+    state = metrics.get("training_state_bytes")
+    return size(metrics["peak_memory_bytes"]) + ("" if state is None else
+                                                 f" ({'+' if state >= 0 else '-'}{size(abs(state))})")
+
+
 def samples_per_s(metrics: dict[str, float | None]) -> str:
     """Median-based / sustained (steps timed over seconds timed) samples per second."""
     if metrics.get("samples_per_s") is None:
@@ -42,7 +61,8 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
     table = Table(title=title, show_lines=False)
     for column, justify in (("case", "left"), ("status", "left"), ("median", "right"),
                             ("IQR", "right"), ("n", "right"), ("TFLOP/s", "right"),
-                            ("samples/s med/sust", "right"), ("% peak tbl/meas", "right"), ("check", "left")):
+                            ("samples/s med/sust", "right"), ("% peak tbl/meas", "right"),
+                            ("peak mem (+state)", "right"), ("check", "left")):
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for record in records:
         m, x = record.measurement, record.metrics
@@ -63,5 +83,5 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
         table.add_row(Text(record.case.id), status, seconds(m.median if m else None),
                       seconds(m.iqr if m else None), str(m.n) if m else "-",
                       number(x.get("tflops")), samples_per_s(x),
-                      peak if m else "-", Text(check if record.status is Status.OK else record.reason))
+                      peak if m else "-", memory(x), Text(check if record.status is Status.OK else record.reason))
     return table

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from suites.report.columns import config_label
 
@@ -108,3 +109,49 @@ def peak(rows: pd.DataFrame) -> str:
     labels = _labels(rows, with_problem=True)
     return png(_bars(labels, rows["pct_peak_table"], _colors(rows["machine"]), "% of peak (peaks table)",
                      "% of peak: 100 · TFLOP/s / (N · peak of one device in this precision)"))
+
+
+def _minor_tick(value: float, _: object) -> str:
+    """2 and 5 of each decade, in plain numbers (0.2, 0.5, 2, 5, …), so a log axis of GiB reads."""
+    if value <= 0:
+        return ""
+    leading = round(value / 10 ** np.floor(np.log10(value)), 6)
+    return f"{value:g}" if leading in (2.0, 5.0) else ""
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def memory(rows: pd.DataFrame, problem: str) -> str:
+    """Peak memory of one device against throughput, one point per configuration (strategy ×
+    precision on each machine and device count): colour by strategy, marker by precision. The
+    memory of the rows' devices, where known, is drawn as dashed lines: a point right of its
+    line does not fit."""
+    rows = rows.sort_values("peak_memory_bytes")
+    figure = Figure(figsize=(WIDTH_IN, 4.2))
+    axes = figure.add_subplot()
+    strategies = {name: COLORS[i % len(COLORS)] for i, name in enumerate(sorted(rows["strategy"].unique()))}
+    precisions = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(sorted(rows["precision"].unique()))}
+    gib = rows["peak_memory_bytes"] / 2**30
+    for (x, y, strategy, precision, label) in zip(gib, rows["throughput"], rows["strategy"], rows["precision"],
+                                                  _labels(rows)):
+        axes.scatter([x], [y], color=strategies[strategy], marker=precisions[precision], s=40, zorder=3)
+        axes.annotate(plain(label), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
+    memories = rows.dropna(subset=["device_memory_gib"]).groupby(["device", "device_memory_gib"]).size()
+    for index, (device, size) in enumerate(memories.index[:4]):
+        what = "RAM of the machine (its rank processes share it)" if device == "cpu" else f"memory of one {device}"
+        axes.axvline(size, color="#444", linestyle=(0, (4, 2 + index)), linewidth=1,
+                     label=plain(f"{what}: {size:.4g} GiB"))
+    for name, color in strategies.items():
+        axes.scatter([], [], color=color, marker="o", label=plain(f"strategy {name}"))
+    for name, marker in precisions.items():
+        axes.scatter([], [], color="#888", marker=marker, label=plain(f"precision {name}"))
+    axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(FuncFormatter(_minor_tick))
+    axes.set_xlabel("peak memory of one device, GiB (GPU: allocated; CPU: a rank process's resident set)")
+    axes.set_ylabel(plain(rows["throughput_unit"].iloc[0]))
+    axes.set_title(plain(f"{problem}: peak memory against throughput (up and left is better)"), fontsize=10)
+    axes.grid(alpha=0.3, which="both")
+    axes.legend(fontsize=7, loc="best")
+    return png(figure)

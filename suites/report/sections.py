@@ -19,8 +19,8 @@ from suites.report.prices import PriceTable, add_costs
 from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_ok, usable
-from suites.report.tables import (Table, build, fmt_check, fmt_flag, fmt_fraction, fmt_id, fmt_number, fmt_pct, fmt_ratio,
-                     fmt_seconds, fmt_text)
+from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
+                                  fmt_id, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
 REPORT_FORMULAS = {
@@ -35,6 +35,9 @@ REPORT_FORMULAS = {
                             "per precision",
     "cost per M samples": "price per hour / 3600 / sustained samples/s · 1e6",
     "cost per PFLOP": "price per hour / 3600 · 1000 / sustained TFLOP/s",
+    "memory fits": "GPU: the largest peak reserved (torch; TensorFlow reports none: allocated) of one GPU <= one GPU's "
+                   "memory (nvidia-smi memory.total); CPU: the sum of the rank processes' peak resident sets <= the "
+                   "machine's RAM. The CUDA context (a few hundred MiB) is in no peak.",
     "noise": f"Mann-Whitney U (two-sided, normal approximation, tie-corrected) on the raw samples when both sides "
              f"have ≥{MIN_SAMPLES}, beyond noise when p < {ALPHA}; otherwise beyond noise when the IQRs do not "
              f"overlap. Step times are compared per unit of work.",
@@ -108,6 +111,28 @@ def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str |
     return section, machine
 
 
+MEMORY_TEXT = (
+    "Peak memory is the largest of one device over the timed steps: on a GPU the bytes its framework's allocator "
+    "held (torch also shows what its caching allocator reserved), on a CPU the rank process's resident set "
+    "(runtime included). Training state = peak − what the device or process held when the case's setup began, "
+    "before the model was built; on a CPU it also holds what the runtime first allocates during a case (thread "
+    "pools, kernel caches), which a process's first case pays and later in-process cases find in their baseline. "
+    "'fits' compares a GPU's peak with one GPU's memory, and on a CPU the rank processes' peaks together with "
+    "the machine's RAM, which they share; where the machine's provenance names it. Rows without memory figures "
+    "(older records, asv, pytest-benchmark) show –.")
+
+
+def memory_columns(group: pd.DataFrame) -> list[tuple[str, str, Format]]:
+    """The memory columns of a problem's table, where any of its rows measured memory."""
+    if not group["peak_memory_bytes"].notna().any():
+        return []
+    reserved = ([("peak reserved", "peak_reserved_bytes", fmt_bytes)]
+                if group["peak_reserved_bytes"].notna().any() else [])
+    return [("peak memory", "peak_memory_bytes", fmt_bytes), *reserved,
+            ("training state", "training_state_bytes", fmt_bytes),
+            ("device memory", "device_memory_gib", fmt_gib), ("fits", "memory_fits", fmt_fits)]
+
+
 def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
     rows = usable(latest(frame)).copy()
     rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
@@ -123,6 +148,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
+        memory = memory_columns(group)
         section.tables.append(build(with_devices(group), [
             *CONFIG_SPEC, ("device name", "device_name", fmt_text),
             (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
@@ -130,10 +156,14 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            *exchange, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
+            *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
             ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
+        if memory:
+            section.text.append(MEMORY_TEXT)
+            section.figures.append((figures.memory(group[group["peak_memory_bytes"].notna()], problem),
+                                    f"peak memory against throughput on {problem}"))
         sections.append(section)
     return sections
 

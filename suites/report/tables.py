@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from suites.report.display import number, seconds
+from suites.report.display import number, seconds, size
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,15 @@ def fmt_ratio(value: Any) -> str:
     return "–" if missing(value) else f"{float(value):.2f}×"
 
 
+def fmt_bytes(value: Any) -> str:
+    """Bytes in binary units, '334 MiB'."""
+    return "–" if missing(value) else size(float(value))
+
+
+def fmt_gib(value: Any) -> str:
+    return "–" if missing(value) else f"{float(value):.4g} GiB"
+
+
 def fmt_pct(value: Any) -> str:
     return "–" if missing(value) else f"{float(value):.1f}%"
 
@@ -76,7 +85,11 @@ def fmt_check(value: Any) -> str:
     return "–" if missing(value) else ("pass" if bool(value) else "FAIL")
 
 
-NUMERIC = {fmt_seconds, fmt_number, fmt_ratio, fmt_pct, fmt_fraction}
+def fmt_fits(value: Any) -> str:
+    return "–" if missing(value) else ("yes" if bool(value) else "NO")
+
+
+NUMERIC = {fmt_seconds, fmt_number, fmt_ratio, fmt_pct, fmt_fraction, fmt_bytes, fmt_gib}
 
 
 def _sort_key(value: Any) -> str:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from suites.kept.check import Check
 
 if TYPE_CHECKING:
+    from suites.run.memory import MemoryProbe
     from suites.workloads.base import Workload
 
 
@@ -68,6 +69,12 @@ class Runnable(ABC):
         a collective its peers have left. A single-process runnable returns `value` unchanged.
         """
         return value
+
+    def memory_probe(self) -> "MemoryProbe | None":
+        """What measures this process's peak memory over the timed steps (`suites.run.memory`);
+        None: the runnable measures none. The timer calls it once, after setup and the check,
+        on every rank alike, and gathers every rank's peaks to rank 0."""
+        return None
 
     def teardown(self) -> None:
         """Release device memory; the default relies on garbage collection."""

@@ -12,6 +12,8 @@ import numpy as np
 
 from suites.cases.timing_config import TimingConfig
 from suites.kept.measurement import OUT_OF_TIME, Measurement
+from suites.kept.memory import MemoryPeak
+from suites.run.memory import MemoryProbe, gather_peaks
 from suites.run.runnable import Runnable
 
 
@@ -99,13 +101,15 @@ def first_step_limit_s(config: TimingConfig) -> float:
 
 
 def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
-            clock: Clock = time.perf_counter) -> WarmUp:
+            clock: Clock = time.perf_counter, probe: MemoryProbe | None = None) -> WarmUp:
     """Run `runnable` (already set up) until warm, with the device synchronised after each step.
 
     Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
     the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
     `case_limit_s` (counted after the first step, whose compilation is no step's cost): then it
     stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
+    A memory `probe` is started after the first step, so the warm steps a cut-short case is
+    stored with have their peak memory too.
     Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
     themselves after the same warm-up.
     """
@@ -116,7 +120,8 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     first_step_s = _timed(runnable, 1, clock).seconds
     if agree(float(first_step_s > first_step_limit_s(config))):
         raise TooSlow(first_step_s, first_step_limit_s(config))
-
+    if probe is not None:
+        probe.start()
     warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
     while True:
         spent = sum(warm)
@@ -160,20 +165,38 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     Every decision that changes the number of steps goes through `runnable.agree`, so the
     ranks of a multi-process case take identical decisions (rank 0's). Samples are global
     (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
-    gathered into `rank_medians`, where a straggler shows.
+    gathered into `rank_medians`, where a straggler shows. Where the runnable has a memory
+    probe, its peaks over the timed blocks (a cut-short case: over its warm steps) are gathered
+    from every rank into `memory`.
     """
-    with settled_heap():
-        return _measure(runnable, config, clock)
+    probe = runnable.memory_probe()
+    with settled_heap(), _stopped_on_error(probe):
+        return _measure(runnable, config, clock, probe)
 
 
-def _measure(runnable: Runnable, config: TimingConfig, clock: Clock) -> Measurement:
+@contextlib.contextmanager
+def _stopped_on_error(probe: MemoryProbe | None) -> Iterator[None]:
+    """A step that raises leaves no probe running (a sampling thread) behind it."""
+    try:
+        yield
+    except BaseException:
+        if probe is not None:
+            with contextlib.suppress(Exception):  # the step's error is the one to report
+                probe.stop()
+        raise
+
+
+def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None) -> Measurement:
     agree = runnable.agree
-    warm = warm_up(runnable, config, clock)
+    warm = warm_up(runnable, config, clock, probe)
     if warm.out_of_time:
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
-                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s))
+                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
+                           memory=_peaks(runnable, probe))
     block_size = warm.block_size
+    if probe is not None:
+        probe.start()  # anew: the timed blocks' peak alone
 
     samples: list[float] = []
     busy: list[float] = []
@@ -196,6 +219,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock) -> Measurem
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
+    memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
@@ -204,4 +228,9 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock) -> Measurem
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
-                       rank_compute=rank_compute if len(rank_compute) > 1 else ())
+                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory)
+
+
+def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
+    """Stop the probe; every rank's peaks, gathered (nothing where there is no probe)."""
+    return () if probe is None else gather_peaks(runnable, probe.stop())

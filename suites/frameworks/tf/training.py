@@ -25,10 +25,12 @@ from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_r
                      loss_trajectory_check)
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
-from suites.frameworks.tf.distribute import configure_runtime, host_cpu
+from suites.frameworks.tf import memory as tf_memory
+from suites.frameworks.tf.distribute import configure_runtime, host_cpu, replica_devices
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
+from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import TrainStep
@@ -45,6 +47,7 @@ class TfTrainStep(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def setup(self) -> None:
+        self.memory_baseline = tf_memory.Baseline.now()  # before anything of the case exists
         self.plugin = plugin_for(self.case)
         configure_runtime(self.case)
         self.details.update(backend.cudnn_details(self.case))
@@ -56,6 +59,7 @@ class TfTrainStep(Runnable):
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
+        self.memory_baseline = self.memory_baseline.with_gpus(replica_devices(self.case))
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
@@ -86,6 +90,10 @@ class TfTrainStep(Runnable):
 
     def agree(self, value: float) -> float:
         return self.trainer.agree(value)
+
+    def memory_probe(self) -> MemoryProbe:
+        """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set."""
+        return tf_memory.memory_probe(replica_devices(self.case), self.memory_baseline)
 
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:

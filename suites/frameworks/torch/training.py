@@ -18,9 +18,11 @@ import torch
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
 from suites.frameworks.torch import backend
+from suites.frameworks.torch import memory as torch_memory
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import limit_threads_from_env
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
+from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
@@ -71,6 +73,7 @@ class TorchTrainStep(Runnable):
     _saved_flags: backend.Flags | None = None
 
     def setup(self) -> None:
+        self.memory_baseline = torch_memory.Baseline.now()  # before anything of the case exists
         limit_threads_from_env()
         self.plugin = plugin_for(self.case)
         self.group = self.plugin.join(self.case)
@@ -156,6 +159,10 @@ class TorchTrainStep(Runnable):
 
     def agree(self, value: float) -> float:
         return self.group.broadcast_from_root(value) if self.group else value
+
+    def memory_probe(self) -> MemoryProbe:
+        """Allocator peaks of the GPUs the step runs on; on the CPU, this rank's resident set."""
+        return torch_memory.memory_probe(self.devices_in_use, self.memory_baseline)
 
     # --- correctness ------------------------------------------------------------------------
     def _check_batch(self, seed: int) -> tuple[tuple[np.ndarray, np.ndarray],

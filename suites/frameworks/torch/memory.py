@@ -1,0 +1,57 @@
+"""Peak memory of a torch case: the CUDA caching allocator's statistics per GPU, or on the CPU the
+process's resident set (`suites.run.memory.ResidentMemoryProbe`).
+
+`torch.cuda.reset_peak_memory_stats` at `start`, `max_memory_allocated` (bytes held by tensors)
+and `max_memory_reserved` (bytes the caching allocator held from the driver: what the device
+must have room for) at `stop`. Neither counts the CUDA context or NCCL's buffers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import torch
+
+from suites.kept.memory import MemoryPeak
+from suites.run.memory import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the process held when setup began: its resident set, and bytes allocated on each GPU
+    the allocator had started on (an in-process case after others may find some still held)."""
+
+    rss_bytes: int | None
+    allocated_bytes: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def now(cls) -> "Baseline":
+        allocated = {}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            allocated = {index: torch.cuda.memory_allocated(index) for index in range(torch.cuda.device_count())}
+        return cls(baseline_rss_bytes(), allocated)
+
+
+class CudaMemoryProbe(MemoryProbe):
+    def __init__(self, devices: Iterable[torch.device], baseline: Baseline) -> None:
+        self.devices = [torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+                        for device in devices if device.type == "cuda"]
+        self.baseline = baseline
+
+    def start(self) -> None:
+        for device in self.devices:
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def stop(self) -> list[MemoryPeak]:
+        return [MemoryPeak("gpu", device.index, torch.cuda.max_memory_allocated(device),
+                           torch.cuda.max_memory_reserved(device),
+                           self.baseline.allocated_bytes.get(device.index, 0))
+                for device in self.devices]
+
+
+def memory_probe(devices: Iterable[torch.device], baseline: Baseline) -> MemoryProbe:
+    """GPU statistics where the case's devices are GPUs, else this process's resident set."""
+    devices = list(devices)
+    if any(device.type == "cuda" for device in devices):
+        return CudaMemoryProbe(devices, baseline)
+    return ResidentMemoryProbe(baseline.rss_bytes)
