@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import tensorflow as tf
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
+import tensorflow as tf  # noqa: E402
 
 from suites.kept.memory import MemoryPeak
 from suites.run.memory import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
