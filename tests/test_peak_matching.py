@@ -156,3 +156,17 @@ def test_a_gpu_without_a_name_and_a_tpu_say_why(table):
     assert nameless.tflops is None and "no name" in nameless.reason
     tpu = table.lookup(DeviceInfo(Framework.TF, DeviceKind.TPU, 1, ("TPU v4",)), Precision.BF16)
     assert tpu.tflops is None and "no tpu entries" in tpu.reason
+
+
+def test_parbench_devices_shows_each_devices_table_peak_or_why_it_has_none(monkeypatch, capsys):
+    import json
+
+    from suites.frontends.cli import main
+
+    mig = DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1, ("NVIDIA A100-SXM4-40GB MIG 1g.5gb",))
+    whole = DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1, ("NVIDIA A100-SXM4-40GB",))
+    monkeypatch.setattr("suites.frontends.commands.devices.discover_all", lambda: [mig, whole])
+    assert main(["devices", "--json"]) == 0
+    shown = [device["peak_table"] for device in json.loads(capsys.readouterr().out)]
+    assert shown[0]["fp32_tflops"] is None and "MIG" in shown[0]["reason"]
+    assert shown[1]["fp32_tflops"] == pytest.approx(19.5) and shown[1]["entry"] == "A100"

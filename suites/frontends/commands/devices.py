@@ -6,7 +6,9 @@ import json
 
 from rich.table import Table
 
-from suites.kept.devices import discover_all
+from suites.cases.vocabulary import Precision
+from suites.kept.devices import DeviceInfo, discover_all
+from suites.kept.peaks import PeakTable
 from suites.report.display import terminal
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
@@ -16,17 +18,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def table_peak(peaks: PeakTable, info: DeviceInfo) -> dict[str, object]:
+    """The fp32 peak `% of peak` uses for this device, with the table entry it came from, or
+    why there is none (e.g. a MIG slice, a GPU the table does not list)."""
+    found = peaks.lookup(info, Precision.FP32)
+    return {"fp32_tflops": found.tflops, "entry": found.entry, "reason": found.reason}
+
+
 def run(args: argparse.Namespace) -> int:
     infos = discover_all()
+    peaks = PeakTable.load()
+    available = {id(info): table_peak(peaks, info) for info in infos if info.available}
     if args.json:
-        print(json.dumps([info.to_dict() for info in infos], indent=2))
+        print(json.dumps([{**info.to_dict(), **({"peak_table": available[id(info)]}
+                                                if id(info) in available else {})}
+                          for info in infos], indent=2))
         return 0
     table = Table(title="devices")
-    for column in ("framework", "device", "count", "names / reason", "details"):
+    for column in ("framework", "device", "count", "names / reason", "table peak (fp32)", "details"):
         table.add_column(column)
     for info in infos:
         what = ", ".join(info.names) if info.available else f"[yellow]{info.reason}[/]"
+        peak = available.get(id(info))
+        shown = ("" if peak is None else f"{peak['fp32_tflops']:.3g} TFLOP/s ({peak['entry']})"
+                 if peak["fp32_tflops"] is not None else f"[yellow]{peak['reason']}[/]")
         details = ", ".join(f"{k}={v}" for k, v in info.details.items())
-        table.add_row(str(info.framework), str(info.kind), str(info.count), what, details)
+        table.add_row(str(info.framework), str(info.kind), str(info.count), what, shown, details)
     terminal().print(table, markup=True)
     return 0
