@@ -38,6 +38,9 @@ class Strategy(_Named):
     TPU = "tpu"
     DATAPARALLEL = "dataparallel"
     DDP = "ddp"
+    FSDP = "fsdp"
+    TENSOR = "tensor"
+    FSDP_TENSOR = "fsdp_tensor"
 
 
 class Precision(_Named):

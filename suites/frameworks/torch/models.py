@@ -45,6 +45,17 @@ def to_canonical_layout(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def whole(gradient: torch.Tensor, gather: bool) -> torch.Tensor:
+    """`gradient` itself, or with `gather` the full tensor of a DTensor gradient (FSDP's shards,
+    a tensor-parallel split): a collective, so every rank gathers the same tensors in order."""
+    if gather:
+        from torch.distributed.tensor import DTensor
+
+        if isinstance(gradient, DTensor):
+            return gradient.full_tensor()
+    return gradient
+
+
 class TorchModel(nn.Module):
     """A spec's function in torch. Subclasses build the layers and define `forward`."""
 
@@ -71,11 +82,12 @@ class TorchModel(nn.Module):
                 target = parameters[torch_name(name)]
                 target.copy_(torch.from_numpy(np.ascontiguousarray(to_torch_layout(array))))
 
-    def canonical_gradients(self) -> dict[str, np.ndarray]:
-        """Gradients of the last backward pass, float64, in the canonical layout."""
+    def canonical_gradients(self, gather: bool = False) -> dict[str, np.ndarray]:
+        """Gradients of the last backward pass, float64, in the canonical layout; `gather`:
+        DTensor gradients gathered to full tensors first (`whole`)."""
         parameters = dict(self.named_parameters())
-        return {name: to_canonical_layout(
-                    parameters[torch_name(name)].grad.detach().to("cpu", torch.float64).numpy())
+        return {name: to_canonical_layout(whole(parameters[torch_name(name)].grad, gather)
+                                          .detach().to("cpu", torch.float64).numpy())
                 for name in self.spec.parameter_shapes()}
 
 
@@ -133,21 +145,24 @@ class TorchResidualCnn(TorchModel):
 class _Attention(nn.Module):
     def __init__(self, d_model: int, heads: int) -> None:
         super().__init__()
-        self.heads = heads
+        self.d_head = d_model // heads
         self.q = nn.Linear(d_model, d_model, bias=False)
         self.k = nn.Linear(d_model, d_model, bias=False)
         self.v = nn.Linear(d_model, d_model, bias=False)
         self.o = nn.Linear(d_model, d_model)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq, d = x.shape
-        return x.view(batch, seq, self.heads, d // self.heads).transpose(1, 2)
+        """(batch, seq, features) -> (batch, heads, seq, d_head), for the heads this process
+        holds: all of them, or under tensor parallelism its share (q/k/v split by columns give
+        it heads / tp heads' features)."""
+        batch, seq, _ = x.shape
+        return x.view(batch, seq, -1, self.d_head).transpose(1, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # softmax(Q K^T / sqrt(d_head)) V, no mask, no dropout: SDPA's default scale.
         out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(self.k(x)),
                                              self._split(self.v(x)))
-        return self.o(out.transpose(1, 2).reshape(x.shape))
+        return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
 class TorchTransformerBlock(TorchModel):
@@ -180,8 +195,8 @@ class TorchUserModel(TorchModel):
         if weights:
             raise ValueError("a user model draws its own weights; it takes no canonical weights")
 
-    def canonical_gradients(self) -> dict[str, np.ndarray]:
-        return {name: parameter.grad.detach().to("cpu", torch.float64).numpy()
+    def canonical_gradients(self, gather: bool = False) -> dict[str, np.ndarray]:
+        return {name: whole(parameter.grad, gather).detach().to("cpu", torch.float64).numpy()
                 for name, parameter in self.inner.named_parameters()}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

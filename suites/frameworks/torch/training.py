@@ -3,8 +3,9 @@
 One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
 on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
 without); tf32 turns on TF32 tensor-core matmuls/convolutions. The case's strategy plugin
-(`suites.strategies.torch`) joins the process group of a rank process, wraps the model, names
-the devices `synchronize` waits for and supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+(`suites.strategies.torch`) joins the process group of a rank process, wraps the model (and may
+apply mixed precision itself, FSDP's way), says which part of the global batch this process
+feeds, names the devices `synchronize` waits for and supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
@@ -103,14 +104,18 @@ class TorchTrainStep(Runnable):
 
     @property
     def local_batch(self) -> int:
-        """Samples this process feeds the wrapped model per step: a rank its shard; one
-        process the global batch (which a wrapper such as DataParallel may split)."""
-        return self.workload.per_device_batch if self.group else self.workload.global_batch
+        """Samples this process feeds the wrapped model per step: its strategy's `data_shard`
+        (a data-parallel rank its shard; one process, or a tensor-parallel rank, the global
+        batch, which a wrapper such as DataParallel may split)."""
+        shard = self.plugin.data_shard(self.case, self.rank)
+        return shard.stop - shard.start
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Random inputs and labels drawn on the device, seeded per rank."""
+        """Random inputs and labels drawn on the device, seeded per shard of the batch
+        (processes that feed the same shard, as tensor-parallel ranks do, draw the same)."""
+        shard = self.plugin.data_shard(self.case, self.rank)
         generator = torch.Generator(device=self.device)
-        generator.manual_seed(DATA_SEED + self.rank)
+        generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
         count = batch_rotation_count(int(np.prod(shape)) * 4)
         return [(torch.randn(shape, generator=generator, device=self.device),
@@ -124,9 +129,10 @@ class TorchTrainStep(Runnable):
                              device=self.device)
 
     def _precision_context(self) -> contextlib.AbstractContextManager:
-        """Autocast for mixed precision; in fp32/tf32 nothing at all, not even a disabled
-        autocast, so the timed step is exactly what a hand-written loop would run."""
-        if self.autocast_dtype is None:
+        """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
+        nothing at all, not even a disabled autocast, so the timed step is exactly what a
+        hand-written loop would run."""
+        if self.autocast_dtype is None or self.plugin.handles_precision(self.case):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
@@ -169,8 +175,7 @@ class TorchTrainStep(Runnable):
                                                tuple[torch.Tensor, torch.Tensor]]:
         """The deterministic global batch, and this process's part of it on the device."""
         x, y = self.spec.make_batch(self.workload.global_batch, seed)
-        start = self.rank * self.local_batch
-        part = slice(start, start + self.local_batch)
+        part = self.plugin.data_shard(self.case, self.rank)
         return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
                                           torch.float32),
                         torch.from_numpy(y[part]).to(self.device))

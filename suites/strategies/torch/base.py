@@ -43,6 +43,18 @@ class TorchStrategy(StrategyPlugin):
         separates compute from communication with it); None where it has none."""
         return None
 
+    def data_shard(self, case: Case, rank: int) -> slice:
+        """The samples of the global batch (start:stop) this process feeds its model each step
+        and in the check: in one process all of them (a wrapper such as DataParallel may split
+        them further). Processes feeding the same samples draw the same random batches."""
+        return slice(0, workload_of(case).global_batch)
+
+    def handles_precision(self, case: Case) -> bool:
+        """Whether `wrap` applies the case's mixed precision itself (FSDP's
+        `MixedPrecisionPolicy`): the runnable then runs the forward without `torch.autocast`.
+        Loss scaling (fp16's GradScaler) stays the runnable's."""
+        return False
+
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         """What the numerics check compares with the float64 single-device gradient: the
         model's full gradients in canonical layout (a sharding strategy gathers them first)."""
@@ -78,3 +90,8 @@ class RankProcesses(TorchStrategy):
         from suites.frameworks.torch.distributed import ProcessGroup
 
         return ProcessGroup(case, self.backend(case))
+
+    def data_shard(self, case: Case, rank: int) -> slice:
+        """Rank `rank`'s equal shard of the global batch."""
+        size = workload_of(case).per_device_batch
+        return slice(rank * size, (rank + 1) * size)

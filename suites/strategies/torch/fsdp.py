@@ -1,0 +1,146 @@
+"""torch `fsdp`: fully sharded data parallelism (FSDP2, `torch.distributed.fsdp.fully_shard`),
+one rank process per device.
+
+Each block of the model is one FSDP unit, sharded over a 1-D device mesh of every rank, and the
+root last. Parameters, gradients and optimizer state are DTensors sharded on dim 0: each rank
+holds 1/N of each (ZeRO-3). Before a unit's forward its parameters are all-gathered; with
+`reshard = true` they are freed after its forward and gathered again for its backward
+(ZeRO-3-like), with `reshard = false` kept until its backward (ZeRO-2-like: no second
+all-gather, but the full parameters resident from forward to backward). After a unit's backward its
+gradients are reduce-scattered and averaged, so each rank holds its shard of the full-batch
+gradient: gathered, what the check compares with the single-device one.
+
+Mixed precision is FSDP's own `MixedPrecisionPolicy` (parameters gathered and computed in
+fp16/bf16, gradients reduced in fp32, the model's output in fp32 for the loss), not autocast.
+Each rank trains on its shard of the global batch, as in DDP. The optimizer is built after
+`wrap`, on the sharded parameters (the runnable does so for every strategy).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.base import split_reason
+from suites.strategies.torch.base import RankProcesses
+from suites.workloads import workload_of
+from suites.workloads.base import Param
+from suites.workloads.collectives import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from suites.kept.devices import DeviceInfo
+
+RESHARD = Param("reshard", type=bool, default=True, minimum=None,
+                help="FSDP: free each unit's gathered parameters after its forward and gather them "
+                     "again for its backward (true, ZeRO-3-like) or keep them until then (false, "
+                     "ZeRO-2-like)")
+#: Bytes of each value of the training state: fp32 parameters, gradients and optimizer states
+#: (mixed precision keeps fp32 master weights and casts the gathered copies).
+STATE_BYTES = DTYPE_BYTES[Precision.FP32]
+
+
+def reshard_of(case: Case) -> bool:
+    return bool(workload_of(case).p["reshard"])
+
+
+def blocks(module: "nn.Module") -> list["nn.Module"]:
+    """The FSDP units below `module`: its children that hold parameters, a container's children
+    in the container's place (a ModuleList or ModuleDict is never called, so the hooks FSDP puts
+    on a unit's forward would never run on it)."""
+    from torch import nn
+
+    units = []
+    for child in module.children():
+        if isinstance(child, (nn.ModuleList, nn.ModuleDict)):
+            units.extend(blocks(child))
+        elif any(True for _ in child.parameters()):
+            units.append(child)
+    return units
+
+
+def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Precision) -> None:
+    """`fully_shard` on each block of `model`, then on `model`, over `mesh` (a 1-D mesh of the
+    ranks FSDP shards over); fp16/bf16 through FSDP's `MixedPrecisionPolicy`."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from suites.frameworks.torch.backend import AUTOCAST_DTYPES
+
+    dtype = AUTOCAST_DTYPES.get(precision)
+    unit_policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    for unit in blocks(model):
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=unit_policy)
+    # The root's output in fp32, as autocast leaves the loss's input.
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard,
+                mp_policy=MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
+                                               output_dtype=torch.float32 if dtype else None))
+
+
+def largest_unit(counts: dict[str, int]) -> int:
+    """Elements of the largest top-level module, from canonical parameter name -> elements:
+    the unit FSDP gathers whole (an upper bound where it shards a container's children apart)."""
+    units: dict[str, int] = {}
+    for name, count in counts.items():
+        top = name.split(".", 1)[0]
+        units[top] = units.get(top, 0) + count
+    return max(units.values(), default=0)
+
+
+def sharded_state(parameters: int, largest: int, optimizer_states: int, shards: int,
+                  reshard: bool, precision: Precision) -> dict[str, int]:
+    """One rank's training state at its peak, in bytes, by ZeRO-3's accounting: `parameters`
+    elements (the model, or under 2-D a tensor-parallel rank's share of it) sharded over
+    `shards` ranks, fp32, for the parameters, their gradients and `optimizer_states` states per
+    parameter; plus the gathered parameters resident at the peak, in the compute dtype: with
+    reshard, one unit's (`largest`: gathered again for its backward), without, every unit's
+    (kept from its forward until its backward). A unit's gathered gradient, alive only until its
+    reduce-scatter, is not counted."""
+    shard = -(-parameters // shards)
+    gathered = (largest if reshard else parameters) * DTYPE_BYTES[precision]
+    state = {"parameters": shard * STATE_BYTES + gathered, "gradients": shard * STATE_BYTES,
+             "optimizer": optimizer_states * shard * STATE_BYTES}
+    return {**state, "total": sum(state.values())}
+
+
+def parameter_counts(case: Case) -> dict[str, int]:
+    """Canonical parameter name -> elements, of the case's model (empty for a user model,
+    whose parameters only its framework knows)."""
+    return {name: math.prod(shape) for name, shape in workload_of(case).model.parameter_shapes().items()}
+
+
+class Fsdp(RankProcesses):
+    strategy = Strategy.FSDP
+    params = (RESHARD,)
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        split = split_reason(case, "ranks")
+        return super().unavailable_reason(case, device) or (
+            split and f"{split} (FSDP's ranks each train on an equal shard)")
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        shard(model, init_device_mesh(device.type, (case.n_devices,)), reshard_of(case),
+              case.precision)
+        return model
+
+    def handles_precision(self, case: Case) -> bool:
+        return True
+
+    def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
+        return model.canonical_gradients(gather=True)
+
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """`sharded_state` over every rank. With `reshard = false` the parameters count a full
+        (compute-dtype) copy besides the shard: what is resident from forward to backward."""
+        return sharded_state(parameters, largest_unit(parameter_counts(case)), optimizer_states,
+                             case.n_devices, reshard_of(case), case.precision)
+
+
+PLUGIN = Fsdp()

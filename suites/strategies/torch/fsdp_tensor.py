@@ -1,0 +1,104 @@
+"""torch `fsdp_tensor`: 2-D parallelism, FSDP across one dimension of a device mesh and tensor
+parallelism across the other, one rank process per device.
+
+The case's `mesh = "DPxTP"` lays its devices out as DP rows of TP ranks (row-major: rank r is
+tensor-parallel rank r % TP of data-parallel group r // TP). Tensor parallelism (`tensor`'s plan)
+splits the layers within each row; then FSDP (`fsdp`'s units) shards every parameter, split or
+not, over each column. The TP ranks of a row feed the same shard of the global batch, the DP
+groups equal shards, so the averaged first-step gradient, gathered over both dimensions, is the
+single-device full-batch gradient the check compares. Mixed precision is FSDP's
+`MixedPrecisionPolicy`, as in `fsdp`; fp16 is unavailable (`FP16_UNAVAILABLE`).
+
+A strategy of its own rather than a `mesh` parameter of `fsdp`: its cases split layers, so they
+need a tensor-parallel plan, divisible heads and widths and bf16 rather than fp16, and they belong
+in a series of their own in reports, apart from pure FSDP's.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.fsdp import (RESHARD, largest_unit, parameter_counts, reshard_of, shard,
+                                          sharded_state)
+from suites.strategies.torch.tensor import elements_saved, parallelize, plan_problem
+from suites.workloads import workload_of
+from suites.workloads.base import Param
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from suites.kept.devices import DeviceInfo
+
+MESH = Param("mesh", type=str, default="2x2", minimum=None,
+             help="DPxTP: FSDP over DP data-parallel groups, tensor parallelism over TP ranks in "
+                  "each; DP x TP must be n_devices")
+#: It runs, but would not be right on every step: DTensor agrees on the GradScaler's overflow
+#: flag over the mesh dimensions its first gradient is sharded on (torch 2.13,
+#: `found_inf_reduce_handler`).
+FP16_UNAVAILABLE = (
+    "fp16 needs loss scaling, and torch.amp.GradScaler's overflow flag is agreed over the mesh "
+    "dimensions the first gradient is sharded on only (DTensor, torch 2.13): a transformer's "
+    "first gradient, a LayerNorm's, is sharded over dp alone, so tensor-parallel ranks could "
+    "disagree on skipping a step; bf16 needs no loss scaling")
+
+
+def mesh_of(case: Case) -> tuple[int, int] | None:
+    """(DP, TP) of the case's `mesh`, or None where it is not two positive sizes."""
+    match = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", str(workload_of(case).p["mesh"]))
+    return (int(match[1]), int(match[2])) if match else None
+
+
+class FsdpTensor(RankProcesses):
+    strategy = Strategy.FSDP_TENSOR
+    params = (MESH, RESHARD)
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        mesh = mesh_of(case)
+        if mesh is None:
+            return f"mesh {workload_of(case).p['mesh']!r} is not DPxTP (two sizes, e.g. 2x2)"
+        dp, tp = mesh
+        if dp * tp != case.n_devices:
+            return f"mesh {dp}x{tp} is {dp * tp} devices; this case has {case.n_devices}"
+        if case.precision is Precision.FP16:
+            return FP16_UNAVAILABLE
+        split = workload_of(case).split_problem(dp, "data-parallel groups")
+        return (super().unavailable_reason(case, device) or plan_problem(case, tp)
+                or (split and f"{split} (each FSDP group trains on an equal shard)"))
+
+    def data_shard(self, case: Case, rank: int) -> slice:
+        """Data-parallel group rank // TP's equal shard of the global batch."""
+        dp, tp = mesh_of(case)  # type: ignore[misc]
+        size = workload_of(case).global_batch // dp
+        return slice(rank // tp * size, (rank // tp + 1) * size)
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, mesh_of(case), mesh_dim_names=("dp", "tp"))
+        parallelize(model, mesh["tp"])
+        shard(model, mesh["dp"], reshard_of(case), case.precision)
+        return model
+
+    def handles_precision(self, case: Case) -> bool:
+        return True
+
+    def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
+        return model.canonical_gradients(gather=True)
+
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """A tensor-parallel rank's share of the model (`tensor`), sharded over the
+        data-parallel groups with `fsdp`'s accounting (with `reshard = false`, a full copy of
+        that share resident from forward to backward)."""
+        dp, tp = mesh_of(case)  # type: ignore[misc]
+        saved = elements_saved(case, tp)
+        held = {name: count - saved[name] for name, count in parameter_counts(case).items()}
+        return sharded_state(parameters - sum(saved.values()), largest_unit(held),
+                             optimizer_states, dp, reshard_of(case), case.precision)
+
+
+PLUGIN = FsdpTensor()

@@ -1,0 +1,143 @@
+"""torch `tensor`: tensor parallelism with DTensor (`parallelize_module`), one rank process per
+device, each holding a slice of every split layer.
+
+Layers split in Megatron's pairs: the first of a pair by columns (`ColwiseParallel`: each rank
+computes its share of the output features), the second by rows (`RowwiseParallel`: each rank
+multiplies its share of the input features and an all-reduce sums the partial outputs), so a
+pair costs one all-reduce forward and one backward. The MLP's dense layers pair up in order (an
+odd last one stays whole); a transformer block splits its attention by heads (q, k, v by
+columns, o by rows: each rank attends with its heads) and its feed-forward (in by columns, out
+by rows). Norms, unpaired layers and row-split layers' biases are replicated. The plan is read
+from the model's parameter names, which are its module paths, so a stack of blocks splits every
+block.
+
+Tensor parallelism splits the layers, not the batch: every rank feeds the same, whole global
+batch. The check gathers the fp32 first-step gradients to full tensors and compares them with
+the single-device gradient; bf16 (autocast) follows the fp32 loss trajectory.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.torch.base import RankProcesses
+from suites.workloads import workload_of
+from suites.workloads.collectives import DTYPE_BYTES
+from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from suites.kept.devices import DeviceInfo
+
+COLWISE, ROWWISE = "colwise", "rowwise"
+#: A transformer block's split layers, by the last two parts of their path.
+TRANSFORMER_SPLITS = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
+                      "ffn.in": COLWISE, "ffn.out": ROWWISE}
+FP16_UNAVAILABLE = (
+    "fp16 needs loss scaling, and torch.amp.GradScaler unscales all of a device's gradients in "
+    "one foreach call, which fails on the mix tensor parallelism leaves (split layers' DTensor "
+    "gradients beside the replicated layers' plain ones, torch 2.13); bf16 needs no loss scaling")
+STATE_BYTES = DTYPE_BYTES[Precision.FP32]
+
+
+def _dense_layers(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """Module path -> kernel shape (in, out) of the spec's dense layers, in order."""
+    return {name.rpartition(".")[0]: shape for name, shape in spec.parameter_shapes().items()
+            if name.endswith(".kernel") and len(shape) == 2}
+
+
+def tensor_plan(spec: ModelSpec) -> dict[str, str] | None:
+    """Module path -> COLWISE or ROWWISE, the layers tensor parallelism splits; None for a
+    model without a plan (a CNN's convolutions, a user's module)."""
+    layers = list(_dense_layers(spec))
+    if isinstance(spec, Mlp):
+        return {path: (COLWISE, ROWWISE)[i % 2] for i, path in enumerate(layers[:len(layers) // 2 * 2])}
+    if isinstance(spec, TransformerBlock):
+        return {path: TRANSFORMER_SPLITS[tail] for path in layers
+                if (tail := ".".join(path.split(".")[-2:])) in TRANSFORMER_SPLITS}
+    return None
+
+
+def plan_problem(case: Case, ranks: int) -> str | None:
+    """Why the case's model cannot be split over `ranks` tensor-parallel ranks, or None."""
+    spec = workload_of(case).model
+    plan = tensor_plan(spec)
+    if plan is None:
+        return (f"tensor parallelism has no plan for model {workload_of(case).p['model']!r}: "
+                "plans exist for mlp (dense layers in column/row pairs) and transformer "
+                "(attention heads, feed-forward)")
+    if isinstance(spec, TransformerBlock) and spec.heads % ranks:
+        return (f"the transformer's {spec.heads} attention heads do not split evenly over "
+                f"{ranks} tensor-parallel ranks")
+    layers = _dense_layers(spec)
+    for path, style in plan.items():
+        fan_in, fan_out = layers[path]
+        features, side = (fan_out, "output") if style == COLWISE else (fan_in, "input")
+        if features % ranks:
+            return (f"layer {path}'s {features} {side} features do not split evenly over {ranks} "
+                    f"tensor-parallel ranks ({style})")
+    return None
+
+
+def elements_saved(case: Case, ranks: int) -> dict[str, int]:
+    """Canonical parameter name -> elements one of `ranks` tensor-parallel ranks does not hold:
+    (ranks - 1) / ranks of a column-split layer's kernel and bias and of a row-split layer's
+    kernel; nothing of a replicated parameter."""
+    spec = workload_of(case).model
+    plan = tensor_plan(spec) or {}
+    saved = {}
+    for name, shape in spec.parameter_shapes().items():
+        path, _, leaf = name.rpartition(".")
+        style = plan.get(path)
+        split = style == COLWISE or (style == ROWWISE and leaf == "kernel")
+        saved[name] = math.prod(shape) - math.prod(shape) // ranks if split else 0
+    return saved
+
+
+def parallelize(model: "nn.Module", mesh: "DeviceMesh") -> None:
+    """Split `model`'s layers over `mesh` (1-D, the tensor-parallel ranks) by its `tensor_plan`."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    styles = {COLWISE: ColwiseParallel, ROWWISE: RowwiseParallel}
+    plan = tensor_plan(model.spec)  # type: ignore[arg-type]
+    assert plan is not None, "unavailable_reason keeps models without a plan out"
+    parallelize_module(model, mesh, {path: styles[style]() for path, style in plan.items()})
+
+
+class Tensor(RankProcesses):
+    strategy = Strategy.TENSOR
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        if case.precision is Precision.FP16:
+            return FP16_UNAVAILABLE
+        return super().unavailable_reason(case, device) or plan_problem(case, case.n_devices)
+
+    def data_shard(self, case: Case, rank: int) -> slice:
+        """The whole global batch, on every rank."""
+        return slice(0, workload_of(case).global_batch)
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        parallelize(model, init_device_mesh(device.type, (case.n_devices,)))
+        return model
+
+    def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
+        return model.canonical_gradients(gather=True)
+
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """Parameters, gradients and optimizer states of the split layers divided by the ranks,
+        the replicated rest whole; fp32."""
+        held = parameters - sum(elements_saved(case, case.n_devices).values())
+        state = {"parameters": held * STATE_BYTES, "gradients": held * STATE_BYTES,
+                 "optimizer": optimizer_states * held * STATE_BYTES}
+        return {**state, "total": sum(state.values())}
+
+
+PLUGIN = Tensor()
