@@ -23,7 +23,9 @@ from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf import models as tf_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
-from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
+from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
+from suites.frameworks.tf.trainers import (SingleDeviceTrainer, StrategyTrainer, TowersTrainer,  # noqa: E402
+                                           TrainingSetup)
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
@@ -31,7 +33,7 @@ from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
-from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
+from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
@@ -58,6 +60,8 @@ def our_processes(monkeypatch):
 # --- the TF models compute the specs' functions -------------------------------------------------
 TINY_SPECS = [Mlp(features=12, hidden=16, depth=2), ResidualCnn(image=6, channels=4, blocks=2),
               TransformerBlock(seq=5, d_model=8, heads=2, ffn=16)]
+#: Sized by the train_step size parameters: a wider, deeper MLP and a stack of two blocks.
+SIZED_SPECS = [Mlp(features=12, hidden=48, depth=5), TransformerBlock(seq=5, d_model=12, heads=3, ffn=20, layers=2)]
 
 
 def _nontrivial_weights(spec):
@@ -69,7 +73,8 @@ def _nontrivial_weights(spec):
     return weights
 
 
-@pytest.mark.parametrize("spec", TINY_SPECS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", TINY_SPECS + SIZED_SPECS,
+                         ids=["mlp", "cnn", "transformer", "mlp-wide-deep", "transformer-2-layers"])
 def test_tf_forward_equals_torch_forward_from_the_same_weights(spec):
     weights = _nontrivial_weights(spec)
     x, _ = spec.make_batch(3, seed=4)
@@ -90,20 +95,78 @@ def test_dynamic_loss_scale_halves_on_overflow_and_grows_after_the_interval():
     assert LossScaling.next_state(state, tf.constant(True)).numpy().tolist() == [INITIAL_SCALE, 1]
 
 
-def test_fp16_step_with_overflowing_gradients_is_skipped_and_the_scale_halved():
+def _slot_values(trainer) -> list[np.ndarray]:
+    return [slot.numpy().copy() for slots in trainer.slots.values() for slot in slots]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fp16_step_with_overflowing_gradients_is_skipped_and_the_scale_halved(optimizer):
     spec = TINY_SPECS[0]
     trainer = SingleDeviceTrainer(TrainingSetup(spec, spec.init_weights(), 8, tf.float16,
-                                                LossScaling.for_precision(Precision.FP16)), "/CPU:0")
-    before = trainer.weight_copies()[0]
+                                                LossScaling.for_precision(Precision.FP16),
+                                                optimizer=optimizer), "/CPU:0")
+    assert len(_slot_values(trainer)) == (3 * len(trainer.names) if optimizer == "adam" else 0)
+    before, slots_before = trainer.weight_copies()[0], _slot_values(trainer)
     trainer.state.assign([2.0 ** 40, 0.0])  # the scaled loss overflows float16
     trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))
     assert trainer.loss_scale() == 2.0 ** 39
     after = trainer.weight_copies()[0]
     assert all(np.array_equal(before[name], after[name]) for name in before)
+    assert all(np.array_equal(a, b) for a, b in zip(slots_before, _slot_values(trainer)))  # Adam: m, v, t kept
     trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))  # 2**39 still overflows
     trainer.state.assign([INITIAL_SCALE, 0.0])
     trainer.checked_step(trainer.numpy_batch(*spec.make_batch(8)))
     assert not np.array_equal(before["dense0.kernel"], trainer.weight_copies()[0]["dense0.kernel"])
+
+
+# --- the optimizer ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_tf_adam_steps_equal_torch_adam_steps_on_the_same_weights_and_gradients(dtype, rtol):
+    rng = np.random.default_rng(0)
+    weights = {"kernel": rng.standard_normal((3, 4)).astype(dtype), "bias": rng.standard_normal(4).astype(dtype)}
+    gradients = [{name: (rng.standard_normal(w.shape) * scale).astype(dtype) for name, w in weights.items()}
+                 for scale in (1.0, 1e-3, 10.0)]  # Adam is scale-free: the steps differ in their moments
+    parameters = {name: torch.nn.Parameter(torch.from_numpy(w.copy())) for name, w in weights.items()}
+    reference = torch.optim.Adam(parameters.values(), lr=OPTIMIZERS["adam"].learning_rate)  # torch's defaults
+    adam = optimizer_for("adam")
+    variables = {name: tf.Variable(w) for name, w in weights.items()}
+    slots = {name: adam.slots(variable) for name, variable in variables.items()}
+    for grads in gradients:
+        for name, parameter in parameters.items():
+            parameter.grad = torch.from_numpy(grads[name])
+        reference.step()
+        for name, variable in variables.items():
+            adam.update(variable, tf.constant(grads[name]), slots[name])
+        for name, parameter in parameters.items():
+            state = reference.state[parameter]
+            np.testing.assert_allclose(variables[name].numpy(), parameter.detach().numpy(), rtol=rtol, atol=0)
+            m, v, t = (slot.numpy() for slot in slots[name])
+            np.testing.assert_allclose(m, state["exp_avg"].numpy(), rtol=rtol, atol=0)
+            np.testing.assert_allclose(v, state["exp_avg_sq"].numpy(), rtol=rtol, atol=0)
+            assert t == float(state["step"])
+    assert not np.allclose(variables["kernel"].numpy(), weights["kernel"])  # it moved
+
+
+@pytest.mark.parametrize("layout", ["towers-replicated", "towers-param_server", "mirrored"])
+def test_every_layout_applies_the_single_device_adam_update(layout):
+    """Two towers (on one CPU device, in this process) and a one-device MirroredStrategy keep
+    Adam's slots beside their copies and end where one device does."""
+    spec = TINY_SPECS[0]
+    setup = TrainingSetup(spec, spec.init_weights(), 8, tf.float32, LossScaling(False), optimizer="adam")
+    single = SingleDeviceTrainer(setup, "/CPU:0")
+    if layout == "mirrored":
+        other = StrategyTrainer(setup, tf.distribute.MirroredStrategy(devices=["/CPU:0"]))
+    else:
+        other = TowersTrainer(setup, ["/CPU:0", "/CPU:0"], layout.removeprefix("towers-"))
+    for step in range(3):
+        x, y = spec.make_batch(8, 10 + step)
+        single.checked_step(single.numpy_batch(x, y))
+        other.checked_step(other.numpy_batch(x, y))
+    expected = single.weight_copies()[0]
+    assert not np.allclose(expected["dense0.kernel"], spec.init_weights()["dense0.kernel"])
+    for copy in other.weight_copies():
+        for name in expected:
+            np.testing.assert_allclose(copy[name], expected[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 # --- the checks have teeth ------------------------------------------------------------------------
@@ -115,6 +178,35 @@ def test_gradient_check_fails_when_part_of_the_batch_is_lost():
     runnable.trainer.numpy_batch = lambda x, y: full(np.concatenate([x[:4], x[:4]]), np.concatenate([y[:4], y[:4]]))
     check = runnable.check()
     assert not check.passed and check.metric == "grad_rel_l2_err" and check.value > 0.05
+
+
+@pytest.mark.parametrize("params", [{"model": "mlp", "hidden": 96, "depth": 5},
+                                    {"model": "transformer", "layers": 2, "seq": 16, "d_model": 32,
+                                     "heads": 4, "ffn": 64}],
+                         ids=["mlp-wide-deep", "transformer-2-layers"])
+def test_a_sized_model_passes_the_gradient_check(params):
+    runnable = TfTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable.setup()
+    assert {name: w.shape for name, w in runnable.weights.items()} == runnable.spec.parameter_shapes()
+    assert len(runnable.weights) == (2 * 6 if params["model"] == "mlp" else 2 * 13 + 2)
+    check = runnable.check()
+    assert check.passed and check.metric == "grad_rel_l2_err", check
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_adam_single_device_cases_pass_their_checks(tmp_path, precision):
+    record = run_case(train_case("single", precision, optimizer="adam"), context(tmp_path))
+    assert record.status is Status.OK, record.reason
+    assert record.check.passed, record.check
+    if precision != "fp32":
+        assert record.check.metric == "loss_traj_max_rel_err" and "global batch 4, adam;" in record.check.detail
+
+
+def test_the_loss_trajectory_reference_uses_the_case_optimizer():
+    runnable = TfTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable.setup()
+    assert runnable._reference(tf.float32).optimizer == optimizer_for("adam")
+    assert runnable.trainer.optimizer == optimizer_for("adam")
 
 
 def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
@@ -152,6 +244,15 @@ def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, co
     if case.strategy is Strategy.MULTIWORKER:
         assert len(record.measurement.rank_medians) == 2
     assert record.metrics["samples_per_s"] == pytest.approx(8 / record.measurement.median)
+    assert our_processes() == []
+
+
+@pytest.mark.slow
+def test_mirrored_adam_with_loss_scaling_follows_the_single_device_adam_trajectory(tmp_path, our_processes):
+    record = run_case(train_case("mirrored", "fp16", n=2, optimizer="adam"), context(tmp_path))
+    assert record.status is Status.OK, (record.reason, record.details)
+    assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed, record.check
+    assert "adam" in record.check.detail and "2 copies of the variables here, identical" in record.check.detail
     assert our_processes() == []
 
 

@@ -22,25 +22,27 @@ torch = pytest.importorskip("torch")
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.strategy_plugins import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
-from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
+from suites.frameworks.torch import training as torch_training  # noqa: E402
+from suites.frameworks.torch.training import TorchTrainStep, reference_losses  # noqa: E402
+from suites.kept.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
-from suites.workloads.training import Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
+from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
 
 
 def train_case(strategy: str, precision: str = "fp32", n: int = 1, model: str = "mlp",
-               batch: int = 4) -> Case:
+               batch: int = 4, **params: int | str) -> Case:
     return Case.make("train_step", "torch", "cpu", strategy, precision, n,
-                     {"model": model, "batch": batch})
+                     {"model": model, "batch": batch, **params})
 
 
 def context(tmp_path: Path) -> RunContext:
@@ -110,23 +112,28 @@ def numpy_forward(spec, w: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     batch, seq, d = x.shape
     heads, d_head = spec.heads, d // spec.heads
     split = lambda v: v.reshape(batch, seq, heads, d_head).transpose(0, 2, 1, 3)  # noqa: E731
-    h = _layer_norm(x, w["ln1.gamma"], w["ln1.beta"])
-    q, k, v = (split(_dense(h, w[f"attn.{n}.kernel"])) for n in "qkv")
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_head)
-    scores = np.exp(scores - scores.max(-1, keepdims=True))
-    attended = (scores / scores.sum(-1, keepdims=True)) @ v
-    x = x + _dense(attended.transpose(0, 2, 1, 3).reshape(batch, seq, d), w["attn.o.kernel"],
-                   w["attn.o.bias"])
-    h = _layer_norm(x, w["ln2.gamma"], w["ln2.beta"])
-    x = x + _dense(_gelu_tanh(_dense(h, w["ffn.in.kernel"], w["ffn.in.bias"])),
-                   w["ffn.out.kernel"], w["ffn.out.bias"])
+    for i in range(spec.layers):
+        b = {name.removeprefix(f"block{i}."): value for name, value in w.items()
+             if name.startswith(f"block{i}.")}
+        h = _layer_norm(x, b["ln1.gamma"], b["ln1.beta"])
+        q, k, v = (split(_dense(h, b[f"attn.{n}.kernel"])) for n in "qkv")
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_head)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        attended = (scores / scores.sum(-1, keepdims=True)) @ v
+        x = x + _dense(attended.transpose(0, 2, 1, 3).reshape(batch, seq, d), b["attn.o.kernel"],
+                       b["attn.o.bias"])
+        h = _layer_norm(x, b["ln2.gamma"], b["ln2.beta"])
+        x = x + _dense(_gelu_tanh(_dense(h, b["ffn.in.kernel"], b["ffn.in.bias"])),
+                       b["ffn.out.kernel"], b["ffn.out.bias"])
     return _dense(x.mean(axis=1), w["head.kernel"], w["head.bias"])
 
 
 @pytest.mark.parametrize("spec", [Mlp(features=12, hidden=16, depth=2),
+                                  Mlp(features=12, hidden=48, depth=5),
                                   ResidualCnn(image=6, channels=4, blocks=2),
-                                  TransformerBlock(seq=5, d_model=8, heads=2, ffn=16)],
-                         ids=lambda spec: spec.name)
+                                  TransformerBlock(seq=5, d_model=8, heads=2, ffn=16),
+                                  TransformerBlock(seq=5, d_model=12, heads=3, ffn=20, layers=2)],
+                         ids=["mlp", "mlp-wide-deep", "cnn", "transformer", "transformer-2-layers"])
 def test_torch_model_computes_the_spec_function(spec):
     weights = spec.init_weights(seed=3)
     for name in weights:  # non-trivial biases and norm parameters, so their layout matters too
@@ -202,6 +209,64 @@ def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
     outcome = run_ranks(train_case("ddp", "bf16", n=2, model="transformer", batch=2), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.metric == "loss_traj_max_rel_err" and outcome.check.passed
+
+
+# --- model sizes and the optimizer ------------------------------------------------------------------
+@pytest.mark.parametrize("params, spec", [
+    ({"model": "mlp", "hidden": 96, "depth": 5}, Mlp(hidden=96, depth=5)),
+    ({"model": "transformer", "layers": 2, "seq": 16, "d_model": 32, "heads": 4, "ffn": 64},
+     TransformerBlock(seq=16, d_model=32, heads=4, ffn=64, layers=2)),
+], ids=["mlp-wide-deep", "transformer-2-layers"])
+def test_a_sized_model_passes_the_gradient_check(params, spec):
+    runnable = TorchTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable.setup()
+    assert runnable.spec == spec
+    assert {name: tuple(p.shape) for name, p in runnable.model.named_parameters()} == {
+        torch_models.torch_name(name): tuple(torch_models.to_torch_layout(np.empty(shape)).shape)
+        for name, shape in spec.parameter_shapes().items()}
+    check = runnable.check()
+    assert check.passed and check.metric == "grad_rel_l2_err", check
+
+
+def test_the_optimizer_is_the_one_the_case_names():
+    adam = TorchTrainStep(TrainStep(train_case("single", optimizer="adam")))
+    adam.setup()
+    assert type(adam.optimizer) is torch.optim.Adam
+    assert adam.optimizer.defaults["betas"] == (0.9, 0.999) and adam.optimizer.defaults["eps"] == 1e-8
+    assert adam.optimizer.defaults["lr"] == OPTIMIZERS["adam"].learning_rate == 1e-4
+    sgd = TorchTrainStep(TrainStep(train_case("single")))
+    sgd.setup()
+    assert type(sgd.optimizer) is torch.optim.SGD
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_adam_cases_pass_their_checks(tmp_path, precision):
+    record = run_case(train_case("single", precision, optimizer="adam"), context(tmp_path))
+    assert record.status is Status.OK, record.reason
+    assert record.check.passed, record.check
+    if precision != "fp32":
+        assert record.check.metric == "loss_traj_max_rel_err" and "single, adam" in record.check.detail
+
+
+def test_the_loss_trajectory_check_compares_with_the_same_optimizer(monkeypatch):
+    """A bf16 Adam case passes against the fp32 Adam trajectory (above) and fails against an
+    fp32 SGD one: the check tells the optimizers apart, so its reference must be the case's."""
+    runnable = TorchTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable.setup()
+    monkeypatch.setattr(torch_training, "reference_losses",
+                        lambda *args: reference_losses(*args[:5], "sgd"))
+    check = runnable.check()
+    assert not check.passed and check.metric == "loss_traj_max_rel_err"
+    assert check.value > 3 * LOSS_TRAJECTORY_TOLERANCE[Precision.BF16]
+
+
+@pytest.mark.slow
+def test_ddp_with_adam_follows_the_single_device_adam_trajectory(tmp_path, our_processes):
+    record = run_case(train_case("ddp", "bf16", n=2, optimizer="adam"), context(tmp_path))
+    assert record.status is Status.OK, record.reason
+    assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed, record.check
+    assert "ddp, adam" in record.check.detail
+    assert our_processes() == []
 
 
 # --- availability -------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ class Work:
     peak_memory_total_bytes: float | None = None  # measured by the run: sum over devices / rank processes
     peak_table_tflops: float | None = None  # one device, this precision, peaks.toml
     peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
+    state_bytes_per_device: float | None = None  # analytic: parameters + gradients + optimizer states
+    activation_bytes_per_device: float | None = None  # analytic, where the model counts them
 
 
 WORK_INPUTS = frozenset(f.name for f in fields(Work))
@@ -42,9 +44,9 @@ class Metric:
     `needs` names the `Work` inputs without which the case has no such metric at all (it is left
     out of the record); `compute` may still return None where the metric applies but cannot be
     known (a % of peak without a peak, stored as null). `from_median_step` marks the metrics that
-    depend on the median step and the analytic work alone, which the report can therefore
-    compute for a row of any source. `tidy` is False for a metric kept in records but not a
-    column of the report's table.
+    depend on nothing but the median step and the analytic work (counts and estimates of the
+    workload), which the report can therefore compute for a row of any source. `tidy` is False
+    for a metric kept in records but not a column of the report's table.
     """
     name: str
     unit: str
@@ -140,6 +142,20 @@ _REGISTRY = (
            algbw_gbs, needs=("bytes_per_step",), from_median_step=True),
     Metric("busbw_gbs", "GB/s", "algbw * 2(n-1)/n  (nccl-tests' bus bandwidth for all-reduce)",
            "all-reduce bus bandwidth, GB/s", busbw_gbs, needs=("bytes_per_step", "n_devices"),
+           from_median_step=True),
+    Metric("state_bytes_per_device_estimate", "bytes",
+           "ZeRO's accounting, per device for the case's strategy: (parameters + gradients + optimizer "
+           "states) x 4 B, every one fp32 (mixed precision keeps fp32 weights); optimizer states per "
+           "parameter: sgd 0, adam 2; replicated under data parallelism, divided where a strategy shards "
+           "(its plugin's state_bytes_per_device). Activations are not included",
+           "analytic training state one device holds (parameters, gradients, optimizer states), bytes",
+           lambda work: work.state_bytes_per_device, needs=("state_bytes_per_device",), from_median_step=True),
+    Metric("activation_bytes_per_device_estimate", "bytes",
+           "mlp only: per-device batch x (features + depth x hidden + 10) x bytes of the compute dtype "
+           "(4 fp32/tf32, 2 fp16/bf16): each dense layer's input and the logits, kept for backward. "
+           "Other models' activations are not estimated (left out)",
+           "analytic activations one device keeps for the backward pass, bytes (mlp only)",
+           lambda work: work.activation_bytes_per_device, needs=("activation_bytes_per_device",),
            from_median_step=True),
 )
 

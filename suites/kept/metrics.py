@@ -23,6 +23,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
         # tf32 cases are compared with the tf32 peak; everything else with its own dtype.
         table_peak = peaks.peak_tflops(device, case.precision)
         own_peak = measured_peak(results_dir, machine, device, case.precision)
+    state = workload.state_estimate() or {}
     work = Work(median_s=measurement.median, n_devices=case.n_devices, flops_per_step=flops,
                 samples_per_step=workload.samples_per_step() or None,
                 bytes_per_step=workload.bytes_per_step() or None,
@@ -32,5 +33,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_reserved_bytes=measurement.peak_reserved_bytes,
                 training_state_bytes=measurement.training_state_bytes,
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
-                peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
+                peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
+                state_bytes_per_device=state.get("total"),
+                activation_bytes_per_device=state.get("activations"))
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

@@ -58,6 +58,8 @@ COLUMNS: dict[str, str] = {
     "memory_fits": "the measured peak fits the device: GPU rows: the largest peak reserved (else allocated) of one "
                    "GPU <= device_memory_gib; CPU rows: peak_memory_total_bytes (every rank process of one host) <= "
                    "the machine's RAM; empty without a peak or a device memory",
+    "state_bytes_per_device_estimate": METRICS["state_bytes_per_device_estimate"].description,
+    "activation_bytes_per_device_estimate": METRICS["activation_bytes_per_device_estimate"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",

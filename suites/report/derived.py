@@ -1,8 +1,9 @@
 """Figures the tidy table derives from each row: missing metrics and the comparable throughput.
 
 For asv and pytest-benchmark rows, the registry's metrics of the median step (samples/s, TFLOP/s,
-all-reduce bandwidths: `Metric.from_median_step`) are computed here from the row's median step
-time and the workload's analytic counts, with the registry's own functions,
+all-reduce bandwidths, and the analytic training-state estimates: `Metric.from_median_step`) are
+computed here from the row's median step time and the workload's analytic counts, with the
+registry's own functions,
 replacing what the source stored where the work is known: asv's track_* benchmarks time the
 case again, separately, so their figures disagree with the step time and samples of the row.
 The % of peak columns are rescaled with TFLOP/s. parbench's own rows derive every metric from
@@ -28,17 +29,24 @@ THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("b
 STEPS_UNIT = "steps/s"
 
 
-def _work_per_step(case_id: str) -> tuple[float, float, float]:
-    """(FLOP, samples, bytes) of one step of the case; NaN where the workload has none, or
-    where this process cannot know it: a workload or model (a user's plugin) not registered
-    here. Results stay data: reading them never needs the code that produced them."""
+#: What `_work_per_step` returns for each case: the analytic work of one step and the estimates.
+WORK_COUNTS = ["flops", "samples", "bytes", "state_bytes", "activation_bytes"]
+
+
+def _work_per_step(case_id: str) -> tuple[float, ...]:
+    """(FLOP, samples, bytes, training state and activation bytes per device) of one step of
+    the case; NaN where the workload has none, or where this process cannot know it: a workload
+    or model (a user's plugin) not registered here. Results stay data: reading them never needs
+    the code that produced them."""
     try:
         case = Case.from_id(case_id)
         workload = workload_of(case)
+        state = workload.state_estimate() or {}
         return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
-                workload.bytes_per_step() or np.nan)
+                workload.bytes_per_step() or np.nan, state.get("total", np.nan),
+                state.get("activations", np.nan))
     except (KeyError, ValueError):
-        return (np.nan, np.nan, np.nan)
+        return (np.nan,) * len(WORK_COUNTS)
 
 
 def _known(value: float) -> float | None:
@@ -49,9 +57,10 @@ def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, p
     """Each median-step metric of the registry for every row; NaN where it does not apply or the
     row has no step time."""
     works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), flops_per_step=_known(flops),
-                  samples_per_step=_known(samples), bytes_per_step=_known(size))
-             for t, n, flops, samples, size in zip(frame["median_s"], frame["n_devices"], per_row["flops"],
-                                                   per_row["samples"], per_row["bytes"])]
+                  samples_per_step=_known(samples), bytes_per_step=_known(size),
+                  state_bytes_per_device=_known(state), activation_bytes_per_device=_known(activations))
+             for t, n, flops, samples, size, state, activations in zip(
+                 frame["median_s"], frame["n_devices"], *(per_row[count] for count in WORK_COUNTS))]
     return {name: pd.Series([metric.value(work) if work.median_s > 0 else None for work in works],
                             index=frame.index, dtype="float64")
             for name, metric in METRICS.items() if metric.from_median_step}
@@ -62,7 +71,7 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     case_ids = frame["case_id"].unique()
     counts = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
-                          columns=["flops", "samples", "bytes"], dtype="float64")
+                          columns=WORK_COUNTS, dtype="float64")
     per_row = counts.reindex(frame["case_id"]).set_axis(frame.index)
     own = frame["source"].eq("parbench")
     # A stored figure wins for parbench's rows and where the work is unknown here.

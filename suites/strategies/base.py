@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from suites.workloads.base import Param, Workload
 
 
+#: Bytes of one element of training state (parameters, gradients, optimizer states): fp32.
+STATE_BYTES = 4
+
+
 class Launch(str, Enum):
     IN_PROCESS = "in_process"   # timed in the parbench process
     ISOLATED = "isolated"       # one fresh subprocess (e.g. TF logical devices, set before TF starts)
@@ -55,6 +59,34 @@ class StrategyPlugin:
     def isolated_env(self, case: Case) -> dict[str, str]:
         """What the fresh process of an ISOLATED launch gets on top of the parent's environment."""
         return {}
+
+    # --- the training state's analytic estimate (a training case's `state_estimate`) -------
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """Bytes of training state one device holds, by ZeRO's accounting.
+
+        `parameters` is the model's parameter count, `optimizer_states` the optimizer's states
+        per parameter (SGD 0, Adam 2). Every figure is fp32 (`STATE_BYTES` each): mixed
+        precision keeps fp32 weights (and their fp32 gradients) and casts on use. Returns
+        {"parameters", "gradients", "optimizer", "total"} (total = the sum of the three) for
+        the most loaded device of the case. The default is replication, every device holding
+        everything: right for data parallelism (single, ddp, dataparallel, towers, mirrored,
+        multiworker, tpu). A strategy that shards or splits the model overrides it: ZeRO-1
+        divides "optimizer" by the devices it shards over, ZeRO-2 also "gradients", ZeRO-3 /
+        FSDP also "parameters" (a fully sharded step briefly gathers one unit's parameters
+        more); tensor parallelism divides the split layers' share; a pipeline stage holds its
+        own layers' share.
+        """
+        weights = parameters * STATE_BYTES
+        state = {"parameters": weights, "gradients": weights, "optimizer": optimizer_states * weights}
+        return {**state, "total": sum(state.values())}
+
+    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+        """Bytes of activations one device keeps for the backward pass, from
+        `activation_bytes`: what the whole model keeps for one device's batch of a data-parallel
+        split (the workload's `per_device_batch`), in the compute dtype. The default is data
+        parallelism (each device runs the whole model on its share: unchanged); a strategy that
+        splits layers or micro-batches rescales it, or returns None where it cannot say."""
+        return activation_bytes
 
     # --- launching (Launch.RANKS) -----------------------------------------------------------
     def processes(self, case: Case) -> int:

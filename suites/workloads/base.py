@@ -81,6 +81,11 @@ class Workload(ABC):
         """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
         return None
 
+    def state_estimate(self) -> dict[str, int] | None:
+        """Analytic bytes of training state per device ("parameters", "gradients", "optimizer",
+        "total", and "activations" where known); None for workloads that train nothing."""
+        return None
+
     def unavailable_reason(self) -> str | None:
         """Why this workload cannot run as `self.case` asks, independent of the hardware."""
         return None

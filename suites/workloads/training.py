@@ -6,24 +6,62 @@ FLOPs per sample, and how to draw a batch. The torch and TF implementations buil
 function from the same arrays, so their losses and gradients can be compared with each other
 and with the single-device full-batch result.
 
-One step = forward + backward + optimizer update (plain SGD, so the update is the same
-function everywhere). Loss: the spec's `loss` (softmax cross-entropy for the built-in models;
-user models may choose squared error), mean over the global batch.
+The built-in specs' sizes are `train_step` parameters (`SIZE_PARAMS`: fields declared with
+`size`); a case that sets some gets its model through `sized_model`, defaults elsewhere.
+
+One step = forward + backward + optimizer update: plain SGD or Adam (`OPTIMIZERS`), with the
+same hyperparameters in both frameworks, so the update is the same function everywhere. Loss:
+the spec's `loss` (softmax cross-entropy for the built-in models; user models may choose squared
+error), mean over the global batch.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Callable, ClassVar, Mapping
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
 from suites.cases.case import ParamValue
+from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
+from suites.workloads.collectives import DTYPE_BYTES
 
-LEARNING_RATE = 0.01
 NUM_CLASSES = 10
+#: Adam's hyperparameters: torch.optim.Adam's defaults (no weight decay, no AMSGrad).
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPSILON = 1e-8
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer of `train_step`, applied the same way by both frameworks."""
+
+    name: str
+    learning_rate: float
+    #: Optimizer states kept per parameter, fp32 (Adam: the first and second moments).
+    states_per_parameter: int
+
+
+#: The optimizers a case may name. Adam's first steps move every parameter by about the learning
+#: rate, so a layer's output by about lr x fan-in: at SGD's 0.01 the default models' loss goes
+#: from ~3 to ~30 in two steps, and at torch's default 1e-3 so does that of models 1024 wide or
+#: more (a 2048-wide mlp: 3 -> 18). On such a diverging trajectory bf16's rounding alone moves the
+#: loss by 3-30%, and the loss-trajectory check cannot tell a bug from it. At 1e-4 the loss stays
+#: in range from the default sizes to a 4096-wide mlp and a 4-layer, 256-wide transformer, with
+#: bf16 within 3e-3 of fp32 (a tenth of its tolerance).
+OPTIMIZERS: dict[str, OptimizerSpec] = {
+    "sgd": OptimizerSpec("sgd", learning_rate=0.01, states_per_parameter=0),
+    "adam": OptimizerSpec("adam", learning_rate=1e-4, states_per_parameter=2),
+}
+#: Metadata key of a spec field that is a `train_step` parameter; its value is the help text.
+SIZE_HELP = "train_step size"
+
+
+def size(default: int, help: str) -> Any:
+    """A spec field that a `train_step` case may set (a size parameter of that model)."""
+    return field(default=default, metadata={SIZE_HELP: help})
 
 
 @dataclass(frozen=True)
@@ -42,6 +80,20 @@ class ModelSpec(ABC):
     @abstractmethod
     def forward_flops_per_sample(self) -> float:
         """Multiply-adds x 2 of the forward pass (matmuls/convs; elementwise ops ignored)."""
+
+    @classmethod
+    def size_fields(cls) -> dict[str, Field]:
+        """The fields a `train_step` case may set, by name (declared with `size`)."""
+        return {f.name: f for f in fields(cls) if SIZE_HELP in f.metadata}
+
+    def size_problems(self) -> list[str]:
+        """Why these sizes make no model (e.g. heads that do not divide d_model)."""
+        return []
+
+    def saved_activations_per_sample(self) -> int | None:
+        """Elements the backward pass keeps per sample, where that is simple to count; None
+        where it is not estimated."""
+        return None
 
     def init_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
         """He-style normal init for kernels, zeros for biases, ones for norm scales."""
@@ -81,8 +133,8 @@ class Mlp(ModelSpec):
 
     name: ClassVar[str] = "mlp"
     features: int = 256
-    hidden: int = 512
-    depth: int = 3
+    hidden: int = size(512, "width of every hidden layer")
+    depth: int = size(3, "hidden layers")
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -99,6 +151,11 @@ class Mlp(ModelSpec):
     def forward_flops_per_sample(self) -> float:
         return float(sum(2 * s[0] * s[1] for n, s in self.parameter_shapes().items() if n.endswith("kernel")))
 
+    def saved_activations_per_sample(self) -> int:
+        """Each dense layer's input (a ReLU's output is the next layer's input, one tensor) and
+        the logits the loss keeps: features + depth x hidden + 10."""
+        return self.features + self.depth * self.hidden + NUM_CLASSES
+
 
 @dataclass(frozen=True)
 class ResidualCnn(ModelSpec):
@@ -108,8 +165,8 @@ class ResidualCnn(ModelSpec):
 
     name: ClassVar[str] = "cnn"
     image: int = 32
-    channels: int = 32
-    blocks: int = 2
+    channels: int = size(32, "channels of the stem and every residual block")
+    blocks: int = size(2, "residual blocks")
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -136,48 +193,96 @@ class ResidualCnn(ModelSpec):
 
 @dataclass(frozen=True)
 class TransformerBlock(ModelSpec):
-    """Pre-norm encoder block on (seq, d) inputs: x + MHA(LN(x)); x + FFN(LN(x)) with
-    FFN = dense(d->ffn)+gelu(tanh approx)+dense(ffn->d); then mean over seq, dense(d->10).
-    LayerNorm eps 1e-5; attention softmax(QK^T/sqrt(d_head))V, no mask, no dropout."""
+    """`layers` identical pre-norm encoder blocks on (seq, d) inputs, each
+    x + MHA(LN(x)); x + FFN(LN(x)) with FFN = dense(d->ffn)+gelu(tanh approx)+dense(ffn->d);
+    then mean over seq, dense(d->10). LayerNorm eps 1e-5; attention softmax(QK^T/sqrt(d_head))V,
+    no mask, no dropout. Block i's parameters are named ``block{i}.<ln1|attn|ln2|ffn>...``."""
 
     name: ClassVar[str] = "transformer"
-    seq: int = 64
-    d_model: int = 128
-    heads: int = 4
-    ffn: int = 512
+    seq: int = size(64, "sequence length")
+    d_model: int = size(128, "model width")
+    heads: int = size(4, "attention heads (must divide d_model)")
+    ffn: int = size(512, "feed-forward width")
+    layers: int = size(1, "stacked encoder blocks")
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return (self.seq, self.d_model)
 
+    def size_problems(self) -> list[str]:
+        if self.d_model % self.heads:
+            return [f"heads = {self.heads} does not divide d_model = {self.d_model}"]
+        return []
+
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
         d, f = self.d_model, self.ffn
-        return {
-            "ln1.gamma": (d,), "ln1.beta": (d,),
-            "attn.q.kernel": (d, d), "attn.k.kernel": (d, d), "attn.v.kernel": (d, d),
-            "attn.o.kernel": (d, d), "attn.o.bias": (d,),
-            "ln2.gamma": (d,), "ln2.beta": (d,),
-            "ffn.in.kernel": (d, f), "ffn.in.bias": (f,),
-            "ffn.out.kernel": (f, d), "ffn.out.bias": (d,),
-            "head.kernel": (d, NUM_CLASSES), "head.bias": (NUM_CLASSES,),
-        }
+        shapes: dict[str, tuple[int, ...]] = {}
+        for i in range(self.layers):
+            shapes.update({f"block{i}.{name}": shape for name, shape in (
+                ("ln1.gamma", (d,)), ("ln1.beta", (d,)),
+                ("attn.q.kernel", (d, d)), ("attn.k.kernel", (d, d)), ("attn.v.kernel", (d, d)),
+                ("attn.o.kernel", (d, d)), ("attn.o.bias", (d,)),
+                ("ln2.gamma", (d,)), ("ln2.beta", (d,)),
+                ("ffn.in.kernel", (d, f)), ("ffn.in.bias", (f,)),
+                ("ffn.out.kernel", (f, d)), ("ffn.out.bias", (d,)))})
+        shapes["head.kernel"] = (d, NUM_CLASSES)
+        shapes["head.bias"] = (NUM_CLASSES,)
+        return shapes
 
     def forward_flops_per_sample(self) -> float:
         s, d, f = self.seq, self.d_model, self.ffn
         projections = 4 * 2 * s * d * d
         attention = 2 * 2 * s * s * d  # QK^T and AV over all heads
         feed_forward = 2 * 2 * s * d * f
-        return float(projections + attention + feed_forward + 2 * d * NUM_CLASSES)
+        return float(self.layers * (projections + attention + feed_forward) + 2 * d * NUM_CLASSES)
 
 
 #: Model name -> a zero-argument factory of its spec; user models join through `register_model`.
 MODELS: dict[str, Callable[[], ModelSpec]] = {m.name: m for m in (Mlp, ResidualCnn, TransformerBlock)}
 
 
+#: `train_step` size parameter -> the built-in spec it sizes (each name sizes one model).
+SIZE_PARAMS: dict[str, type[ModelSpec]] = {name: spec for spec in (Mlp, ResidualCnn, TransformerBlock)
+                                           for name in spec.size_fields()}
+
+
 def register_model(name: str, factory: Callable[[], ModelSpec]) -> None:
     if name in MODELS and MODELS[name] is not factory:
         raise ValueError(f"a model named {name!r} is already registered; choose another name")
     MODELS[name] = factory
+
+
+def sized_model(name: str, sizes: Mapping[str, ParamValue]) -> ModelSpec:
+    """The registered model `name`, with the size parameters `sizes` set (the rest default).
+    Raises ValueError, with the one message `size_problems` gives, where a size does not belong
+    to the model or the sizes make no model."""
+    problems = size_problems(name, sizes)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return _resized(MODELS[name](), sizes)
+
+
+def _resized(spec: ModelSpec, sizes: Mapping[str, ParamValue]) -> ModelSpec:
+    return replace(spec, **{key: int(value) for key, value in sizes.items()}) if sizes else spec  # type: ignore[arg-type]
+
+
+def size_problems(name: str, sizes: Mapping[str, ParamValue]) -> list[str]:
+    """Why size parameters `sizes` cannot size the registered model `name` (empty: they can)."""
+    spec = MODELS[name]()
+    own = type(spec).size_fields()
+    foreign = sorted(set(sizes) - set(own))
+    if foreign:
+        owners = ", ".join(f"{key} ({SIZE_PARAMS[key].name})" for key in foreign)
+        takes = f"its size parameters are {', '.join(own)}" if own else "it takes no size parameters"
+        return [f"size parameter{'s' if len(foreign) > 1 else ''} {owners} "
+                f"do{'es' if len(foreign) == 1 else ''} not apply to model {name!r}; {takes}"]
+    return _resized(spec, sizes).size_problems()
+
+
+def _size_param(key: str, spec: type[ModelSpec]) -> Param:
+    declared = spec.size_fields()[key]
+    return Param(key, default=declared.default, help=f"{spec.name} only: {declared.metadata[SIZE_HELP]} "
+                                                     f"(default {declared.default})")
 
 
 class TrainStep(Workload):
@@ -193,6 +298,10 @@ class TrainStep(Workload):
         Param("placement", type=str, default="replicated", choices=("replicated", "param_server"),
               minimum=None, help="strategy towers: variables replicated on every tower, or on a "
                                  "parameter device (the CPU) that averages and applies the update"),
+        Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,
+              help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}) or adam (learning rate "
+                   f"{OPTIMIZERS['adam'].learning_rate}, betas {ADAM_BETAS}, eps {ADAM_EPSILON})"),
+        *(_size_param(key, spec) for key, spec in SIZE_PARAMS.items()),
     )
     implementations: ClassVar[Mapping[Framework, str]] = {
         Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
@@ -204,9 +313,16 @@ class TrainStep(Workload):
         if params.get("model") not in MODELS:
             return [f"model {params.get('model')!r} is not one of {', '.join(MODELS)} "
                     f"(user models must be registered before the grid is read)"]
-        return []
+        return size_problems(str(params["model"]), cls._sizes(params))
+
+    @staticmethod
+    def _sizes(params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+        return {key: value for key, value in params.items() if key in SIZE_PARAMS}
 
     def unavailable_reason(self) -> str | None:
+        problems = self.shape_problems(self.case.param_dict)  # a case made outside a grid
+        if problems:
+            return problems[0]
         builders = getattr(self.model, "builders", None)
         if builders is not None and self.case.framework not in builders:
             return f"user model {self.p['model']!r} has no {self.case.framework} builder"
@@ -214,7 +330,12 @@ class TrainStep(Workload):
 
     @property
     def model(self) -> ModelSpec:
-        return MODELS[str(self.p["model"])]()
+        """The case's model: sized by the size parameters the case sets, the rest defaults."""
+        return sized_model(str(self.p["model"]), self._sizes(self.case.param_dict))
+
+    @property
+    def optimizer(self) -> str:
+        return str(self.p["optimizer"])
 
     @property
     def global_batch(self) -> int:
@@ -236,3 +357,24 @@ class TrainStep(Workload):
 
     def samples_per_step(self) -> int:
         return self.global_batch
+
+    def state_estimate(self) -> dict[str, int] | None:
+        """The training state one device holds, in bytes, by ZeRO's accounting: the strategy
+        plugin's `state_bytes_per_device` (parameters, gradients, optimizer states, total) from
+        the model's parameter count, plus "activations" where the model counts them (the
+        plugin's `activation_bytes_per_device`). None where the parameter count is not known
+        here (a user model's parameters are known to its framework only)."""
+        spec = self.model
+        parameters = sum(int(np.prod(shape)) for shape in spec.parameter_shapes().values())
+        if not parameters:
+            return None
+        plugin = plugin_for(self.case)
+        states = OPTIMIZERS[self.optimizer].states_per_parameter
+        estimate = dict(plugin.state_bytes_per_device(self.case, parameters, states))
+        per_sample = spec.saved_activations_per_sample()
+        if per_sample is not None:
+            whole = per_sample * self.per_device_batch * DTYPE_BYTES[self.case.precision]
+            activations = plugin.activation_bytes_per_device(self.case, whole)
+            if activations is not None:
+                estimate["activations"] = activations
+        return estimate

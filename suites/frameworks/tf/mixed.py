@@ -4,7 +4,8 @@ The loops train plain `tf.Variable`s (see `suites.frameworks.tf.models`), so ins
 in `keras.mixed_precision.LossScaleOptimizer` they apply the same algorithm by hand, with the
 same constants: the loss is multiplied by the scale (initially 2**15); the (all-reduced)
 gradients are divided by it; if any is not finite the update is skipped and the scale halved,
-otherwise after 2000 finite steps in a row the scale doubles. fp16 needs it; bf16 has float32's
+otherwise after 2000 finite steps in a row the scale doubles (the update rules of
+`suites.frameworks.tf.optimizers` take the finite flag). fp16 needs it; bf16 has float32's
 exponent range and uses no scaling, like Keras' ``mixed_bfloat16``.
 
 The scale's state is one float32 vector ``[scale, finite steps in a row]`` so a strategy can
@@ -69,11 +70,3 @@ class LossScaling:
 def keras_dtype_policy(compute_dtype: tf.DType) -> str:
     """The name of the Keras dtype policy whose layers compute in `compute_dtype`."""
     return KERAS_POLICIES[compute_dtype]
-
-
-def sgd_update(variable: tf.Variable, grad: tf.Tensor, finite: tf.Tensor | None,
-               learning_rate: float) -> tf.Operation:
-    """variable -= lr * grad; no change where a loss-scaled step found a non-finite gradient."""
-    if finite is not None:
-        grad = tf.where(finite, grad, tf.zeros_like(grad))
-    return variable.assign_sub(tf.cast(learning_rate, variable.dtype) * tf.cast(grad, variable.dtype))

@@ -82,17 +82,21 @@ def transformer_forward(spec: TransformerBlock) -> Forward:
     def split_heads(t: tf.Tensor) -> tf.Tensor:  # (B, S, D) -> (B, H, S, Dh)
         return tf.transpose(tf.reshape(t, (-1, spec.seq, heads, d_head)), (0, 2, 1, 3))
 
-    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        x = tf.cast(x, dtype)
-        h = _layer_norm(weights, "ln1", x, dtype)
-        q, k, v = (split_heads(_dense(weights, f"attn.{p}", h, dtype, bias=False)) for p in "qkv")
+    def block(weights: Weights, prefix: str, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        h = _layer_norm(weights, f"{prefix}ln1", x, dtype)
+        q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False)) for p in "qkv")
         scores = tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype)
         probs = tf.cast(tf.nn.softmax(tf.cast(scores, _logits_dtype(dtype)), axis=-1), dtype)
         attended = tf.reshape(tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3)), (-1, spec.seq, spec.d_model))
-        x = x + _dense(weights, "attn.o", attended, dtype)
-        h = _layer_norm(weights, "ln2", x, dtype)
-        h = tf.nn.gelu(_dense(weights, "ffn.in", h, dtype), approximate=True)
-        x = x + _dense(weights, "ffn.out", h, dtype)
+        x = x + _dense(weights, f"{prefix}attn.o", attended, dtype)
+        h = _layer_norm(weights, f"{prefix}ln2", x, dtype)
+        h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=True)
+        return x + _dense(weights, f"{prefix}ffn.out", h, dtype)
+
+    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        x = tf.cast(x, dtype)
+        for i in range(spec.layers):
+            x = block(weights, f"block{i}.", x, dtype)
         pooled = tf.reduce_mean(x, axis=1)
         return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
     return forward

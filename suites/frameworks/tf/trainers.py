@@ -1,4 +1,4 @@
-"""TF training loops: one model's variables laid out over devices, and its compiled SGD step.
+"""TF training loops: one model's variables laid out over devices, and its compiled step.
 
 Three layouts, one interface (`Trainer`):
 - `SingleDeviceTrainer`: variables and compute on one device; also the float64 / float32
@@ -13,8 +13,9 @@ Three layouts, one interface (`Trainer`):
   custom loop: `strategy.run` of a replica step that all-reduces its gradients with the
   strategy's cross-device ops and updates the mirrored variables.
 
-Every step is forward + backward + update. Per-replica losses are sums over the local batch
-divided by the global batch (towers: local means, averaged), so every layout computes the
+Every step is forward + backward + update (`suites.frameworks.tf.optimizers`: SGD, or Adam,
+whose slots live beside each copy of the variables). Per-replica losses are sums over the local
+batch divided by the global batch (towers: local means, averaged), so every layout computes the
 gradient of the mean loss over the global batch.
 """
 from __future__ import annotations
@@ -29,9 +30,10 @@ from suites.frameworks.tf import backend  # first: TF's environment before TF lo
 import tensorflow as tf
 
 from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
-from suites.frameworks.tf.mixed import LossScaling, sgd_update
+from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import build_forward, summed_loss
-from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec
+from suites.frameworks.tf.optimizers import Slots, optimizer_for
+from suites.workloads.training import NUM_CLASSES, ModelSpec
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
 
@@ -46,7 +48,8 @@ class TrainingSetup:
     compute_dtype: tf.DType
     scaling: LossScaling
     variable_dtype: tf.DType = tf.float32
-    learning_rate: float = LEARNING_RATE
+    #: The update rule (`suites.workloads.training.OPTIMIZERS`), at its own learning rate.
+    optimizer: str = "sgd"
 
 
 class Trainer(ABC):
@@ -62,6 +65,7 @@ class Trainer(ABC):
         self.loss_function = summed_loss(setup.spec)
         self.target_shape = setup.spec.target_shape
         self.names = list(setup.weights)
+        self.optimizer = optimizer_for(setup.optimizer)
         # Two functions, traced separately: the checks' tracing stays out of the first timed step.
         self._step = tf.function(lambda batch: self._train_step(batch)[0])
         self._checked_step = tf.function(self._train_step)
@@ -70,6 +74,11 @@ class Trainer(ABC):
         with tf.device(device):
             return {name: tf.Variable(value.astype(self.setup.variable_dtype.as_numpy_dtype), name=name)
                     for name, value in self.setup.weights.items()}
+
+    def _slots_of(self, variables: Mapping[str, tf.Variable]) -> dict[str, Slots]:
+        """The optimizer's state for one copy of the variables, created in the caller's scope
+        (a device, or a strategy's scope: beside the copy it updates)."""
+        return {name: self.optimizer.slots(variable) for name, variable in variables.items()}
 
     def _loss_scale_state(self) -> tf.Variable | None:
         if not self.setup.scaling.enabled:
@@ -93,8 +102,9 @@ class Trainer(ABC):
             return tf.random.stateless_normal((self.local_batch, *self.target_shape), seeds)
         return tf.random.stateless_uniform((self.local_batch,), seeds, 0, NUM_CLASSES, dtype=tf.int32)
 
-    def _sgd(self, variable: tf.Variable, grad: tf.Tensor, finite: tf.Tensor | None = None) -> tf.Operation:
-        return sgd_update(variable, grad, finite, self.setup.learning_rate)
+    def _update(self, variable: tf.Variable, grad: tf.Tensor, slots: Slots,
+                finite: tf.Tensor | None = None) -> tf.Operation:
+        return self.optimizer.update(variable, grad, slots, finite)
 
     # --- the interface --------------------------------------------------------------------
     @abstractmethod
@@ -158,6 +168,7 @@ class SingleDeviceTrainer(Trainer):
         self.device = device
         self.variables = self._variables_on(device)
         with tf.device(device):
+            self.slots = self._slots_of(self.variables)
             self.state = self._loss_scale_state()
 
     def random_batch(self, seed: int) -> Batch:
@@ -177,8 +188,8 @@ class SingleDeviceTrainer(Trainer):
                 scaled = scaling.scale_loss(loss, self.state)
             grads = scaling.unscale(tape.gradient(scaled, variables), self.state)
             finite = scaling.finite(grads)
-            for variable, grad in zip(variables, grads):
-                self._sgd(variable, grad, finite)
+            for name, variable, grad in zip(self.names, variables, grads):
+                self._update(variable, grad, self.slots[name], finite)
             if self.state is not None:
                 self.state.assign(LossScaling.next_state(self.state, finite))
         return loss, grads
@@ -210,10 +221,12 @@ class TowersTrainer(Trainer):
         self.devices, self.placement = devices, placement
         #: Where the loss-scale state lives (and, for param_server, the variables).
         self.state_device = parameter_device if placement == "param_server" else devices[0]
-        if placement == "param_server":
-            self.copies = [self._variables_on(parameter_device)]
-        else:
-            self.copies = [self._variables_on(device) for device in devices]
+        copy_devices = [parameter_device] if placement == "param_server" else devices
+        self.copies = [self._variables_on(device) for device in copy_devices]
+        self.copy_slots = []  # the optimizer's state, beside each copy
+        for device, copy in zip(copy_devices, self.copies):
+            with tf.device(device):
+                self.copy_slots.append(self._slots_of(copy))
         with tf.device(self.state_device):
             self.state = self._loss_scale_state()
 
@@ -250,8 +263,8 @@ class TowersTrainer(Trainer):
             with tf.device(self.state_device):
                 grads = scaling.unscale([tf.add_n(list(g)) / towers for g in zip(*tower_grads)], self.state)
                 finite = scaling.finite(grads)
-                for variable, grad in zip(self.copies[0].values(), grads):
-                    self._sgd(variable, grad, finite)
+                for name, variable, grad in zip(self.names, self.copies[0].values(), grads):
+                    self._update(variable, grad, self.copy_slots[0][name], finite)
         else:
             grads, flags = [], []
             for index, per_tower in enumerate(zip(*tower_grads)):
@@ -261,8 +274,8 @@ class TowersTrainer(Trainer):
             finite = None if flags[0] is None else tf.reduce_all(tf.stack(flags))
             for tower, device in enumerate(self.devices):  # broadcast: the same update everywhere
                 with tf.device(device):
-                    for variable, grad in zip(self.copies[tower].values(), grads):
-                        self._sgd(variable, grad, finite)
+                    for name, variable, grad in zip(self.names, self.copies[tower].values(), grads):
+                        self._update(variable, grad, self.copy_slots[tower][name], finite)
         if self.state is not None:
             with tf.device(self.state_device):
                 self.state.assign(LossScaling.next_state(self.state, finite))
@@ -283,8 +296,9 @@ class StrategyTrainer(Trainer):
                  lockstep: Lockstep = Lockstep(), read_back_to_sync: bool = False) -> None:
         self.strategy = strategy
         super().__init__(setup, replicas=strategy.num_replicas_in_sync)
-        with strategy.scope():
+        with strategy.scope():  # mirrored: a copy of each (and of its slots) on every replica's device
             self.variables = self._variables_on(None)
+            self.slots = self._slots_of(self.variables)
             self.state = self._loss_scale_state()
         self.lockstep = lockstep
         self.read_back_to_sync = read_back_to_sync
@@ -317,8 +331,9 @@ class StrategyTrainer(Trainer):
         grads = scaling.unscale(grads, self.state)
         finite = scaling.finite(grads)
         extra = () if finite is None else (finite,)
-        for variable, grad in zip(variables, grads):
-            self.strategy.extended.update(variable, self._sgd, args=(grad, *extra))
+        for name, variable, grad in zip(self.names, variables, grads):
+            # Each device's copy of the variable is updated with that device's copies of its slots.
+            self.strategy.extended.update(variable, self._update, args=(grad, self.slots[name], *extra))
         if self.state is not None:
             self.strategy.extended.update(self.state, lambda state, ok: state.assign(
                 LossScaling.next_state(state, ok)), args=(finite,))

@@ -9,7 +9,7 @@ decision is rank 0's (`agree`).
 
 Checks: fp32/tf32 compare the first-step gradient every copy of the variables applied with the
 float64 single-device full-batch gradient (same weights, same global batch); fp16/bf16 compare
-the loss over the first steps with the fp32 single-device trajectory.
+the loss over the first steps with the fp32 single-device trajectory of the same optimizer.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class TfTrainStep(Runnable):
     def _training_setup(self, compute_dtype: tf.DType, scaling: LossScaling,
                         variable_dtype: tf.DType = tf.float32) -> TrainingSetup:
         return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
-                             scaling, variable_dtype)
+                             scaling, variable_dtype, optimizer=self.workload.optimizer)
 
     def step(self) -> None:
         self.trainer.step(self.batches[next(self._order)])
@@ -122,7 +122,8 @@ class TfTrainStep(Runnable):
 
     def _loss_trajectory_check(self) -> Check:
         """Losses of the first steps against the fp32 single-device trajectory on the same
-        batches; a step that loss scaling skipped (non-finite gradients) is skipped there too."""
+        batches, with the same optimizer (`_reference` shares the case's `TrainingSetup`); a
+        step that loss scaling skipped (non-finite gradients) is skipped there too."""
         batches = [self.spec.make_batch(self.workload.global_batch, CHECK_SEED + i)
                    for i in range(LOSS_TRAJECTORY_STEPS)]
         losses, applied = [], []
@@ -136,7 +137,8 @@ class TfTrainStep(Runnable):
                      for (x, y), update in zip(batches, applied)]
         skipped = applied.count(False)
         check = loss_trajectory_check(losses, reference, self.case.precision,
-                                      f"{self._describe()}; {skipped} step(s) skipped by loss scaling")
+                                      f"{self._describe()}, {self.workload.optimizer}; {skipped} step(s) "
+                                      "skipped by loss scaling")
         if not any(applied):
             return Check(False, check.metric, float("inf"), check.tolerance,
                          "loss scaling skipped every step: no update was checked")

@@ -165,20 +165,36 @@ class _Attention(nn.Module):
         return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
-class TorchTransformerBlock(TorchModel):
-    def __init__(self, spec: TransformerBlock) -> None:
-        super().__init__(spec)
-        self.ln1 = nn.LayerNorm(spec.d_model, eps=LAYER_NORM_EPS)
-        self.attn = _Attention(spec.d_model, spec.heads)
-        self.ln2 = nn.LayerNorm(spec.d_model, eps=LAYER_NORM_EPS)
+class _EncoderBlock(nn.Module):
+    """One pre-norm encoder block: x + MHA(LN(x)); x + FFN(LN(x))."""
+
+    def __init__(self, d_model: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
+        self.attn = _Attention(d_model, heads)
+        self.ln2 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
         # "in" is a Python keyword, so the feed-forward pair lives in a ModuleDict.
-        self.ffn = nn.ModuleDict({"in": nn.Linear(spec.d_model, spec.ffn),
-                                  "out": nn.Linear(spec.ffn, spec.d_model)})
-        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+        self.ffn = nn.ModuleDict({"in": nn.Linear(d_model, ffn), "out": nn.Linear(ffn, d_model)})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        x = x + self.ffn["out"](F.gelu(self.ffn["in"](self.ln2(x)), approximate="tanh"))
+        return x + self.ffn["out"](F.gelu(self.ffn["in"](self.ln2(x)), approximate="tanh"))
+
+
+class TorchTransformerBlock(TorchModel):
+    """`spec.layers` encoder blocks, registered as ``block0``, ``block1``, ... (the canonical
+    names' prefixes), then the mean over the sequence and the head."""
+
+    def __init__(self, spec: TransformerBlock) -> None:
+        super().__init__(spec)
+        self.layers = spec.layers
+        for i in range(spec.layers):
+            self.add_module(f"block{i}", _EncoderBlock(spec.d_model, spec.heads, spec.ffn))
+        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.layers):
+            x = getattr(self, f"block{i}")(x)
         return self.head(x.mean(dim=1))
 
 

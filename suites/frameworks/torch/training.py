@@ -1,17 +1,19 @@
 """PyTorch training step: one model, one strategy, one precision.
 
-One step = zero_grad + forward + backward + optimizer step, on synthetic random batches drawn
-on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
-without); tf32 turns on TF32 tensor-core matmuls/convolutions. The case's strategy plugin
-(`suites.strategies.torch`) joins the process group of a rank process, wraps the model (and may
-apply mixed precision itself, FSDP's way), says which part of the global batch this process
-feeds, names the devices `synchronize` waits for and supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+One step = zero_grad + forward + backward + optimizer step (the case's `optimizer`: SGD or
+Adam), on synthetic random batches drawn on the device and rotated. Mixed precision is
+`torch.autocast` (fp16 with a GradScaler, bf16 without); tf32 turns on TF32 tensor-core
+matmuls/convolutions. The case's strategy plugin (`suites.strategies.torch`) joins the process
+group of a rank process, wraps the model (and may apply mixed precision itself, FSDP's way), says
+which part of the global batch this process feeds, names the devices `synchronize` waits for and
+supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
+from typing import Iterable
 
 import numpy as np
 import torch
@@ -26,7 +28,7 @@ from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_re
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
-from suites.workloads.training import LEARNING_RATE, NUM_CLASSES, ModelSpec, TrainStep
+from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, NUM_CLASSES, OPTIMIZERS, ModelSpec, TrainStep
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
@@ -44,14 +46,25 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
     return model.canonical_gradients()
 
 
+def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The optimizer a train_step case names (`OPTIMIZERS`): plain SGD or Adam."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
+    learning_rate = OPTIMIZERS[name].learning_rate
+    if name == "adam":
+        return torch.optim.Adam(parameters, lr=learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
+    return torch.optim.SGD(parameters, lr=learning_rate)
+
+
 def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
                      batches: list[tuple[np.ndarray, np.ndarray]], applied: list[bool],
-                     device: torch.device) -> list[float]:
-    """The fp32 loss trajectory: single device, full batches, plain SGD, TF32 off. Steps that
-    fp16 loss scaling skipped (`applied` false: gradients overflowed) are skipped here too."""
+                     device: torch.device, optimizer_name: str = "sgd") -> list[float]:
+    """The fp32 loss trajectory: single device, full batches, the case's optimizer, TF32 off.
+    Steps that fp16 loss scaling skipped (`applied` false: gradients overflowed) are skipped
+    here too."""
     backend.set_matmul_precision(Precision.FP32)
     model = torch_models.build(spec, weights, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    optimizer = make_optimizer(optimizer_name, model.parameters())
     losses = []
     for (x, y), update in zip(batches, applied):
         optimizer.zero_grad(set_to_none=True)
@@ -88,7 +101,8 @@ class TorchTrainStep(Runnable):
         self.model = torch_models.build(self.spec, self.weights, self.device)
         self.trained = self.plugin.wrap(self.model, self.device, self.case)
         self.devices_in_use = self.plugin.devices_in_use(self.case, self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        # After `wrap`: a strategy that shards the model replaces its parameters.
+        self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters())
         self.loss = torch_models.loss_function(self.spec)
         self.autocast_dtype = backend.AUTOCAST_DTYPES.get(self.case.precision)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
@@ -201,7 +215,7 @@ class TorchTrainStep(Runnable):
 
     def _loss_trajectory_check(self) -> Check:
         """Losses of the first steps in this precision and strategy against the fp32
-        single-device trajectory from the same weights and global batches."""
+        single-device trajectory from the same weights, global batches and optimizer."""
         batches = [self._check_batch(CHECK_SEED + i) for i in range(LOSS_TRAJECTORY_STEPS)]
         losses, applied = [], []
         for _, (x_local, y_local) in batches:
@@ -211,12 +225,12 @@ class TorchTrainStep(Runnable):
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
-                                     applied, self.device)
+                                     applied, self.device, self.workload.optimizer)
         backend.set_matmul_precision(self.case.precision)
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")
         check = loss_trajectory_check(losses, reference, self.case.precision,
-                                      f"{self.case.strategy}{skipped}")
+                                      f"{self.case.strategy}, {self.workload.optimizer}{skipped}")
         if not any(applied):
             check = Check(False, check.metric, float("inf"), check.tolerance,
                           "loss scaling skipped every step: no update was checked")
