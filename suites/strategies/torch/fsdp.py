@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
-from suites.strategies.base import split_reason
+from suites.strategies.base import STATE_BYTES, split_reason
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
 from suites.workloads.base import Param
@@ -40,9 +40,6 @@ RESHARD = Param("reshard", type=bool, default=True, minimum=None,
                 help="FSDP: free each unit's gathered parameters after its forward and gather them "
                      "again for its backward (true, ZeRO-3-like) or keep them until then (false, "
                      "ZeRO-2-like)")
-#: Bytes of each value of the training state: fp32 parameters, gradients and optimizer states
-#: (mixed precision keeps fp32 master weights and casts the gathered copies).
-STATE_BYTES = DTYPE_BYTES[Precision.FP32]
 
 
 def reshard_of(case: Case) -> bool:

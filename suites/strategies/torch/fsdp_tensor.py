@@ -101,4 +101,11 @@ class FsdpTensor(RankProcesses):
                              optimizer_states, dp, reshard_of(case), case.precision)
 
 
+    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+        """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
+        split layers' activations are split (the replicated rest is whole), which the
+        data-parallel figure the workload supplies does not say."""
+        return None
+
+
 PLUGIN = FsdpTensor()

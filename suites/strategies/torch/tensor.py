@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
-from suites.workloads.collectives import DTYPE_BYTES
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ FP16_UNAVAILABLE = (
     "fp16 needs loss scaling, and torch.amp.GradScaler unscales all of a device's gradients in "
     "one foreach call, which fails on the mix tensor parallelism leaves (split layers' DTensor "
     "gradients beside the replicated layers' plain ones, torch 2.13); bf16 needs no loss scaling")
-STATE_BYTES = DTYPE_BYTES[Precision.FP32]
 
 
 def _dense_layers(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
@@ -138,6 +137,13 @@ class Tensor(RankProcesses):
         state = {"parameters": held * STATE_BYTES, "gradients": held * STATE_BYTES,
                  "optimizer": optimizer_states * held * STATE_BYTES}
         return {**state, "total": sum(state.values())}
+
+
+    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+        """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
+        split layers' activations are split (the replicated rest is whole), which the
+        data-parallel figure the workload supplies does not say."""
+        return None
 
 
 PLUGIN = Tensor()
