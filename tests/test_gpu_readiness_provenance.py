@@ -21,6 +21,7 @@ from suites.kept import devices, provenance
 from suites.kept.check import Check
 from suites.kept.devices import DeviceInfo
 from suites.kept.measurement import Measurement
+from suites.kept.memory import MemoryPeak
 from suites.kept.store import ResultsStore
 from suites.overhead import gpu_readiness
 from suites.run.execute import Outcome
@@ -412,7 +413,10 @@ class FakeExecutor:
         answer = self.answer(case)
         if answer is not None:
             return answer
-        return Outcome(Status.OK, "", Measurement(samples=(0.01, 0.011, 0.01, 0.012, 0.01)),
+        # Training records carry peak memory, as the real runnables' probes make them do.
+        memory = ((MemoryPeak("gpu", 0, 2 * 2**30, 3 * 2**30, 2**20),)
+                  if case.workload == "train_step" else ())
+        return Outcome(Status.OK, "", Measurement(samples=(0.01, 0.011, 0.01, 0.012, 0.01), memory=memory),
                        Check(True, "max_rel_err", 0.0, 1e-3))
 
 
@@ -442,7 +446,7 @@ def test_readiness_runs_every_gpu_path_on_all_visible_gpus(monkeypatch, tmp_path
     matmul = paths["matmul torch gpu:1 single bf16"]
     assert matmul["status"] == "ok" and matmul["check"]["passed"] and matmul["figure"]["metric"] == "tflops"
     assert paths["allreduce tf gpu:2 mirrored fp32"]["figure"]["metric"] == "busbw_gbs"
-    assert not paths["memory fields"]["expected"]  # records have no memory fields yet
+    assert paths["memory fields"]["expected"] and paths["memory fields"]["status"] == "ok"
 
 
 def test_readiness_fails_when_a_path_fails_or_computes_the_wrong_thing(monkeypatch, tmp_path):
@@ -492,7 +496,8 @@ def test_paths_left_when_the_time_is_spent_count_as_not_run(monkeypatch, tmp_pat
                                         clock=lambda: float(next(ticks)))
     statuses = [entry["status"] for entry in entries[:-1]]
     assert statuses[:3] == ["ok"] * 3 and set(statuses[3:]) == {"not run"}
-    assert gpu_readiness.not_ready(entries) == [path.name for path in paths[3:]]
+    # the paths not run, and the memory fields, which no training record that ran could show
+    assert gpu_readiness.not_ready(entries) == [path.name for path in paths[3:] if path.expected] + ["memory fields"]
     # a launched case may take no longer than what is left of the total
     assert [timing.case_timeout_s for timing in executor.timings] == [98.0, 96.0, 94.0]
 

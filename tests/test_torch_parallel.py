@@ -133,22 +133,12 @@ def test_the_mlp_splits_its_dense_layers_in_column_row_pairs():
     assert tensor_plan(Mlp(depth=2)) == {"dense0": COLWISE, "dense1": ROWWISE}  # dense2 stays whole
 
 
-class _TwoBlocks(TransformerBlock):
-    """The transformer as a stack of two blocks, named ``block<i>.<...>``."""
-
-    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
-        one = super().parameter_shapes()
-        head = {name: shape for name, shape in one.items() if name.startswith("head.")}
-        body = {f"block{i}.{name}": shape for i in range(2) for name, shape in one.items()
-                if name not in head}
-        return {**body, **head}
-
-
 def test_the_transformer_splits_heads_and_feed_forward_in_every_block():
     per_block = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
                  "ffn.in": COLWISE, "ffn.out": ROWWISE}
-    assert tensor_plan(TransformerBlock()) == per_block  # the head and the norms stay whole
-    assert tensor_plan(_TwoBlocks()) == {f"block{i}.{path}": style for i in range(2)
+    # the head and the norms stay whole; a one-layer transformer's block is block0
+    assert tensor_plan(TransformerBlock()) == {f"block0.{path}": style for path, style in per_block.items()}
+    assert tensor_plan(TransformerBlock(layers=2)) == {f"block{i}.{path}": style for i in range(2)
                                          for path, style in per_block.items()}
 
 

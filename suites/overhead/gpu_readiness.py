@@ -61,8 +61,8 @@ ALLREDUCE_PARAMS = {"bytes": 16 * 2**20}
 HEADLINE = {"kernel": "tflops", "training": "samples_per_s", "collective": "busbw_gbs"}
 #: Precisions that need compute capability 8.0 (Ampere) or newer on a GPU.
 AMPERE_PRECISIONS = frozenset({Precision.TF32, Precision.BF16})
-#: Metrics that are memory fields (none yet: the path reports that records have none).
-MEMORY_METRICS = tuple(name for name in METRICS if "mem" in name)
+#: The memory field every ok training record carries (peak allocated per GPU; a TPU's host RSS).
+MEMORY_METRICS = tuple(name for name in ("peak_memory_bytes",) if name in METRICS)
 ACCELERATORS = (DeviceKind.GPU, DeviceKind.TPU)
 
 
@@ -112,7 +112,9 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                 cases = [(Precision.FP32, ALLREDUCE_PARAMS)]
             for precision, params in cases:
                 case = Case.make(workload, framework, kind, strategy, precision, n, params)
-                why = too_few or (_capability_reason(device, precision) if kind is DeviceKind.GPU else "")
+                why = (too_few or (_capability_reason(device, precision) if kind is DeviceKind.GPU else "")
+                       # the strategy's own rules for this hardware (e.g. a 2-D mesh of 4 on 2 GPUs)
+                       or plugin.unavailable_reason(case, device) or "")
                 name = f"{workload} {framework} {kind}:{n} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))
     return paths
@@ -158,18 +160,19 @@ def summarise(path: ReadinessPath, record: Record | None, why_not_run: str = "")
 
 
 def memory_summary(records: list[Record]) -> dict[str, Any]:
-    """The memory fields of the GPU/TPU records that ran: present and filled, where records have them."""
+    """The memory fields of the GPU/TPU training records that ran: present and filled."""
     name = "memory fields"
     if not MEMORY_METRICS:
         return {"path": name, "case": "", "expected": False, "status": "skipped", "figure": None, "check": None,
                 "why": "records have no memory fields yet (no memory metric in suites.kept.metric_registry)",
                 "reason": "", "ready": False}
-    ran = [record for record in records if record.status is Status.OK]
+    ran = [record for record in records
+           if record.status is Status.OK and workload_class(record.case.workload).kind == "training"]
     missing = [f"{record.case.id}: {metric}" for record in ran for metric in MEMORY_METRICS
                if record.metrics.get(metric) is None]
     return {"path": name, "case": "", "expected": True, "why": "", "figure": None, "check": None,
             "status": "ok" if ran and not missing else "failed",
-            "reason": ("no GPU/TPU record ran" if not ran else
+            "reason": ("no GPU/TPU training record ran" if not ran else
                        f"missing: {', '.join(missing[:5])}" if missing else ""),
             "ready": bool(ran) and not missing}
 

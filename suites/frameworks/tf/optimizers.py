@@ -13,7 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-import tensorflow as tf
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
+import tensorflow as tf  # noqa: E402
 
 from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS
 
