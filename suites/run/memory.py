@@ -156,7 +156,12 @@ class ResidentMemoryProbe(MemoryProbe):
         self.sampling = False
 
     def start(self) -> None:
+        """Reset the peak. First the C heap's free pages go back to the kernel: what the
+        numerics check (its float64 reference) or warm-up freed stays resident otherwise, and
+        would count as the steps' peak."""
         self.sampler.stop()
+        gc.collect()
+        release_free_heap()
         self.sampling = not self._reset()
         if self.sampling:
             self.sampler.start()
