@@ -38,6 +38,8 @@ class Strategy(_Named):
     TPU = "tpu"
     DATAPARALLEL = "dataparallel"
     DDP = "ddp"
+    PIPELINE = "pipeline"
+    MODEL_PARALLEL = "model_parallel"
 
 
 class Precision(_Named):

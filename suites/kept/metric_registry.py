@@ -26,6 +26,7 @@ class Work:
     exchange_share: float | None = None  # measured by the run (DDP no_sync probe)
     peak_table_tflops: float | None = None  # one device, this precision, peaks.toml
     peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
+    pipeline_bubble: float | None = None  # analytic, from the case (its strategy's bubble_fraction)
 
 
 WORK_INPUTS = frozenset(f.name for f in fields(Work))
@@ -114,6 +115,11 @@ _REGISTRY = (
     Metric("busbw_gbs", "GB/s", "algbw * 2(n-1)/n  (nccl-tests' bus bandwidth for all-reduce)",
            "all-reduce bus bandwidth, GB/s", busbw_gbs, needs=("bytes_per_step", "n_devices"),
            from_median_step=True),
+    Metric("pipeline_bubble", "fraction 0-1",
+           "(p - 1) / (v*m + p - 1): p devices (stages), m micro-batches, v stages per device (gpipe, 1f1b: 1; "
+           "interleaved 1F1B: 2); equal stage times, free communication",
+           "pipeline: the theoretical share of the step each stage idles (the bubble), 0-1, beside the "
+           "measured step", lambda work: work.pipeline_bubble, needs=("pipeline_bubble",)),
 )
 
 #: Every derived metric by name, in the order a record stores them.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
+from suites.cases.strategy_plugins import plugin_for
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -28,5 +29,6 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 bytes_per_step=workload.bytes_per_step() or None,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
-                peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
+                peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
+                pipeline_bubble=plugin_for(case).bubble_fraction(case))
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

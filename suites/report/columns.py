@@ -49,6 +49,7 @@ COLUMNS: dict[str, str] = {
     "algbw_gbs": METRICS["algbw_gbs"].description,
     "busbw_gbs": METRICS["busbw_gbs"].description,
     "exchange_share": METRICS["exchange_share"].description,
+    "pipeline_bubble": METRICS["pipeline_bubble"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",

@@ -4,7 +4,9 @@ One step = zero_grad + forward + backward + optimizer step, on synthetic random 
 on the device and rotated. Mixed precision is `torch.autocast` (fp16 with a GradScaler, bf16
 without); tf32 turns on TF32 tensor-core matmuls/convolutions. The case's strategy plugin
 (`suites.strategies.torch`) joins the process group of a rank process, wraps the model, names
-the devices `synchronize` waits for and supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+the devices `synchronize` waits for and supplies the step without its exchange; it says which
+part of the global batch a process feeds, and a strategy that steps the model its own way (a
+pipeline's schedule) supplies that step. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
@@ -66,7 +68,7 @@ class TorchTrainStep(Runnable):
     workload: TrainStep
     #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
     #: closure that refer to them): released at teardown.
-    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step")
+    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step", "strategy_step")
 
     def setup(self) -> None:
         limit_threads_from_env()
@@ -87,6 +89,8 @@ class TorchTrainStep(Runnable):
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
+        # A strategy that runs its own step (pipeline: its schedule), or None.
+        self.strategy_step = self.plugin.train_step(self.trained, self.optimizer, self.scaler)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
         self.local_step = self.plugin.local_step(self.trained, self.step)
@@ -97,9 +101,11 @@ class TorchTrainStep(Runnable):
 
     @property
     def local_batch(self) -> int:
-        """Samples this process feeds the wrapped model per step: a rank its shard; one
-        process the global batch (which a wrapper such as DataParallel may split)."""
-        return self.workload.per_device_batch if self.group else self.workload.global_batch
+        """Samples this process feeds the wrapped model per step: its strategy's `data_shard`
+        (a rank its shard; one process the global batch, which a wrapper such as DataParallel
+        may split)."""
+        shard = self.plugin.data_shard(self.case, self.rank)
+        return shard.stop - shard.start
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Random inputs and labels drawn on the device, seeded per rank."""
@@ -125,6 +131,8 @@ class TorchTrainStep(Runnable):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.strategy_step is not None:
+            return self.strategy_step.step(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         with self._precision_context():
             loss = self.loss(self.trained(x), y)
@@ -159,8 +167,7 @@ class TorchTrainStep(Runnable):
                                                tuple[torch.Tensor, torch.Tensor]]:
         """The deterministic global batch, and this process's part of it on the device."""
         x, y = self.spec.make_batch(self.workload.global_batch, seed)
-        start = self.rank * self.local_batch
-        part = slice(start, start + self.local_batch)
+        part = self.plugin.data_shard(self.case, self.rank)
         return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
                                           torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
@@ -175,7 +182,10 @@ class TorchTrainStep(Runnable):
         float64 single-device gradient of the same global batch and weights."""
         (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
-        self.loss(self.trained(x_local), y_local).backward()
+        if self.strategy_step is not None:
+            self.strategy_step.backward(x_local, y_local)
+        else:
+            self.loss(self.trained(x_local), y_local).backward()
         check = gradients_against_reference(
             self.plugin.gradients(self.model),
             reference_gradients(self.spec, self.weights, x, y), self.case.precision,
@@ -192,7 +202,7 @@ class TorchTrainStep(Runnable):
         for _, (x_local, y_local) in batches:
             scale = self.scaler.get_scale() if self.scaler else 0.0
             loss = float(self._train_step(x_local, y_local).item())
-            losses.append(self.group.mean(loss) if self.group else loss)
+            losses.append(self.plugin.global_loss(self.group, loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
