@@ -41,6 +41,8 @@ class Strategy(_Named):
     FSDP = "fsdp"
     TENSOR = "tensor"
     FSDP_TENSOR = "fsdp_tensor"
+    PIPELINE = "pipeline"
+    MODEL_PARALLEL = "model_parallel"
 
 
 class Precision(_Named):

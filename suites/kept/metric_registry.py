@@ -32,6 +32,7 @@ class Work:
     peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
     state_bytes_per_device: float | None = None  # analytic: parameters + gradients + optimizer states
     activation_bytes_per_device: float | None = None  # analytic, where the model counts them
+    pipeline_bubble: float | None = None  # analytic, from the case (its strategy's bubble_fraction)
 
 
 WORK_INPUTS = frozenset(f.name for f in fields(Work))
@@ -157,6 +158,11 @@ _REGISTRY = (
            "analytic activations one device keeps for the backward pass, bytes (mlp only)",
            lambda work: work.activation_bytes_per_device, needs=("activation_bytes_per_device",),
            from_median_step=True),
+    Metric("pipeline_bubble", "fraction 0-1",
+           "(p - 1) / (v*m + p - 1): p devices (stages), m micro-batches, v stages per device (gpipe, 1f1b: 1; "
+           "interleaved 1F1B: 2); equal stage times, free communication",
+           "pipeline: the theoretical share of the step each stage idles (the bubble), 0-1, beside the "
+           "measured step", lambda work: work.pipeline_bubble, needs=("pipeline_bubble",)),
 )
 
 #: Every derived metric by name, in the order a record stores them.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
+from suites.cases.strategy_plugins import plugin_for
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -35,5 +36,6 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
                 peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
                 state_bytes_per_device=state.get("total"),
-                activation_bytes_per_device=state.get("activations"))
+                activation_bytes_per_device=state.get("activations"),
+                pipeline_bubble=plugin_for(case).bubble_fraction(case))
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

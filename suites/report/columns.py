@@ -60,6 +60,7 @@ COLUMNS: dict[str, str] = {
                    "the machine's RAM; empty without a peak or a device memory",
     "state_bytes_per_device_estimate": METRICS["state_bytes_per_device_estimate"].description,
     "activation_bytes_per_device_estimate": METRICS["activation_bytes_per_device_estimate"].description,
+    "pipeline_bubble": METRICS["pipeline_bubble"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,6 +35,11 @@ GRACE_S = 5.0
 POLL_S = 0.05
 STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
+#: A worker dumps every Python thread's stack to its log on this signal (`faulthandler`): the
+#: launcher sends it to the processes still running at a case's deadline, to say where they hung.
+STACKS_SIGNAL = signal.SIGUSR1
+#: How long the launcher lets hung processes write their stacks before it stops them.
+STACKS_WAIT_S = 1.0
 
 
 def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
@@ -120,11 +126,15 @@ def _stop(process: subprocess.Popen) -> None:
             return
 
 
-def _tail(path: Path) -> list[str]:
+def _log_text(path: Path) -> str:
     try:
-        return path.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+        return path.read_text(errors="replace")
     except OSError:
-        return []
+        return ""
+
+
+def _tail(path: Path) -> list[str]:
+    return _log_text(path).splitlines()[-TAIL_LINES:]
 
 
 def _worker_command(case: Case, timing: TimingConfig, out: Path) -> list[str]:
@@ -146,11 +156,66 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
         deadline = time.monotonic() + case_timeout(timing, case)
         try:
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
+            if timed_out:
+                _dump_stacks([p for p, _ in processes])
         finally:
             for process, log in processes:
                 _stop(process)
                 log.close()
         return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits)
+
+
+def _dump_stacks(processes: list[subprocess.Popen]) -> None:
+    """Ask every process still running to write its Python stacks to its log, and give them
+    `STACKS_WAIT_S` to do it (`faulthandler` writes from its signal handler, even while the
+    process waits in C, e.g. in a collective)."""
+    signalled = False
+    for process in processes:
+        if process.poll() is None:
+            try:
+                os.kill(process.pid, STACKS_SIGNAL)
+                signalled = True
+            except ProcessLookupError:
+                continue
+    if signalled:
+        time.sleep(STACKS_WAIT_S)
+
+
+def _frame_place(path: str, line: str, function: str) -> str:
+    """`function (file:line)`, the file from its package down (torch/..., suites/...)."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    else:
+        path = "suites/" + path.rsplit("/suites/", 1)[1] if "/suites/" in path else Path(path).name
+    return f"{function} ({path}:{line})"
+
+
+def stuck_at(log: str) -> str | None:
+    """Where a worker was, from the last stack dump in its log: the innermost frame of its main
+    thread (the one running the worker), the innermost one from another folder (what called
+    into that package, past its own wrappers: e.g. a pipeline schedule's step waiting in a
+    receive), and the parbench functions that led there, outermost first (from the runnable's
+    stage on); None without a dump."""
+    main = None
+    for block in _THREAD_HEADER.split(log)[1:]:
+        frames = _FRAME.findall(block.split("\n\n", 1)[0])
+        if any(path.endswith("suites/run/worker.py") for path, _, _ in frames):
+            main = frames  # the last dump's wins
+    if not main:
+        return None
+    folder = main[0][0].rpartition("/")[0]
+    caller = next((frame for frame in main[1:] if frame[0].rpartition("/")[0] != folder), None)
+    ours = [function for path, _, function in reversed(main)
+            if "/suites/" in path and "/suites/run/" not in path]
+    return (_frame_place(*main[0]) + (f" in {_frame_place(*caller)}" if caller else "")
+            + (f" via {' > '.join(ours)}" if ours else ""))
+
+
+#: faulthandler's dump: a header per thread, then its frames, innermost first.
+_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$", re.M)
+_FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$', re.M)
 
 
 def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[int, float], bool]:
@@ -210,6 +275,10 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
         why = f"rank {index}: {outcome.reason}"
     elif timed_out:
         why = f"rank {index} did not finish within {case_timeout(timing, case):.0f} s (killed)"
+        stuck = [f"rank {rank} in {where}" for rank in range(len(processes))
+                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
+        if stuck:
+            why += f"; hung: {'; '.join(stuck)}"
     elif index in exits or not exits:
         why = f"rank {index} exited with code {process.returncode} before reporting"
     else:  # stopped here because a peer ended with an error, though that peer reported success

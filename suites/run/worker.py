@@ -10,6 +10,7 @@ provenance, where `parbench report` finds it.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.launchers import pin_from_env
+from suites.run.launchers import STACKS_SIGNAL, pin_from_env
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
@@ -82,6 +83,9 @@ def main() -> None:
                                         "(default $PARBENCH_MACHINE or the hostname)")
     args = parser.parse_args()
     pinned = pin_from_env()  # first: framework thread pools inherit the affinity
+    # At a case's deadline the launcher asks for every thread's stack (into the log it keeps),
+    # to say where the case hung.
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
     if args.out is None and args.results is None:
         parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
     stores = args.results is not None and this_rank() == 0

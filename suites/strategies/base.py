@@ -102,6 +102,13 @@ class StrategyPlugin:
                 "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size)}
 
+    # --- analytic figures of the strategy ----------------------------------------------------
+    def bubble_fraction(self, case: Case) -> float | None:
+        """The share of a step each device idles by the strategy's construction, in theory (a
+        pipeline's bubble); None for a strategy without one. Stored as the metric
+        `pipeline_bubble` beside the measured step."""
+        return None
+
 
 def one_device_reason(case: Case) -> str | None:
     """Strategy `single`'s rule."""

@@ -116,3 +116,18 @@ class ProcessGroup:
     def destroy(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def all_gather_objects(value: object) -> list[object]:
+    """Every rank's picklable `value`, in rank order, on every rank of the default process
+    group (e.g. each pipeline stage's gradients, for a check that needs them all)."""
+    gathered: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def broadcast_from(value: float, source: int, device: torch.device) -> float:
+    """Rank `source`'s `value`, on every rank of the default process group."""
+    tensor = torch.tensor([float(value)], dtype=torch.float64, device=device)
+    dist.broadcast(tensor, src=source)
+    return float(tensor.item())

@@ -8,7 +8,8 @@ one: ``<path>.kernel``/``.gamma`` -> ``<path>.weight``, ``.bias``/``.beta`` -> `
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -90,6 +91,12 @@ class TorchModel(nn.Module):
                                           .detach().to("cpu", torch.float64).numpy())
                 for name in self.spec.parameter_shapes()}
 
+    def stage_layers(self) -> list["StageLayer"] | None:
+        """The model as a sequence of layers, in order, whose composition is `forward`: what
+        pipeline and model parallelism split into contiguous groups (`LayerGroup`). None: a
+        model that is no such sequence (a user's module)."""
+        return None
+
 
 class TorchMlp(TorchModel):
     def __init__(self, spec: Mlp) -> None:
@@ -105,6 +112,13 @@ class TorchMlp(TorchModel):
         for layer in hidden:
             x = F.relu(layer(x))
         return last(x)
+
+    def stage_layers(self) -> list["StageLayer"]:
+        """Each dense layer, its ReLU with it (the last layer's logits have none)."""
+        *hidden, last = (name for name, _ in self.named_children())
+        return [*(StageLayer((name,), lambda modules, x, name=name: F.relu(modules[name](x)))
+                  for name in hidden),
+                StageLayer((last,), lambda modules, x: modules[last](x))]
 
 
 class _ResidualBlock(nn.Module):
@@ -140,6 +154,13 @@ class TorchResidualCnn(TorchModel):
         for b in range(self.blocks):
             x = getattr(self, f"block{b}")(x)
         return self.head(x.mean(dim=(2, 3)))
+
+    def stage_layers(self) -> list["StageLayer"]:
+        """The stem, each residual block, and the pooled head."""
+        return [StageLayer(("stem",), lambda modules, x: F.relu(modules["stem"](x))),
+                *(StageLayer((f"block{b}",), lambda modules, x, name=f"block{b}": modules[name](x))
+                  for b in range(self.blocks)),
+                StageLayer(("head",), lambda modules, x: modules["head"](x.mean(dim=(2, 3))))]
 
 
 class _Attention(nn.Module):
@@ -197,6 +218,13 @@ class TorchTransformerBlock(TorchModel):
             x = getattr(self, f"block{i}")(x)
         return self.head(x.mean(dim=1))
 
+    def stage_layers(self) -> list["StageLayer"]:
+        """Each encoder block, then the pooled head: the residual stream is the one activation
+        between them (a pipeline of a one-block transformer has the head alone on its last stage)."""
+        return [*(StageLayer((f"block{i}",), lambda modules, x, name=f"block{i}": modules[name](x))
+                  for i in range(self.layers)),
+                StageLayer(("head",), lambda modules, x: modules["head"](x.mean(dim=1)))]
+
 
 class TorchUserModel(TorchModel):
     """A user's module. Its own parameter names and torch layout are the canonical ones here,
@@ -235,3 +263,49 @@ def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
     model = _MODULES[type(spec)](spec)
     model.load_canonical(weights)
     return model.to(device=device, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class StageLayer:
+    """One layer of a model's `stage_layers`: the model's top-level submodules it uses (by
+    name; their parameters are the canonical names with these prefixes) and the function of
+    the activation it computes with them."""
+
+    names: tuple[str, ...]
+    forward: Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]
+
+
+class LayerGroup(nn.Module):
+    """Contiguous `StageLayer`s of a model as one module: the model's own submodules, under
+    their own names (so its parameter names are the model's), applied in order. A pipeline
+    stage holds one; model parallelism places one on each device."""
+
+    def __init__(self, model: TorchModel, layers: Sequence[StageLayer]) -> None:
+        super().__init__()
+        for layer in layers:
+            for name in layer.names:
+                self.add_module(name, model.get_submodule(name))
+        self.layers = tuple(layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer.forward(self._modules, x)
+        return x
+
+
+class PlacedLayerGroups(nn.Module):
+    """Layer groups each on its own device, called in turn with the activation moved from
+    device to device (the multi-GPU tutorials' model parallelism); the output comes back to
+    `output_device`, where the targets are."""
+
+    def __init__(self, groups: Sequence[LayerGroup], devices: Sequence[torch.device],
+                 output_device: torch.device) -> None:
+        super().__init__()
+        self.groups = nn.ModuleList(group.to(device) for group, device in zip(groups, devices))
+        self.devices = tuple(devices)
+        self.output_device = output_device
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for group, device in zip(self.groups, self.devices):
+            x = group(x.to(device))
+        return x.to(self.output_device)

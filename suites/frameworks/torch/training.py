@@ -6,7 +6,8 @@ Adam), on synthetic random batches drawn on the device and rotated. Mixed precis
 matmuls/convolutions. The case's strategy plugin (`suites.strategies.torch`) joins the process
 group of a rank process, wraps the model (and may apply mixed precision itself, FSDP's way), says
 which part of the global batch this process feeds, names the devices `synchronize` waits for and
-supplies the step without its exchange. Where every rank is one process, the timer's `barrier`
+supplies the step without its exchange; a strategy that steps the model its own way (a
+pipeline's schedule) supplies that step. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
@@ -82,7 +83,7 @@ class TorchTrainStep(Runnable):
     workload: TrainStep
     #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
     #: closure that refer to them): released at teardown.
-    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step")
+    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step", "strategy_step")
     #: torch's settings before `setup` changed them; teardown puts them back.
     _saved_flags: backend.Flags | None = None
 
@@ -108,6 +109,8 @@ class TorchTrainStep(Runnable):
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
+        # A strategy that runs its own step (pipeline: its schedule), or None.
+        self.strategy_step = self.plugin.train_step(self.trained, self.optimizer, self.scaler)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
         self.local_step = self.plugin.local_step(self.trained, self.step)
@@ -151,6 +154,8 @@ class TorchTrainStep(Runnable):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.strategy_step is not None:
+            return self.strategy_step.step(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         with self._precision_context():
             loss = self.loss(self.trained(x), y)
@@ -204,7 +209,10 @@ class TorchTrainStep(Runnable):
         float64 single-device gradient of the same global batch and weights."""
         (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
-        self.loss(self.trained(x_local), y_local).backward()
+        if self.strategy_step is not None:
+            self.strategy_step.backward(x_local, y_local)
+        else:
+            self.loss(self.trained(x_local), y_local).backward()
         check = gradients_against_reference(
             self.plugin.gradients(self.model),
             reference_gradients(self.spec, self.weights, x, y), self.case.precision,
@@ -221,7 +229,7 @@ class TorchTrainStep(Runnable):
         for _, (x_local, y_local) in batches:
             scale = self.scaler.get_scale() if self.scaler else 0.0
             loss = float(self._train_step(x_local, y_local).item())
-            losses.append(self.group.mean(loss) if self.group else loss)
+            losses.append(self.plugin.global_loss(self.group, loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],

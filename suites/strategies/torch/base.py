@@ -4,7 +4,7 @@ The hooks import torch when called, never at import: rules are read without it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
@@ -60,6 +60,21 @@ class TorchStrategy(StrategyPlugin):
         model's full gradients in canonical layout (a sharding strategy gathers them first)."""
         return model.canonical_gradients()
 
+    # --- a strategy that steps the model its own way (pipeline) ---------------------------
+    def train_step(self, wrapped: Any, optimizer: "torch.optim.Optimizer",
+                   scaler: "torch.amp.GradScaler | None") -> "StrategyStep | None":
+        """The strategy's own training step, for a strategy whose step is not the runnable's
+        (zero_grad, forward, loss, backward, optimizer update; a pipeline's is its schedule's):
+        None where the runnable's is right. `wrapped` is what `wrap` returned, `optimizer` and
+        `scaler` (fp16's loss scaling) the runnable's."""
+        return None
+
+    def global_loss(self, group: "ProcessGroup | None", loss: float) -> float:
+        """The step's loss over the global batch, on every process, from this process's `loss`
+        (the mean over the part it fed): in one process its own, across ranks the mean of
+        the ranks' (equal shards)."""
+        return group.mean(loss) if group else loss
+
 
 class RankProcesses(TorchStrategy):
     """One process per device joined in a `torch.distributed` process group: gloo on CPU,
@@ -95,3 +110,15 @@ class RankProcesses(TorchStrategy):
         """Rank `rank`'s equal shard of the global batch."""
         size = workload_of(case).per_device_batch
         return slice(rank * size, (rank + 1) * size)
+
+
+class StrategyStep(Protocol):
+    """A training step a strategy runs itself (`TorchStrategy.train_step`), on this process's
+    part of a batch (`data_shard`): `x` its inputs, `y` its targets."""
+
+    def step(self, x: "torch.Tensor", y: "torch.Tensor") -> "torch.Tensor":
+        """zero_grad, forward, loss, backward and the optimizer update; returns the loss as
+        this process knows it (`TorchStrategy.global_loss` makes it the global one)."""
+
+    def backward(self, x: "torch.Tensor", y: "torch.Tensor") -> None:
+        """Forward and backward only, leaving the gradients in the parameters (the check)."""

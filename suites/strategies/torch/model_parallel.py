@@ -1,0 +1,87 @@
+"""torch `model_parallel`: the multi-GPU tutorials' model parallelism, in one process.
+
+The model's layers are split into contiguous groups as `pipeline` splits them (balanced by
+parameter count), group i placed on `cuda:i`; the forward pass runs them in turn, moving the
+activation from GPU to GPU, and the backward pass comes back the same way. One GPU works at a
+time: this is a pipeline with one micro-batch and no process per stage. It runs in an isolated
+worker (as `dataparallel` does): a copy stuck between GPUs ends with the worker at its deadline.
+
+On a CPU there are no devices to place groups on; `pipeline` with `microbatches = 1` (one gloo
+rank per stage) is the emulated equivalent.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import Launch
+from suites.strategies.torch.base import TorchStrategy
+from suites.strategies.torch.pipeline import (layer_sizes, layers_reason, per_device_state, split_layers,
+                                             stage_layers)
+from suites.workloads import workload_of
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from suites.kept.devices import DeviceInfo
+
+MODEL_PARALLEL_ON_CPU = ("model_parallel places layer groups on cuda:0..n-1 in one process; a "
+                         "CPU-only machine has no such devices. Its emulated equivalent is strategy "
+                         "'pipeline' with microbatches = 1: one gloo rank per stage, the batch passed "
+                         "from stage to stage, one stage busy at a time")
+
+
+def devices_of(case: Case) -> list["torch.device"]:
+    """The GPUs the case's layer groups go to: the first `n_devices` visible ones."""
+    import torch
+
+    return [torch.device("cuda", index) for index in range(case.n_devices)]
+
+
+class ModelParallel(TorchStrategy):
+    strategy = Strategy.MODEL_PARALLEL
+    launch = Launch.ISOLATED
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        if case.device is DeviceKind.CPU:
+            return MODEL_PARALLEL_ON_CPU
+        if case.device is not DeviceKind.GPU:
+            return f"model_parallel places layer groups on CUDA devices; {case.device} is not one"
+        if case.n_devices < 2:
+            return ("model_parallel over one GPU runs the whole model there (strategy 'single' "
+                    "times that)")
+        if device.count < case.n_devices:
+            return (f"model_parallel over {case.n_devices} GPUs needs {case.n_devices} visible "
+                    f"GPUs; {device.count} visible")
+        return layers_reason(case, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
+
+    def emulated(self, case: Case) -> bool:
+        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
+        return False
+
+    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+        """Group i of the model's layers moved to cuda:i (the model's own parameters move, so
+        the optimizer and the gradient check see them where they are); the output returns to
+        `device`, where the runnable's targets are. Mixed precision: the runnable's autocast
+        covers every CUDA device of this thread."""
+        from suites.frameworks.torch.models import LayerGroup, PlacedLayerGroups
+
+        layers = stage_layers(model)
+        groups = split_layers(layer_sizes(model.spec), case.n_devices)
+        return PlacedLayerGroups([LayerGroup(model, [layers[j] for j in group]) for group in groups],
+                                 devices_of(case), device)
+
+    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+        """Every GPU of the case: a step has finished when the last group's has."""
+        return devices_of(case)
+
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """The GPU holding the largest group: its layers' parameters, gradients and optimizer
+        states (the largest is the one that must fit)."""
+        return per_device_state(workload_of(case).model, case.n_devices, 1, parameters,
+                                optimizer_states)
+
+
+PLUGIN = ModelParallel()
