@@ -73,8 +73,8 @@ def test_bubble_is_the_idle_share_of_the_step():
 def test_layers_are_the_specs_top_level_parameter_groups():
     assert layer_names(Mlp(depth=3)) == [("dense0",), ("dense1",), ("dense2",), ("dense3",)]
     assert layer_names(ResidualCnn(blocks=2)) == [("stem",), ("block0",), ("block1",), ("head",)]
-    # a LayerNorm (no kernel) goes with the sublayer whose input it normalises
-    assert layer_names(TransformerBlock()) == [("ln1", "attn"), ("ln2", "ffn"), ("head",)]
+    # a transformer's layers are its encoder blocks (`block{i}`, norms inside), then the head
+    assert layer_names(TransformerBlock(layers=2)) == [("block0",), ("block1",), ("head",)]
     assert layer_sizes(Mlp(features=4, hidden=8, depth=1)) == [4 * 8 + 8, 8 * 10 + 10]
 
 
@@ -90,7 +90,7 @@ def test_split_is_contiguous_and_balances_the_parameters():
 
 @pytest.mark.parametrize("spec", [Mlp(features=12, hidden=16, depth=3),
                                   ResidualCnn(image=6, channels=4, blocks=2),
-                                  TransformerBlock(seq=5, d_model=8, heads=2, ffn=16)],
+                                  TransformerBlock(seq=5, d_model=8, heads=2, ffn=16, layers=2)],
                          ids=lambda spec: spec.name)
 @pytest.mark.parametrize("parts", [2, 3])
 def test_layer_groups_compose_to_the_model(spec, parts):
@@ -136,7 +136,7 @@ def test_pipeline_says_why_a_case_cannot_run():
     assert ("microbatches = 3 does not divide the global batch of 8"
             == PIPELINE.unavailable_reason(pipeline_case("gpipe", 3), CPU))
     assert ("interleaved_1f1b over 2 devices (2 stages each) makes 4 stages, and model 'transformer' "
-            "has 3 layers to split (ln1+attn, ln2+ffn, head)"
+            "has 2 layers to split (block0, head)"
             == PIPELINE.unavailable_reason(pipeline_case("interleaved_1f1b", model="transformer"), CPU))
     assert "NCCL needs one GPU per rank" in PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(1))
     assert PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(2)) is None

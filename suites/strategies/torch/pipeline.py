@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
+from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
 from suites.workloads.base import Param
@@ -52,9 +53,6 @@ SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
              "interleaved_1f1b": "ScheduleInterleaved1F1B"}
 #: Stages each rank holds, where a schedule holds more than one.
 STAGES_PER_RANK = {"interleaved_1f1b": 2}
-#: Bytes of one element of training state (parameters, gradients, optimizer states): fp32,
-#: the unit of `StrategyPlugin.state_bytes_per_device`'s accounting.
-STATE_BYTES = 4
 
 
 # --- the split, framework-neutral ------------------------------------------------------------
@@ -238,6 +236,11 @@ class Pipeline(RankProcesses):
         stages). The largest is the one that must fit."""
         return per_device_state(workload_of(case).model, case.n_devices, self.stages_per_rank(case),
                                 parameters, optimizer_states)
+
+    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+        """Not estimated: a stage keeps its own layers' activations for every micro-batch in
+        flight (all of them under gpipe), not the data-parallel figure the workload supplies."""
+        return None
 
     def data_shard(self, case: Case, rank: int) -> slice:
         """Every rank feeds the whole global batch: stage 0 its inputs, the last stage its
