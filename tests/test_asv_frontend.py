@@ -170,7 +170,7 @@ def test_launched_strategies_get_their_own_classes(tmp_path):
     assert by_class["training.TrainStep"] == [c.id for c in suite.cases
                                               if c.workload == "train_step" and str(c.strategy) == "single"]
     assert {n.rsplit(".", 1)[1] for n in benchmarks if n.startswith("training.TrainStepLaunched.")} == \
-        {"track_rank_step_s", "track_tflops", "track_samples_per_s"}
+        {"track_rank_step_s", "track_tflops", "track_samples_per_s", "track_peak_memory_bytes"}
     # An all-reduce has no FLOPs and no samples: only the in-rank step time.
     assert [n for n in benchmarks if n.startswith("collectives.")] == \
         ["collectives.AllreduceLaunched.track_rank_step_s"]

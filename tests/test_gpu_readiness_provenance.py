@@ -476,7 +476,7 @@ def test_readiness_does_not_expect_what_the_hardware_cannot_do(monkeypatch, tmp_
     assert all(case.n_devices == 1 for case in executor.cases)
     unexpected = {entry["path"]: entry for entry in summary["paths"] if not entry["expected"]}
     assert "train_step torch gpu:2 ddp fp32" in unexpected
-    assert unexpected["matmul tf gpu:1 single bf16"]["why"].startswith("bf16 needs compute capability 8.0")
+    assert unexpected["matmul tf gpu:1 single bf16"]["why"].startswith("bf16 needs compute capability >= 8.0")
 
 
 def test_readiness_flags_a_framework_that_cannot_see_the_gpus(monkeypatch, tmp_path):

@@ -156,6 +156,13 @@ class TrackSamplesPerS:
     track_samples_per_s.unit = METRICS["samples_per_s"].unit  # type: ignore[attr-defined]
 
 
+class TrackPeakMemory:
+    def track_peak_memory_bytes(self: Any, *axes: str) -> float:
+        return self._metric(axes, "peak_memory_bytes")
+
+    track_peak_memory_bytes.unit = METRICS["peak_memory_bytes"].unit  # type: ignore[attr-defined]
+
+
 def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, ...]:
     instances = [workload(case) for case in cases]
     mixins: list[type] = []
@@ -163,6 +170,8 @@ def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, .
         mixins.append(TrackTflops)
     if any(w.samples_per_step() for w in instances):
         mixins.append(TrackSamplesPerS)
+    if workload.kind == "training":  # the runnables' memory probes measure training steps
+        mixins.append(TrackPeakMemory)
     return tuple(mixins)
 
 

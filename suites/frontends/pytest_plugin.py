@@ -209,13 +209,20 @@ def benchmark_case(benchmark: Any, case: Case, timing: TimingConfig, gate: GateS
         raise
     try:
         block = prepared.warmup.block_size
-        benchmark.pedantic(prepared.step_and_synchronize, rounds=timing.min_samples, iterations=block)
+        probe = prepared.runnable.memory_probe()  # training cases: peak memory over the rounds
+        if probe is not None:
+            probe.start()
+        try:
+            benchmark.pedantic(prepared.step_and_synchronize, rounds=timing.min_samples, iterations=block)
+        finally:
+            memory = tuple(probe.stop()) if probe is not None else ()
         benchmark.extra_info["check"] = prepared.check.to_dict()
         if benchmark.stats:  # None under --benchmark-disable: the step ran once, untimed
             measurement = Measurement(samples=tuple(benchmark.stats.stats.data), block_size=block,
                                       warmup_steps=prepared.warmup.steps,
                                       first_step_s=prepared.warmup.first_step_s,
-                                      target_rel_iqr=timing.target_rel_iqr, stop_reason="fixed rounds")
+                                      target_rel_iqr=timing.target_rel_iqr, stop_reason="fixed rounds",
+                                      memory=memory)
             benchmark.extra_info["metrics"] = derive(case, measurement, DEFAULT_RESULTS_DIR,
                                                      machine_label(), PeakTable.load())
         gate.check(case, prepared.step_and_synchronize)

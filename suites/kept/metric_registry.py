@@ -162,7 +162,8 @@ _REGISTRY = (
            "(p - 1) / (v*m + p - 1): p devices (stages), m micro-batches, v stages per device (gpipe, 1f1b: 1; "
            "interleaved 1F1B: 2); equal stage times, free communication",
            "pipeline: the theoretical share of the step each stage idles (the bubble), 0-1, beside the "
-           "measured step", lambda work: work.pipeline_bubble, needs=("pipeline_bubble",)),
+           "measured step", lambda work: work.pipeline_bubble, needs=("pipeline_bubble",),
+           from_median_step=True),
 )
 
 #: Every derived metric by name, in the order a record stores them.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
+from suites.cases.strategy_plugins import find_plugin
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -13,29 +13,41 @@ from suites.kept.peaks import PeakTable, measured_peak
 from suites.workloads import workload_of
 
 
+#: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.
+CASE_WORK = ("flops_per_step", "samples_per_step", "bytes_per_step", "state_bytes_per_device",
+             "activation_bytes_per_device", "pipeline_bubble")
+
+
+def case_work(case: Case) -> dict[str, float | None]:
+    """The analytic work of one step of `case` and its estimates, keyed like `Work` (None where
+    the case has none). Raises UnknownWorkload (a KeyError) or ValueError where this process
+    cannot know them: a workload, model or strategy not registered here."""
+    workload = workload_of(case)
+    state = workload.state_estimate() or {}
+    plugin = find_plugin(case.framework, case.strategy)
+    values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
+              workload.bytes_per_step() or None, state.get("total"), state.get("activations"),
+              plugin.bubble_fraction(case) if plugin else None)
+    return dict(zip(CASE_WORK, values))
+
+
 def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str,
            peaks: PeakTable) -> dict[str, float | None]:
     """Every registry metric that applies to the case (None where it applies but cannot be known)."""
-    workload = workload_of(case)
-    flops = workload.flops_per_step() or None
+    counts = case_work(case)
+    flops = counts["flops_per_step"]
     table_peak = own_peak = None
     if flops:  # looking peaks up discovers the device: only where there is a FLOP count to compare
         device = discover(case.framework, case.device)
         # tf32 cases are compared with the tf32 peak; everything else with its own dtype.
         table_peak = peaks.peak_tflops(device, case.precision)
         own_peak = measured_peak(results_dir, machine, device, case.precision)
-    state = workload.state_estimate() or {}
-    work = Work(median_s=measurement.median, n_devices=case.n_devices, flops_per_step=flops,
-                samples_per_step=workload.samples_per_step() or None,
-                bytes_per_step=workload.bytes_per_step() or None,
+    work = Work(median_s=measurement.median, n_devices=case.n_devices, **counts,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
                 peak_memory_bytes=measurement.peak_memory_bytes,
                 peak_reserved_bytes=measurement.peak_reserved_bytes,
                 training_state_bytes=measurement.training_state_bytes,
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
-                peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
-                state_bytes_per_device=state.get("total"),
-                activation_bytes_per_device=state.get("activations"),
-                pipeline_bubble=plugin_for(case).bubble_fraction(case))
+                peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

@@ -36,6 +36,7 @@ from suites.kept.devices import DeviceInfo, descriptor, discover
 from suites.kept.metric_registry import METRICS
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
+from suites.run.availability import precision_reason
 from suites.run.execute import Outcome
 from suites.run.launchers import case_timeout, launch_case
 from suites.run.runner import RunContext, run_case
@@ -59,8 +60,6 @@ TRAINING_PARAMS = {"model": "mlp", "batch": 32}
 ALLREDUCE_PARAMS = {"bytes": 16 * 2**20}
 #: The figure each workload kind is summarised by.
 HEADLINE = {"kernel": "tflops", "training": "samples_per_s", "collective": "busbw_gbs"}
-#: Precisions that need compute capability 8.0 (Ampere) or newer on a GPU.
-AMPERE_PRECISIONS = frozenset({Precision.TF32, Precision.BF16})
 #: The memory field every ok training record carries (peak allocated per GPU; a TPU's host RSS).
 MEMORY_METRICS = tuple(name for name in ("peak_memory_bytes",) if name in METRICS)
 ACCELERATORS = (DeviceKind.GPU, DeviceKind.TPU)
@@ -75,14 +74,6 @@ class ReadinessPath:
     case: Case
     expected: bool = True
     why: str = ""
-
-
-def _capability_reason(device: DeviceInfo, precision: Precision) -> str:
-    """Why `precision` is rightly unavailable on these GPUs, or "" (unknown capability: expected)."""
-    capabilities = device.details.get("compute_capability") or []
-    if precision in AMPERE_PRECISIONS and capabilities and min(map(float, capabilities)) < 8.0:
-        return f"{precision} needs compute capability 8.0; these GPUs have {min(capabilities, key=float)}"
-    return ""
 
 
 def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPath]:
@@ -112,8 +103,9 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                 cases = [(Precision.FP32, ALLREDUCE_PARAMS)]
             for precision, params in cases:
                 case = Case.make(workload, framework, kind, strategy, precision, n, params)
-                why = (too_few or (_capability_reason(device, precision) if kind is DeviceKind.GPU else "")
-                       # the strategy's own rules for this hardware (e.g. a 2-D mesh of 4 on 2 GPUs)
+                # what the hardware rightly cannot do: the availability rules of the precision
+                # (tf32/bf16 below compute capability 8.0) and the strategy (a 2x2 mesh on 2 GPUs)
+                why = (too_few or precision_reason(case, device)
                        or plugin.unavailable_reason(case, device) or "")
                 name = f"{workload} {framework} {kind}:{n} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))

@@ -1,8 +1,9 @@
 """Figures the tidy table derives from each row: missing metrics and the comparable throughput.
 
 For asv and pytest-benchmark rows, the registry's metrics of the median step (samples/s, TFLOP/s,
-all-reduce bandwidths, and the analytic training-state estimates: `Metric.from_median_step`) are
-computed here from the row's median step time and the workload's analytic counts, with the
+all-reduce bandwidths, the analytic training-state estimates and a pipeline's bubble:
+`Metric.from_median_step`) are computed here from the row's median step time and the case's
+analytic work (`suites.kept.metrics.case_work`, as at run time), with the
 registry's own functions,
 replacing what the source stored where the work is known: asv's track_* benchmarks time the
 case again, separately, so their figures disagree with the step time and samples of the row.
@@ -22,31 +23,22 @@ import pandas as pd
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.kept.metric_registry import METRICS, Work
-from suites.workloads import workload_of
+from suites.kept.metrics import CASE_WORK, case_work
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
 THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))
 STEPS_UNIT = "steps/s"
 
 
-#: What `_work_per_step` returns for each case: the analytic work of one step and the estimates.
-WORK_COUNTS = ["flops", "samples", "bytes", "state_bytes", "activation_bytes"]
-
-
 def _work_per_step(case_id: str) -> tuple[float, ...]:
-    """(FLOP, samples, bytes, training state and activation bytes per device) of one step of
-    the case; NaN where the workload has none, or where this process cannot know it: a workload
-    or model (a user's plugin) not registered here. Results stay data: reading them never needs
-    the code that produced them."""
+    """The case's `case_work`, in `CASE_WORK` order; NaN where the case has none, or where this
+    process cannot know it: a workload, model or strategy (a user's plugin) not registered
+    here. Results stay data: reading them never needs the code that produced them."""
     try:
-        case = Case.from_id(case_id)
-        workload = workload_of(case)
-        state = workload.state_estimate() or {}
-        return (workload.flops_per_step() or np.nan, workload.samples_per_step() or np.nan,
-                workload.bytes_per_step() or np.nan, state.get("total", np.nan),
-                state.get("activations", np.nan))
+        counts = case_work(Case.from_id(case_id))
     except (KeyError, ValueError):
-        return (np.nan,) * len(WORK_COUNTS)
+        return (np.nan,) * len(CASE_WORK)
+    return tuple(np.nan if counts[name] is None else counts[name] for name in CASE_WORK)
 
 
 def _known(value: float) -> float | None:
@@ -56,11 +48,10 @@ def _known(value: float) -> float | None:
 def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, pd.Series]:
     """Each median-step metric of the registry for every row; NaN where it does not apply or the
     row has no step time."""
-    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), flops_per_step=_known(flops),
-                  samples_per_step=_known(samples), bytes_per_step=_known(size),
-                  state_bytes_per_device=_known(state), activation_bytes_per_device=_known(activations))
-             for t, n, flops, samples, size, state, activations in zip(
-                 frame["median_s"], frame["n_devices"], *(per_row[count] for count in WORK_COUNTS))]
+    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n),
+                  **{name: _known(value) for name, value in zip(CASE_WORK, counts)})
+             for t, n, *counts in zip(frame["median_s"], frame["n_devices"],
+                                      *(per_row[name] for name in CASE_WORK))]
     return {name: pd.Series([metric.value(work) if work.median_s > 0 else None for work in works],
                             index=frame.index, dtype="float64")
             for name, metric in METRICS.items() if metric.from_median_step}
@@ -71,7 +62,7 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     case_ids = frame["case_id"].unique()
     counts = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
-                          columns=WORK_COUNTS, dtype="float64")
+                          columns=list(CASE_WORK), dtype="float64")
     per_row = counts.reindex(frame["case_id"]).set_axis(frame.index)
     own = frame["source"].eq("parbench")
     # A stored figure wins for parbench's rows and where the work is unknown here.

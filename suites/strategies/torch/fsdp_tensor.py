@@ -100,7 +100,6 @@ class FsdpTensor(RankProcesses):
         return sharded_state(parameters - sum(saved.values()), largest_unit(held),
                              optimizer_states, dp, reshard_of(case), case.precision)
 
-
     def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
         """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
         split layers' activations are split (the replicated rest is whole), which the

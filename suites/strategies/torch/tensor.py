@@ -138,7 +138,6 @@ class Tensor(RankProcesses):
                  "optimizer": optimizer_states * held * STATE_BYTES}
         return {**state, "total": sum(state.values())}
 
-
     def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
         """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
         split layers' activations are split (the replicated rest is whole), which the
