@@ -28,8 +28,9 @@ from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.launchers import stuck_at  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
-from suites.strategies.torch.pipeline import (STATE_BYTES, bubble, layer_names, layer_sizes,  # noqa: E402
-                                              split_layers, stage_layers)
+from suites.strategies.base import STATE_BYTES  # noqa: E402
+from suites.strategies.stages import bubble, layer_names, layer_sizes, split_layers  # noqa: E402
+from suites.strategies.torch.pipeline import stage_layers  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

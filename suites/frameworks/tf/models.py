@@ -34,6 +34,9 @@ LAYER_NORM_EPSILON = 1e-5
 
 Weights = Mapping[str, tf.Tensor]
 Forward = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
+#: One layer of a model's sequence (`layer_forwards`): its input activation -> its output, in
+#: the compute dtype (the last layer's logits in float32, as a forward's).
+Layer = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
 
 
 def _dense(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, bias: bool = True) -> tf.Tensor:
@@ -56,50 +59,80 @@ def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType) -> t
     return tf.cast(out, dtype)
 
 
-def mlp_forward(spec: Mlp) -> Forward:
-    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        h = tf.cast(x, dtype)
-        for i in range(spec.depth):
-            h = tf.nn.relu(_dense(weights, f"dense{i}", h, dtype))
-        return tf.cast(_dense(weights, f"dense{spec.depth}", h, dtype), _logits_dtype(dtype))
-    return forward
+def mlp_layers(spec: Mlp) -> list[Layer]:
+    """Each dense layer with its ReLU; the last one's logits have none."""
+    def hidden(i: int) -> Layer:
+        return lambda weights, h, dtype: tf.nn.relu(_dense(weights, f"dense{i}", tf.cast(h, dtype), dtype))
+
+    def logits(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        return tf.cast(_dense(weights, f"dense{spec.depth}", tf.cast(h, dtype), dtype), _logits_dtype(dtype))
+    return [*(hidden(i) for i in range(spec.depth)), logits]
 
 
-def cnn_forward(spec: ResidualCnn) -> Forward:
-    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        h = tf.nn.relu(_conv3x3(weights, "stem", tf.cast(x, dtype), dtype))
-        for b in range(spec.blocks):
+def cnn_layers(spec: ResidualCnn) -> list[Layer]:
+    """The stem, each residual block, the pooled head."""
+    def stem(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        return tf.nn.relu(_conv3x3(weights, "stem", tf.cast(x, dtype), dtype))
+
+    def block(b: int) -> Layer:
+        def residual(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+            h = tf.cast(h, dtype)
             r = tf.nn.relu(_conv3x3(weights, f"block{b}.conv1", h, dtype))
-            h = tf.nn.relu(h + _conv3x3(weights, f"block{b}.conv2", r, dtype))
-        pooled = tf.reduce_mean(h, axis=[1, 2])
+            return tf.nn.relu(h + _conv3x3(weights, f"block{b}.conv2", r, dtype))
+        return residual
+
+    def head(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        pooled = tf.reduce_mean(tf.cast(h, dtype), axis=[1, 2])
         return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
-    return forward
+    return [stem, *(block(b) for b in range(spec.blocks)), head]
 
 
-def transformer_forward(spec: TransformerBlock) -> Forward:
+def transformer_layers(spec: TransformerBlock) -> list[Layer]:
+    """Each encoder block (the residual stream between them), the pooled head."""
     heads, d_head = spec.heads, spec.d_model // spec.heads
 
     def split_heads(t: tf.Tensor) -> tf.Tensor:  # (B, S, D) -> (B, H, S, Dh)
         return tf.transpose(tf.reshape(t, (-1, spec.seq, heads, d_head)), (0, 2, 1, 3))
 
-    def block(weights: Weights, prefix: str, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        h = _layer_norm(weights, f"{prefix}ln1", x, dtype)
-        q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False)) for p in "qkv")
-        scores = tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype)
-        probs = tf.cast(tf.nn.softmax(tf.cast(scores, _logits_dtype(dtype)), axis=-1), dtype)
-        attended = tf.reshape(tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3)), (-1, spec.seq, spec.d_model))
-        x = x + _dense(weights, f"{prefix}attn.o", attended, dtype)
-        h = _layer_norm(weights, f"{prefix}ln2", x, dtype)
-        h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=True)
-        return x + _dense(weights, f"{prefix}ffn.out", h, dtype)
+    def block(prefix: str) -> Layer:
+        def encoder(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+            x = tf.cast(x, dtype)
+            h = _layer_norm(weights, f"{prefix}ln1", x, dtype)
+            q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False)) for p in "qkv")
+            scores = tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype)
+            probs = tf.cast(tf.nn.softmax(tf.cast(scores, _logits_dtype(dtype)), axis=-1), dtype)
+            attended = tf.reshape(tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3)), (-1, spec.seq, spec.d_model))
+            x = x + _dense(weights, f"{prefix}attn.o", attended, dtype)
+            h = _layer_norm(weights, f"{prefix}ln2", x, dtype)
+            h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=True)
+            return x + _dense(weights, f"{prefix}ffn.out", h, dtype)
+        return encoder
 
-    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        x = tf.cast(x, dtype)
-        for i in range(spec.layers):
-            x = block(weights, f"block{i}.", x, dtype)
-        pooled = tf.reduce_mean(x, axis=1)
+    def head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        pooled = tf.reduce_mean(tf.cast(x, dtype), axis=1)
         return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
+    return [*(block(f"block{i}.") for i in range(spec.layers)), head]
+
+
+def sequential(layers: list[Layer]) -> Forward:
+    """The forward that applies `layers` in turn."""
+    def forward(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        for layer in layers:
+            x = layer(weights, x, dtype)
+        return x
     return forward
+
+
+def mlp_forward(spec: Mlp) -> Forward:
+    return sequential(mlp_layers(spec))
+
+
+def cnn_forward(spec: ResidualCnn) -> Forward:
+    return sequential(cnn_layers(spec))
+
+
+def transformer_forward(spec: TransformerBlock) -> Forward:
+    return sequential(transformer_layers(spec))
 
 
 def _logits_dtype(dtype: tf.DType) -> tf.DType:
@@ -176,6 +209,21 @@ def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forw
         raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in FORWARDS)}) "
                           f"and user models with a tf builder; {spec.name!r} has no TF forward here")
     return FORWARDS[type(spec)](spec)
+
+
+#: The built-in models as sequences of layers: what model and pipeline parallelism split.
+LAYERS: dict[type[ModelSpec], Callable[..., list[Layer]]] = {
+    Mlp: mlp_layers, ResidualCnn: cnn_layers, TransformerBlock: transformer_layers}
+
+
+def layer_forwards(spec: ModelSpec) -> list[Layer]:
+    """The spec's layers in order, one per `suites.strategies.stages.layer_names(spec)` (their
+    composition is `build_forward(spec)`); raises Unsupported for a model with no such sequence
+    here (a user's Keras model)."""
+    if type(spec) not in LAYERS:
+        raise Unsupported(f"model {getattr(spec, 'model_name', spec.name)!r} has no TF layer sequence to split over devices "
+                          f"(built-in: {', '.join(m.name for m in LAYERS)})")
+    return LAYERS[type(spec)](spec)
 
 
 def summed_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

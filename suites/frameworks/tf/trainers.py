@@ -70,10 +70,12 @@ class Trainer(ABC):
         self._step = tf.function(lambda batch: self._train_step(batch)[0])
         self._checked_step = tf.function(self._train_step)
 
-    def _variables_on(self, device: str | None) -> dict[str, tf.Variable]:
+    def _variables_on(self, device: str | None,
+                      weights: Mapping[str, np.ndarray] | None = None) -> dict[str, tf.Variable]:
+        """Variables of `weights` (default: all of the model's) on `device`."""
         with tf.device(device):
             return {name: tf.Variable(value.astype(self.setup.variable_dtype.as_numpy_dtype), name=name)
-                    for name, value in self.setup.weights.items()}
+                    for name, value in (self.setup.weights if weights is None else weights).items()}
 
     def _slots_of(self, variables: Mapping[str, tf.Variable]) -> dict[str, Slots]:
         """The optimizer's state for one copy of the variables, created in the caller's scope

@@ -17,8 +17,8 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.torch.base import TorchStrategy
-from suites.strategies.torch.pipeline import (layer_sizes, layers_reason, per_device_state, split_layers,
-                                             stage_layers)
+from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
+from suites.strategies.torch.pipeline import stage_layers
 from suites.workloads import workload_of
 
 if TYPE_CHECKING:

@@ -1,0 +1,68 @@
+"""TF `model_parallel`: the classic TF multi-device model parallelism, in one process.
+
+The model's layers are split into contiguous groups as every `pipeline` splits them (balanced
+by parameter count, `suites.strategies.stages`); group k's variables and ops are placed on
+device k with `tf.device` — GPUs for real, logical CPU devices when emulated (set before TF
+initialises, so a case runs in a fresh process) — and the activations flow from device to
+device, forward and back. The whole batch goes through at once: one device busy at a time.
+It is `pipeline` with one micro-batch (`suites.frameworks.tf.staged.StagedTrainer`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import Launch
+from suites.strategies.stages import layers_reason, per_device_state, stage_split
+from suites.strategies.tf.base import TfStrategy, param
+from suites.workloads import workload_of
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from suites.frameworks.tf.trainers import Trainer, TrainingSetup
+    from suites.kept.devices import DeviceInfo
+
+
+class ModelParallel(TfStrategy):
+    strategy = Strategy.MODEL_PARALLEL
+    launch = Launch.ISOLATED
+    #: The process holds every device of the case (one stage each), which TF must be told
+    #: about before it initialises.
+    replicas_in_process = True
+
+    def microbatches(self, case: Case) -> int:
+        return 1
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        what = str(self.strategy)
+        if case.n_devices < 2:
+            return (f"{what} over one device runs the whole model there (strategy 'single' "
+                    "times that)")
+        if case.device is DeviceKind.GPU and device.count < case.n_devices:
+            return (f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; "
+                    f"{device.count} visible")
+        if param(case, "placement", "replicated") == "param_server":
+            return (f"placement 'param_server' is a towers layout; {what} places each layer "
+                    "group's variables on its own device")
+        return layers_reason(case, case.n_devices, f"{what} over {case.n_devices} devices")
+
+    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf.distribute import replica_devices
+        from suites.frameworks.tf.staged import StagedTrainer
+
+        return StagedTrainer(setup, replica_devices(case), self.microbatches(case))
+
+    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
+        split = stage_split(workload_of(case).model, case.n_devices)
+        return f"{self.strategy} ({split}; {self.microbatches(case)} micro-batch(es))"
+
+    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+        """The device holding the largest group: its layers' parameters, gradients and
+        optimizer states (the largest is the one that must fit)."""
+        return per_device_state(workload_of(case).model, case.n_devices, 1, parameters, optimizer_states)
+
+
+PLUGIN = ModelParallel()
