@@ -157,7 +157,7 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
                        if workload.param(name) or name in own_params[framework, strategy]})
             for framework, device, strategy, precision, count, params in itertools.product(
                 frameworks, devices, strategies, precisions, counts, points)
-            if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy))))
+            if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy), workload)))
         if not added:  # a suite always has cases: `run` and `list` rely on it
             raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
                                            f"parameter is an empty list; give each at least one value")

@@ -72,11 +72,14 @@ def devices_of(strategy: Strategy) -> frozenset[DeviceKind]:
     return frozenset().union(*(plugin.devices for plugin in plugins_of(strategy)))
 
 
-def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy) -> bool:
-    """Whether a case of this framework, device kind and strategy exists at all; whether it
-    runs on this machine is `suites.run.availability`'s question."""
+def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy,
+                   workload: type["Workload"] | None = None) -> bool:
+    """Whether a case of this framework, device kind and strategy (and, where given, workload:
+    torch `towers` splits a matmul, TF `towers` also trains) exists at all; whether it runs on
+    this machine is `suites.run.availability`'s question."""
     plugin = find_plugin(framework, strategy)
-    return plugin is not None and device in plugin.devices
+    return (plugin is not None and device in plugin.devices
+            and (workload is None or plugin.applies_to(workload)))
 
 
 def strategy_params(framework: Framework, strategy: Strategy) -> dict[str, "Param"]:

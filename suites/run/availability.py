@@ -5,6 +5,7 @@ from suites.cases.case import Case
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
+from suites.workloads import workload_of
 
 
 class Unsupported(Exception):
@@ -15,8 +16,6 @@ class Unsupported(Exception):
 def unavailable_reason(case: Case) -> str | None:
     if not framework_installed(case.framework):
         return not_installed_reason(case.framework)
-    from suites.workloads import workload_of
-
     reason = workload_of(case).unavailable_reason()
     if reason:
         return reason
@@ -64,4 +63,6 @@ def strategy_reason(case: Case, device: DeviceInfo) -> str | None:
         plugin = plugin_for(case)
     except NoSuchStrategy as error:
         return str(error)
+    if not plugin.applies_to(type(workload_of(case))):  # a case made outside a grid
+        return f"{case.framework} strategy '{case.strategy}' does not apply to {case.workload}"
     return plugin.unavailable_reason(case, device)

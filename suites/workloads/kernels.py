@@ -75,6 +75,12 @@ class Matmul(Workload):
         m, n, k = (int(self.p[x]) for x in "mnk")
         return m * k + k * n
 
+    def split_problem(self, parts: int, what: str) -> str | None:
+        """A matmul split over devices (`towers`) is split along K."""
+        if int(self.p["k"]) % parts:
+            return f"k = {self.p['k']} does not split evenly over {parts} {what}"
+        return None
+
     @staticmethod
     def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a.astype(np.float64) @ b.astype(np.float64)

@@ -2,17 +2,22 @@
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 import numpy as np
 
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
+from suites.cases.strategy_plugins import plugin_for
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
+
+#: Where a split matmul adds its partial products: the host CPU, as the classic examples do.
+HOST_CPU = "/CPU:0"
 
 
 class _TfKernel(Runnable):
@@ -35,16 +40,30 @@ class _TfKernel(Runnable):
 
 
 class TfMatmul(_TfKernel):
+    """A @ B on the case's device; or, where the strategy splits it (`towers`:
+    `TfStrategy.kernel_devices`), the classic multi-device matmul: K cut into one slice per
+    device, each device computing A[:, slice] @ B[slice, :], the partial products added on the
+    host CPU with `tf.add_n`."""
+
     workload: Matmul
 
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        draw = lambda shape: backend.to_device(  # noqa: E731
-            self.rng.standard_normal(shape, dtype=np.float32), self.device, self.dtype)
-        self.a = [draw((m, k)) for _ in range(self.copies)]
-        self.b = [draw((k, n)) for _ in range(self.copies)]
-        self.fn = tf.function(tf.linalg.matmul)
+        devices = plugin_for(self.case).kernel_devices(self.case) or [self.device]
+        #: One (A, B) pair of parts per device, for each rotated copy.
+        def draw(shape: tuple[int, int], axis: int) -> tuple[tf.Tensor, ...]:
+            parts = np.split(self.rng.standard_normal(shape, dtype=np.float32), len(devices), axis=axis)
+            return tuple(backend.to_device(part, device, self.dtype) for part, device in zip(parts, devices))
+
+        self.a = [draw((m, k), axis=1) for _ in range(self.copies)]
+        self.b = [draw((k, n), axis=0) for _ in range(self.copies)]
+        if len(devices) == 1:
+            self.fn = tf.function(lambda a, b: tf.linalg.matmul(a[0], b[0]))
+        else:
+            self.details["split"] = (f"k = {k} split over {', '.join(devices)}; partial products "
+                                     f"added on {HOST_CPU} (tf.add_n)")
+            self.fn = tf.function(split_matmul(devices, HOST_CPU))
 
     def step(self) -> None:
         i = next(self._order)
@@ -54,9 +73,21 @@ class TfMatmul(_TfKernel):
     def check(self) -> Check:
         with tf.device(self.device):
             out = self.fn(self.a[0], self.b[0])[:CHECK_ROWS]
-            rows = self.a[0][:CHECK_ROWS]
-        reference = Matmul.reference(backend.to_numpy(rows), backend.to_numpy(self.b[0]))
-        return against_reference(backend.to_numpy(out), reference, self.case.precision)
+        rows = np.concatenate([backend.to_numpy(part[:CHECK_ROWS]) for part in self.a[0]], axis=1)
+        columns = np.concatenate([backend.to_numpy(part) for part in self.b[0]], axis=0)
+        return against_reference(backend.to_numpy(out), Matmul.reference(rows, columns), self.case.precision)
+
+
+def split_matmul(devices: list[str], host: str) -> Callable[[tuple[tf.Tensor, ...], tuple[tf.Tensor, ...]], tf.Tensor]:
+    """sum_i A_i @ B_i: part i's product on `devices[i]`, the sum on `host`."""
+    def matmul(a_parts: tuple[tf.Tensor, ...], b_parts: tuple[tf.Tensor, ...]) -> tf.Tensor:
+        partials = []
+        for device, a, b in zip(devices, a_parts, b_parts):
+            with tf.device(device):
+                partials.append(tf.linalg.matmul(a, b))
+        with tf.device(host):
+            return tf.add_n(partials)
+    return matmul
 
 
 class TfConv2d(_TfKernel):

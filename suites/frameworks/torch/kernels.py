@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 import torch
 
+from suites.cases.strategy_plugins import plugin_for
 from suites.frameworks.torch import backend
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
@@ -41,26 +43,90 @@ class _TorchKernel(Runnable):
 
 
 class TorchMatmul(_TorchKernel):
+    """A @ B on the case's device; or, where the strategy splits it (`towers`:
+    `TorchStrategy.kernel_devices`), the classic multi-GPU matmul (`SplitMatmul`)."""
+
     workload: Matmul
+    device_state = (*_TorchKernel.device_state, "split")
+    #: The split over several GPUs, where the strategy asks for one.
+    split: "SplitMatmul | None" = None
 
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
+        devices = plugin_for(self.case).kernel_devices(self.case)
+        if devices:
+            self._setup_split(m, n, k, devices)
+            return
         draw = lambda shape: backend.to_device(  # noqa: E731
             self.rng.standard_normal(shape, dtype=np.float32), self.device, self.dtype)
         self.a = [draw((m, k)) for _ in range(self.copies)]
         self.b = [draw((k, n)) for _ in range(self.copies)]
         self.out = torch.empty((m, n), device=self.device, dtype=self.dtype)
 
+    def _setup_split(self, m: int, n: int, k: int, devices: list[torch.device]) -> None:
+        """A and B cut along K, part i on devices[i] (one list of parts per rotated copy)."""
+        def draw(shape: tuple[int, int], axis: int) -> list[torch.Tensor]:
+            parts = np.split(self.rng.standard_normal(shape, dtype=np.float32), len(devices), axis=axis)
+            return [backend.to_device(part, device, self.dtype) for part, device in zip(parts, devices)]
+
+        self.a = [draw((m, k), axis=1) for _ in range(self.copies)]
+        self.b = [draw((k, n), axis=0) for _ in range(self.copies)]
+        self.split = SplitMatmul(devices, (m, n), self.dtype)
+        for device in devices:  # the inputs, copied on each device's default stream, are there
+            backend.synchronize(device)
+        self.details["split"] = (f"k = {k} split over {', '.join(map(str, devices))}, one CUDA stream "
+                                 "each; partial products added on the host CPU")
+
     def step(self) -> None:
         i = next(self._order)
-        torch.mm(self.a[i], self.b[i], out=self.out)
+        if self.split is not None:
+            self.split(self.a[i], self.b[i])
+        else:
+            torch.mm(self.a[i], self.b[i], out=self.out)
 
     def check(self) -> Check:
-        torch.mm(self.a[0], self.b[0], out=self.out)
         rows = slice(0, CHECK_ROWS)
-        reference = Matmul.reference(backend.to_numpy(self.a[0][rows]), backend.to_numpy(self.b[0]))
-        return against_reference(backend.to_numpy(self.out[rows]), reference, self.case.precision)
+        if self.split is not None:
+            out = self.split(self.a[0], self.b[0])
+            a = np.concatenate([backend.to_numpy(part[rows]) for part in self.a[0]], axis=1)
+            b = np.concatenate([backend.to_numpy(part) for part in self.b[0]], axis=0)
+        else:
+            out = torch.mm(self.a[0], self.b[0], out=self.out)
+            a, b = backend.to_numpy(self.a[0][rows]), backend.to_numpy(self.b[0])
+        return against_reference(backend.to_numpy(out[rows]), Matmul.reference(a, b), self.case.precision)
+
+
+class SplitMatmul:
+    """sum_i A_i @ B_i: part i multiplied on devices[i] on a CUDA stream of its own and copied,
+    without blocking, to pinned host memory; the host adds the partials once every stream has
+    finished (the classic multi-GPU matmul, with partial results summed on the CPU).
+
+    `stream` makes a device's stream and `on_stream` enters it (`torch.cuda.Stream`,
+    `torch.cuda.stream`, which also makes the stream's device current); a test passes fakes to
+    run the same code on the CPU."""
+
+    def __init__(self, devices: list[torch.device], shape: tuple[int, int], dtype: torch.dtype,
+                 stream: Callable[[torch.device], Any] = lambda device: torch.cuda.Stream(device=device),
+                 on_stream: Callable[[Any], ContextManager[Any]] = torch.cuda.stream) -> None:
+        self.streams = [stream(device) for device in devices]
+        self.on_stream = on_stream
+        self.partials = [torch.empty(shape, device=device, dtype=dtype) for device in devices]
+        pinned = all(device.type == "cuda" for device in devices)  # pinning needs CUDA
+        self.host = [torch.empty(shape, dtype=dtype, pin_memory=pinned) for _ in devices]
+        self.out = torch.empty(shape, dtype=dtype)
+
+    def __call__(self, a_parts: list[torch.Tensor], b_parts: list[torch.Tensor]) -> torch.Tensor:
+        for stream, a, b, partial, host in zip(self.streams, a_parts, b_parts, self.partials, self.host):
+            with self.on_stream(stream):
+                torch.mm(a, b, out=partial)
+                host.copy_(partial, non_blocking=True)
+        for stream in self.streams:
+            stream.synchronize()
+        self.out.copy_(self.host[0])
+        for host in self.host[1:]:
+            self.out.add_(host)
+        return self.out
 
 
 class TorchConv2d(_TorchKernel):

@@ -49,6 +49,11 @@ class TfStrategy(StrategyPlugin):
         """The layout, as the numerics check's detail names it."""
         return str(self.strategy)
 
+    def kernel_devices(self, case: Case) -> list[str] | None:
+        """The devices a kernel case's work is split over (`towers`: the matmul's K), or None:
+        the kernel runs whole on the case's device."""
+        return None
+
     def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
         """The all-reduce an allreduce case of this strategy runs, for its check's detail."""
         raise NotImplementedError(f"{self.strategy} has no TF all-reduce")

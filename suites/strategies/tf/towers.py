@@ -4,6 +4,10 @@ The global batch is split over the towers (`tf.device` scopes); the towers' grad
 averaged, either on a parameter device that holds the variables (`placement =
 "param_server"`) or by every tower, each updating its own copy (`"replicated"`). On a CPU the
 towers are logical devices, set before TF initialises, so a case runs in a fresh process.
+
+A `matmul` case with `towers` is the classic multi-device matmul: K is cut into one slice per
+tower, each tower computes its partial product A[:, slice] @ B[slice, :], and the partials are
+added on the host CPU with `tf.add_n` (`suites.frameworks.tf.kernels.TfMatmul`).
 """
 from __future__ import annotations
 
@@ -13,21 +17,33 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason
+from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
     from suites.kept.devices import DeviceInfo
+    from suites.workloads.base import Workload
 
 
 class Towers(TfStrategy):
     strategy = Strategy.TOWERS
+    kinds = frozenset({"training", "kernel"})
     launch = Launch.ISOLATED
     replicas_in_process = True
 
+    def applies_to(self, workload: type["Workload"]) -> bool:
+        """Training steps, and of the kernels the matmul (split over K)."""
+        return workload.kind == "training" or issubclass(workload, Matmul)
+
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         return replicas_reason(case, device, "towers")
+
+    def kernel_devices(self, case: Case) -> list[str]:
+        from suites.frameworks.tf.distribute import replica_devices
+
+        return replica_devices(case)
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":

@@ -33,6 +33,11 @@ class TorchStrategy(StrategyPlugin):
         """The module a training step calls: the model itself, or the strategy's wrapper."""
         return model
 
+    def kernel_devices(self, case: Case) -> list["torch.device"] | None:
+        """The devices a kernel case's work is split over (`towers`: the matmul's K), or None:
+        the kernel runs whole on the case's device."""
+        return None
+
     def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
         """Every device this process's step runs work on: what the runnable's `synchronize`
         waits for before the timer reads its clock. One process, one device by default."""

@@ -1,0 +1,58 @@
+"""torch `towers`: the classic multi-GPU split matmul, in one process.
+
+A `matmul` case's K is cut into one slice per GPU; GPU i computes its partial product
+A[:, slice] @ B[slice, :] on a `torch.cuda.Stream` of its own, copies it to pinned host memory
+without blocking, and the host adds the partials once every stream has finished — TF `towers`'
+split matmul (partials added on the CPU with `tf.add_n`), written with torch's streams
+(`suites.frameworks.torch.kernels.TorchMatmul`). Training data parallelism in torch is
+`dataparallel` / `ddp`, so this strategy applies to the matmul only.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.strategies.base import split_reason
+from suites.strategies.torch.base import TorchStrategy
+from suites.workloads.kernels import Matmul
+
+if TYPE_CHECKING:
+    import torch
+
+    from suites.kept.devices import DeviceInfo
+    from suites.workloads.base import Workload
+
+TOWERS_ON_CPU = ("torch towers splits the matmul over CUDA devices, each computing on its own "
+                 "torch.cuda stream; torch has no logical CPU devices to split a CPU into (TF "
+                 "towers emulates the split on logical CPU devices)")
+
+
+class Towers(TorchStrategy):
+    strategy = Strategy.TOWERS
+    kinds = frozenset({"kernel"})
+
+    def applies_to(self, workload: type["Workload"]) -> bool:
+        return issubclass(workload, Matmul)
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        if case.device is not DeviceKind.GPU:
+            return TOWERS_ON_CPU if case.device is DeviceKind.CPU else (
+                f"torch towers splits the matmul over CUDA devices; {case.device} is not one")
+        if device.count < case.n_devices:
+            return (f"towers over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; "
+                    f"{device.count} visible")
+        return split_reason(case, "GPUs")
+
+    def emulated(self, case: Case) -> bool:
+        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
+        return False
+
+    def kernel_devices(self, case: Case) -> list["torch.device"]:
+        """The first `n_devices` visible GPUs."""
+        import torch
+
+        return [torch.device("cuda", index) for index in range(case.n_devices)]
+
+
+PLUGIN = Towers()
