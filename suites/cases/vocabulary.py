@@ -43,6 +43,8 @@ class Strategy(_Named):
     FSDP_TENSOR = "fsdp_tensor"
     PIPELINE = "pipeline"
     MODEL_PARALLEL = "model_parallel"
+    PARAMETER_SERVER = "parameter_server"
+    HOROVOD = "horovod"
 
 
 class Precision(_Named):

@@ -192,8 +192,11 @@ _KINDS = ("cpu", "gpu")
 
 def gather_peaks(runnable: "Runnable", peaks: list[MemoryPeak]) -> tuple[MemoryPeak, ...]:
     """Every rank's peaks, in rank order, through the runnable's float `gather` (a collective:
-    every rank calls it, whatever its own number of devices). One process: its own peaks."""
+    every rank calls it, whatever its own number of devices). One process: its own peaks, as
+    its probe labelled them (a parameter-server chief's probe reads every task's)."""
     counts = [int(count) for count in runnable.gather(float(len(peaks)))]
+    if len(counts) == 1:
+        return tuple(sorted(peaks, key=lambda peak: (peak.rank, peak.device)))
     gathered: list[MemoryPeak] = []
     for index in range(max(counts, default=0)):
         mine = peaks[index] if index < len(peaks) else None

@@ -20,7 +20,8 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.run.execute import Outcome, execute_in_process, failed
+from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
+from suites.run.execute import Outcome, execute_in_process, failed, on_abandon
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
 from suites.workloads.user_model import load_plugins
 
@@ -30,23 +31,17 @@ TORCHRUN_SUITE = "torchrun"
 CASE_FAILED_EXIT = 1
 
 
-def this_rank() -> int:
-    """This process's rank (0 for a single, isolated worker)."""
-    return int(os.environ.get("RANK", "0"))
-
-
-def outcome_path(out: Path) -> Path:
+def outcome_path(out: Path, rank: int) -> Path:
     """Where this process writes its outcome. parbench's own launcher gives every rank its own
     --out; torchrun starts every rank with the same command line (and sets TORCHELASTIC_RUN_ID),
     so there rank 0 writes OUT and rank r > 0 writes OUT.rank<r>."""
-    rank = this_rank()
     if "TORCHELASTIC_RUN_ID" in os.environ and rank > 0:
         return out.with_name(f"{out.name}.rank{rank}")
     return out
 
 
-def write_outcome(outcome: Outcome, out: Path) -> None:
-    out = outcome_path(out)
+def write_outcome(outcome: Outcome, out: Path, rank: int = 0) -> None:
+    out = outcome_path(out, rank)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(outcome.to_dict()))
     tmp.replace(out)  # the launcher never sees half a file
@@ -88,31 +83,43 @@ def main() -> None:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
     if args.out is None and args.results is None:
         parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
-    stores = args.results is not None and this_rank() == 0
     try:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))
         timing = TimingConfig.from_mapping(json.loads(args.timing))
+        plugin = plugin_for(case)
+        rank = plugin.this_rank(case)
+        stores = args.results is not None and rank == 0
         if stores:
             from suites.kept.store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
-    except (UserError, ValueError, TypeError) as error:
+    except (UserError, NoSuchStrategy, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
     load_plugins()  # user models registered by the parent process
+
+    def finish(outcome: Outcome) -> None:
+        if pinned:
+            outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
+        if args.out is not None:
+            write_outcome(outcome, args.out, rank)
+        if stores:
+            path = store_record(case, outcome, timing, args.results, args.suite, args.label)
+            print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
+
+    on_abandon(finish)  # a rendezvous that never forms ends the process from another thread
     try:
-        outcome: Outcome = execute_in_process(case, timing)
+        served = plugin.serve(case)
+        outcome: Outcome = (Outcome(Status.OK, "served the case's cluster") if served
+                            else execute_in_process(case, timing))
     except Exception as error:  # anything outside the runnable's own stages
-        outcome = failed(error, "worker")
-    if pinned:
-        outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
-    if args.out is not None:
-        write_outcome(outcome, args.out)
-    if stores:
-        path = store_record(case, outcome, timing, args.results, args.suite, args.label)
-        print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
+        served, outcome = False, failed(error, "worker")
+    finish(outcome)
     if outcome.status is Status.FAILED:
-        print(f"parbench worker: rank {this_rank()}: {outcome.reason}", file=sys.stderr, flush=True)
+        print(f"parbench worker: rank {rank}: {outcome.reason}", file=sys.stderr, flush=True)
         sys.exit(CASE_FAILED_EXIT)
+    if served:  # a TF server cannot be stopped, and may hold up the interpreter's exit
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What every strategy plugin declares, framework-neutral, and the ways a case can launch."""
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -101,6 +102,19 @@ class StrategyPlugin:
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
                 "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size)}
+
+    def this_rank(self, case: Case) -> int:
+        """This process's rank among the case's processes, from the environment its launcher
+        (parbench's, torchrun, or a user's on each machine) gave it: torchrun's RANK by default,
+        0 for a lone process. Rank 0 reports the case and stores its record."""
+        return int(os.environ.get("RANK", "0"))
+
+    def serve(self, case: Case) -> bool:
+        """In a process of the case that only serves the others (a parameter-server cluster's
+        workers and parameter servers, which the chief drives), serve until the case is over
+        and return True; raise if the case's processes never met. A process that runs the case
+        itself returns False at once (the default)."""
+        return False
 
     # --- analytic figures of the strategy ----------------------------------------------------
     def bubble_fraction(self, case: Case) -> float | None:

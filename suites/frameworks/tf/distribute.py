@@ -18,13 +18,17 @@ Which GPUs TF sees, fixed when it initialises:
   explicitly (and its check reads back on the host), and with soft placement off (below) TF
   cannot move one to the GPU.
 
-Soft device placement is off for every case: an op that has no kernel on the device it was
+Soft device placement is off for every case but `parameter_server`'s (see its plugin): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
+
+import numpy as np
 
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
@@ -66,7 +70,7 @@ def configure_runtime(case: Case) -> None:
             pass  # already initialised
     if case.device is DeviceKind.CPU and plugin_for(case).replicas_in_process and case.n_devices > 1:
         _split_cpu(case.n_devices)
-    tf.config.set_soft_device_placement(False)
+    tf.config.set_soft_device_placement(not plugin_for(case).strict_placement)
 
 
 def visible_gpu_count(case: Case) -> int:
@@ -114,6 +118,12 @@ def replica_devices(case: Case) -> list[str]:
     return [f"/{kind}:{index}" for index in range(count)]
 
 
+def this_task_index() -> int:
+    """This worker's index in TF_CONFIG (0 without one)."""
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    return int(config.get("task", {}).get("index", 0))
+
+
 def host_cpu(strategy: tf.distribute.Strategy | None) -> str:
     """This process's host CPU, named so that it matches one device. In a multi-worker cluster
     "/CPU:0" matches every worker's CPU: a function placed there fails under strict placement
@@ -146,6 +156,10 @@ class Lockstep:
     def barrier(self) -> None:
         self.agree(0.0)
 
+    def machines(self) -> list[dict[str, Any]] | None:
+        """Every process's provenance, in rank order; one process: None (the record's own)."""
+        return None
+
 
 class WorkerLockstep(Lockstep):
     """The lockstep of a multi-worker case.
@@ -168,9 +182,36 @@ class WorkerLockstep(Lockstep):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution, args=(value,)),
                                    axis=None)
 
+        @tf.function
+        def every_replica_row(row: tf.Tensor) -> tf.Tensor:
+            def contribution_row(row: tf.Tensor) -> tf.Tensor:
+                replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+                return tf.one_hot(replica, replicas, dtype=tf.float64)[:, None] * row[None, :]
+
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution_row, args=(row,)),
+                                    axis=None)
+
         self._every_replica_value = every_replica_value
+        self._every_replica_row = every_replica_row
 
     def gather(self, value: float) -> tuple[float, ...]:
         """Every worker's `value`, in task order."""
         values = self._every_replica_value(tf.constant(value, tf.float64)).numpy()
         return tuple(float(v) for v in values[::self._per_worker])
+
+    def gather_bytes(self, data: bytes) -> list[bytes]:
+        """Every worker's `data`, in task order: its length, then its bytes, each through the
+        same one-slot-per-replica all-reduce as `gather` (float64 holds a byte exactly)."""
+        lengths = [int(length) for length in self.gather(float(len(data)))]
+        row = np.zeros(max(lengths), np.float64)
+        row[:len(data)] = np.frombuffer(data, np.uint8)
+        rows = self._every_replica_row(tf.constant(row)).numpy()[::self._per_worker]
+        return [bytes(r[:length].astype(np.uint8)) for r, length in zip(rows, lengths)]
+
+    def machines(self) -> list[dict[str, Any]] | None:
+        """Every worker's provenance (its machine, CPU, libraries, ...), in task order."""
+        from suites.kept.provenance import environment
+
+        rank = this_task_index()
+        mine = json.dumps({"task": f"worker {rank}", **environment()}).encode()
+        return [json.loads(data) for data in self.gather_bytes(mine)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import build_forward, summed_loss
 from suites.frameworks.tf.optimizers import Slots, optimizer_for
 from suites.workloads.training import NUM_CLASSES, ModelSpec
+
+if TYPE_CHECKING:
+    from suites.run.memory import MemoryProbe
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
 
@@ -157,6 +160,14 @@ class Trainer(ABC):
 
     def agree(self, value: float) -> float:
         return self.lockstep.agree(value)
+
+    def memory_probe(self) -> "MemoryProbe | None":
+        """The layout's own memory probe (a cluster's: every task's); None: the runnable's."""
+        return None
+
+    def machines(self) -> list[dict[str, Any]] | None:
+        """The provenance of every process of a multi-process case, on rank 0; None: one process."""
+        return self.lockstep.machines()
 
 
 def _numpy(tensors: Mapping[str, tf.Tensor] | list[tf.Tensor], names: list[str]) -> dict[str, np.ndarray]:

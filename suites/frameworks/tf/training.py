@@ -66,6 +66,9 @@ class TfTrainStep(Runnable):
         self.trainer = self.plugin.trainer(self._training_setup(
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
             self.case, self.p, strategy)
+        machines = self.trainer.machines()
+        if machines:
+            self.details["machines"] = machines  # every process's provenance (rank 0 stores it)
         sample_bytes = int(np.prod(self.spec.input_shape)) * 4
         count = batch_rotation_count(sample_bytes * self.workload.per_device_batch)
         self.batches = [self.trainer.random_batch(DATA_SEED + i) for i in range(count)]
@@ -93,11 +96,17 @@ class TfTrainStep(Runnable):
 
     def memory_probe(self) -> MemoryProbe:
         """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set."""
-        return tf_memory.memory_probe(replica_devices(self.case), self.memory_baseline)
+        return (self.trainer.memory_probe()
+                or tf_memory.memory_probe(replica_devices(self.case), self.memory_baseline))
 
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:
-        check = self._loss_trajectory_check() if self.case.precision in MIXED else self._gradient_check()
+        if self.case.precision in MIXED:
+            check = self._loss_trajectory_check()
+        elif getattr(self.trainer, "asynchronous", False):
+            check = self._worker_updates_check()
+        else:
+            check = self._gradient_check()
         copies = self.trainer.weight_copies()
         return self._copies_diverged(copies) or replace(
             check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
@@ -119,6 +128,31 @@ class TfTrainStep(Runnable):
         checks = [gradients_against_reference(copy, reference, self.case.precision, detail)
                   for copy in copies]
         return max(checks, key=lambda check: check.value)
+
+    def _worker_updates_check(self) -> Check:
+        """Asynchronous training (a parameter server): one update per worker, each on its own
+        rows of the check batch; every update's gradient against the float64 gradient of its
+        own rows' mean loss at the weights that update read. The update that runs first reads
+        the initial weights (with one worker the updates run in turn, and the first is
+        single-device training's first step)."""
+        x, y = self.spec.make_batch(self.workload.global_batch, CHECK_SEED)
+        updates = self.trainer.worker_updates(self.trainer.numpy_batch(x, y))
+        checks, fresh = [], 0
+        for update in updates:
+            fresh += all(np.array_equal(update.weights[name], self.weights[name]) for name in self.weights)
+            setup = replace(self._training_setup(tf.float64, LossScaling(False), tf.float64),
+                            weights=update.weights, global_batch=update.rows.stop - update.rows.start)
+            reference = SingleDeviceTrainer(setup, self.reference_device)
+            _, (gradient,) = reference.checked_step(reference.numpy_batch(x[update.rows], y[update.rows]))
+            checks.append(gradients_against_reference(update.gradients, gradient, self.case.precision,
+                                                      ""))
+        worst = max(checks, key=lambda check: check.value)
+        detail = (f"{self._describe()}: each of {len(updates)} update(s) vs the float64 gradient of its "
+                  f"own batch of {self.trainer.local_batch} at the weights it read "
+                  f"({fresh} read the initial weights; {worst.detail})")
+        if not fresh:  # the update that ran first must have read them
+            return replace(worst, passed=False, detail=f"no update read the initial weights; {detail}")
+        return replace(worst, detail=detail)
 
     def _loss_trajectory_check(self) -> Check:
         """Losses of the first steps against the fp32 single-device trajectory on the same

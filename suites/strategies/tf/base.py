@@ -4,11 +4,14 @@ The hooks import TensorFlow when called, never at import: rules are read without
 """
 from __future__ import annotations
 
+import json
+import os
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Precision
-from suites.strategies.base import StrategyPlugin, split_reason
+from suites.errors import UserError
+from suites.strategies.base import Launch, StrategyPlugin, split_reason
 from suites.workloads import workload_of
 
 if TYPE_CHECKING:
@@ -29,6 +32,9 @@ class TfStrategy(StrategyPlugin):
     replicas_in_process: ClassVar[bool] = False
     #: Processes meet once per timed block (barrier to barrier), so blocks are made longer.
     coordinated: ClassVar[bool] = False
+    #: Soft device placement off: an op without a kernel on its device fails instead of
+    #: running, unrecorded, on another (`suites.frameworks.tf.distribute`).
+    strict_placement: ClassVar[bool] = True
 
     def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy | None":
         """The case's `tf.distribute` strategy; None where the strategy needs none."""
@@ -116,3 +122,92 @@ def nccl_bf16_reason(case: Case, what: str) -> str | None:
             and param(case, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None
+
+
+#: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
+#: the workers, the parameter servers.
+CLUSTER_JOBS = ("chief", "worker", "ps")
+
+
+def read_tf_config() -> dict[str, Any] | None:
+    """TF_CONFIG as a mapping, None where it is not set; a malformed one is a `UserError`."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+        cluster, task = config["cluster"], config["task"]
+        if not isinstance(cluster, dict) or task["type"] not in cluster:
+            raise KeyError(f"task type {task['type']!r} has no job in the cluster")
+        if not 0 <= int(task["index"]) < len(cluster[task["type"]]):
+            raise KeyError(f"task index {task['index']} is outside job {task['type']!r}")
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"TF_CONFIG is not a cluster spec with this task in it ({error}); set it to "
+                        '{"cluster": {"worker": ["HOST:PORT", ...]}, "task": {"type": "worker", "index": I}}'
+                        ) from None
+    return config
+
+
+def tf_config_rank(config: Mapping[str, Any]) -> int:
+    """A task's rank: its place in the cluster, jobs in `CLUSTER_JOBS` order."""
+    cluster, task = config["cluster"], config["task"]
+    rank = 0
+    for job in CLUSTER_JOBS:
+        if job == task["type"]:
+            return rank + int(task["index"])
+        rank += len(cluster.get(job, ()))
+    raise UserError(f"TF_CONFIG: task type {task['type']!r} is not one of {', '.join(CLUSTER_JOBS)}")
+
+
+class ClusterStrategy(DistributeStrategy):
+    """A strategy over processes joined by TF_CONFIG: parbench's launcher starts them on
+    127.0.0.1 with ports picked at run time (`rank_env`); across machines a user starts
+    `python -m suites.worker --case ID` on each with their own TF_CONFIG (`this_rank`)."""
+
+    launch = Launch.RANKS
+    coordinated = True
+
+    def cluster_jobs(self, case: Case) -> dict[str, int]:
+        """How many tasks of each job the case's cluster has."""
+        raise NotImplementedError
+
+    def processes(self, case: Case) -> int:
+        return sum(self.cluster_jobs(case).values())
+
+    def ports_needed(self, case: Case) -> int:
+        return self.processes(case)  # one gRPC server per task
+
+    def task_of(self, case: Case, rank: int) -> tuple[str, int]:
+        """(job, index) of the task with `rank`."""
+        for job, count in self.cluster_jobs(case).items():
+            if rank < count:
+                return job, rank
+            rank -= count
+        raise ValueError(f"rank out of range for {case.id}")
+
+    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+        """TF_CONFIG naming every task and this one; on GPUs, one GPU per worker, none elsewhere."""
+        addresses = iter(f"127.0.0.1:{port}" for port in ports)
+        cluster = {job: [next(addresses) for _ in range(count)]
+                   for job, count in self.cluster_jobs(case).items() if count}
+        job, index = self.task_of(case, rank)
+        env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})}
+        if case.device is DeviceKind.GPU:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            gpus = visible.split(",") if visible else [str(i) for i in range(case.n_devices)]
+            env["CUDA_VISIBLE_DEVICES"] = gpus[index].strip() if job == "worker" else ""
+        return env
+
+    def this_rank(self, case: Case) -> int:
+        """From TF_CONFIG, checked against the case: its cluster must have the tasks the case
+        asks for (a mismatch is a `UserError` naming both)."""
+        config = read_tf_config()
+        if config is None:
+            return super().this_rank(case)
+        expected = {job: count for job, count in self.cluster_jobs(case).items() if count}
+        found = {job: len(config["cluster"].get(job, ())) for job in CLUSTER_JOBS
+                 if config["cluster"].get(job)}
+        if found != expected:
+            raise UserError(f"TF_CONFIG's cluster has {found or 'no tasks'}, but case {case.id} needs "
+                            f"{expected} ({self.strategy}: one worker per device)")
+        return tf_config_rank(config)

@@ -6,14 +6,11 @@ collective is NCCL on GPUs and ring (gRPC) on CPUs, or as the case's `backend` a
 """
 from __future__ import annotations
 
-import json
-import os
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.strategies.base import Launch
-from suites.strategies.tf.base import (TF_BACKENDS, DistributeStrategy, backend_reason,
+from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
                                        mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
@@ -23,30 +20,17 @@ if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
 
 
-class MultiWorker(DistributeStrategy):
+class MultiWorker(ClusterStrategy):
     strategy = Strategy.MULTIWORKER
     kinds = frozenset({"training", "collective"})
-    launch = Launch.RANKS
-    coordinated = True
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         what = "MultiWorkerMirroredStrategy"
         return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
                 or backend_reason(case, what, TF_BACKENDS) or nccl_bf16_reason(case, what))
 
-    def ports_needed(self, case: Case) -> int:
-        return self.processes(case)  # one gRPC server per worker
-
-    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
-        """TF_CONFIG naming every worker and this one's index; on GPUs, one GPU per worker."""
-        tf_config = {"cluster": {"worker": [f"127.0.0.1:{port}" for port in ports[:world_size]]},
-                     "task": {"type": "worker", "index": rank}}
-        env = {"TF_CONFIG": json.dumps(tf_config)}
-        if case.device is DeviceKind.GPU:
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            gpus = visible.split(",") if visible else [str(index) for index in range(world_size)]
-            env["CUDA_VISIBLE_DEVICES"] = gpus[rank].strip()
-        return env
+    def cluster_jobs(self, case: Case) -> dict[str, int]:
+        return {"worker": case.n_devices}
 
     def implementation(self, case: Case, backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
         import tensorflow as tf
@@ -61,13 +45,17 @@ class MultiWorker(DistributeStrategy):
         raise Unsupported(f"MultiWorkerMirroredStrategy has no {backend_name!r} collective")
 
     def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
-        """Reads TF_CONFIG (from `rank_env`); blocks until every worker has joined the cluster,
-        so the launcher's deadline is the rendezvous timeout."""
+        """Reads TF_CONFIG (from `rank_env`, or the user's on each machine); blocks until every
+        worker has joined the cluster, or ends the process when the rendezvous times out
+        (`suites.frameworks.tf.cluster.RendezvousWatchdog`)."""
         import tensorflow as tf
+
+        from suites.frameworks.tf.cluster import RendezvousWatchdog
 
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=self.implementation(case, backend_name))
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        with RendezvousWatchdog():
+            return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
     def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
         from suites.frameworks.tf.distribute import WorkerLockstep
