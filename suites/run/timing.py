@@ -200,7 +200,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
                            memory=_peaks(runnable, probe),
-                           energy=absent("cut short: no timed blocks to read energy over"))
+                           energy=absent(meter.reason or "cut short: no timed blocks to read energy over"))
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
