@@ -200,3 +200,18 @@ def test_on_a_machine_without_counters_the_record_says_why_and_has_no_energy_fig
     assert energy is not None and energy.devices == () and "/sys/class/powercap does not exist" in energy.reason
     assert not {"energy_j_per_step", "energy_watts", "samples_per_joule", "samples_per_kwh"} & set(stored.metrics)
     assert "samples_per_s" in record.metrics and "energy_per_device" not in stored.details
+
+
+def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, tmp_path):
+    import json
+
+    from suites.cases.vocabulary import Framework
+    from suites.frontends.cli import main
+    from suites.kept.devices import DeviceInfo
+
+    monkeypatch.setattr("suites.run.energy.POWERCAP", tmp_path / "no-powercap")
+    cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 2, ("Some CPU",))
+    monkeypatch.setattr("suites.frontends.commands.devices.discover_all", lambda: [cpu])
+    assert main(["devices", "--json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)
+    assert "no-powercap does not exist" in shown["energy_reason"]

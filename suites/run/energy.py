@@ -91,13 +91,13 @@ def rapl_delta_uj(start: int, end: int, max_range_uj: int | None) -> int:
 
 
 class RaplMeter(EnergyMeter):
-    """Every CPU package's RAPL counter under `root` (/sys/class/powercap)."""
+    """Every CPU package's RAPL counter under `root` (default `POWERCAP`)."""
 
-    def __init__(self, root: Path = POWERCAP, clock: Clock = time.monotonic) -> None:
+    def __init__(self, root: Path | None = None, clock: Clock = time.monotonic) -> None:
         self.clock = clock
         self.zones: list[RaplZone] = []
         self._started = 0.0
-        self.reason = self._find(Path(root))
+        self.reason = self._find(Path(root or POWERCAP))
 
     def _find(self, root: Path) -> str:
         if not root.is_dir():
