@@ -189,7 +189,8 @@ class PretendCpuCase(PretendDevice):
 
 @pytest.mark.skipif(Path("/sys/class/powercap").is_dir(), reason="this machine has a powercap tree")
 def test_on_a_machine_without_counters_the_record_says_why_and_has_no_energy_figures(tmp_path):
-    case = Case.make("conv2d", "torch", "cpu", params={"batch": 2, "h": 8, "w": 8, "cin": 4, "cout": 4})
+    # An all-reduce counts no FLOP, so nothing looks a peak up (no framework is imported).
+    case = Case.make("allreduce", "torch", "cpu", n_devices=2, params={"bytes": 4096})
     clock = FakeClock()
     measurement = measure(PretendCpuCase(clock, case), TINY, clock)
     context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TINY, label="here")
@@ -198,8 +199,8 @@ def test_on_a_machine_without_counters_the_record_says_why_and_has_no_energy_fig
     (stored,) = ResultsStore(tmp_path).load()
     energy = stored.measurement.energy
     assert energy is not None and energy.devices == () and "/sys/class/powercap does not exist" in energy.reason
-    assert not {"energy_j_per_step", "energy_watts", "samples_per_joule", "samples_per_kwh"} & set(stored.metrics)
-    assert "samples_per_s" in record.metrics and "energy_per_device" not in stored.details
+    assert not {"energy_j_per_step", "energy_watts", "gflop_per_joule"} & set(stored.metrics)
+    assert "busbw_gbs" in record.metrics and "energy_per_device" not in stored.details
 
 
 def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, tmp_path):
@@ -215,3 +216,27 @@ def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, t
     assert main(["devices", "--json"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)
     assert "no-powercap does not exist" in shown["energy_reason"]
+
+
+def test_every_ranks_gpu_readings_reach_rank_0_in_rank_order():
+    import threading
+
+    from suites.run.energy import gather_energy
+    from tests.test_memory import Rank, World
+
+    own = {0: [DeviceEnergy("gpu", 0, 12.5, 2.0, "nvml_counter")],
+           1: [DeviceEnergy("gpu", 1, 10.0, 2.0, "nvml_power")]}
+    world, results = World(2), {}
+
+    def run(rank: int) -> None:
+        results[rank] = gather_energy(Rank(rank, world), own[rank], steps=10, reason="")
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in own]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    energy = results[0]
+    assert [(d.rank, d.device, d.method) for d in energy.devices] == [(0, 0, "nvml_counter"), (1, 1, "nvml_power")]
+    assert energy.joules_per_step == pytest.approx(2.25) and energy.watts == pytest.approx(11.25)
+    assert results[1] == energy
