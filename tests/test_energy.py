@@ -240,3 +240,21 @@ def test_every_ranks_gpu_readings_reach_rank_0_in_rank_order():
     assert [(d.rank, d.device, d.method) for d in energy.devices] == [(0, 0, "nvml_counter"), (1, 1, "nvml_power")]
     assert energy.joules_per_step == pytest.approx(2.25) and energy.watts == pytest.approx(11.25)
     assert results[1] == energy
+
+
+def test_gpu_readiness_says_each_paths_energy_or_why_it_was_not_read():
+    from suites.kept.record import Record
+    from suites.overhead.gpu_readiness import ReadinessPath, summarise
+
+    case = Case.make("matmul", "torch", "gpu", params={"m": 64, "n": 64, "k": 64})
+    path = ReadinessPath("matmul torch gpu:1 single fp32", case, expected=True, why="")
+
+    def record(energy: EnergyMeasurement) -> Record:
+        return Record(case, Status.OK, "r", "2026-01-01T00:00:00+00:00", "t", {},
+                      measurement=Measurement(samples=(0.01,) * 5, energy=energy))
+
+    read = summarise(path, record(EnergyMeasurement((DeviceEnergy("gpu", 0, 50.0, 2.0, "nvml_counter"),), 100)))
+    assert read["energy"] == {"joules_per_step": 0.5, "watts": 25.0, "methods": ["nvml_counter"]}
+    unread = summarise(path, record(EnergyMeasurement(reason="no GPU energy reading: nvidia-ml-py is not installed")))
+    assert unread["energy"] == {"reason": "no GPU energy reading: nvidia-ml-py is not installed"}
+    assert summarise(path, None, "budget spent")["energy"] is None
