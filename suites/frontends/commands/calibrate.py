@@ -10,7 +10,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.errors import UserError
-from suites.kept.devices import DeviceInfo, discover
+from suites.kept.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
 from suites.kept.peaks import save_bandwidth, save_calibration
 from suites.kept.provenance import machine_label
 from suites.kept.store import DEFAULT_RESULTS_DIR
@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
                 console.print(f"[green]{kind} {precision} peak {tflops:.3f} TFLOP/s[/] ({case.id}) -> {path}")
                 stored += 1
         if kind is DeviceKind.CPU:
+            cache = cpu_last_level_cache_bytes()
+            if cache and args.stream_mib * 2**20 < 4 * cache:
+                console.print(f"[yellow]warning[/]: --stream-mib {args.stream_mib} is under 4x the "
+                              f"{cache / 2**20:g} MiB last-level cache: the bandwidth measured is partly the cache's")
             stream = best_stream_bandwidth(args.stream_mib)
             path = save_bandwidth(args.results, machine, _cpu(), stream.gbs, stream.how)
             console.print(f"[green]cpu memory bandwidth {stream.gbs:.2f} GB/s[/] ({stream.how}) -> {path}")
