@@ -124,6 +124,24 @@ def test_cuda_ordinals_map_to_nvml_through_cuda_visible_devices():
     assert nvml_indices([0, 1], None) == [0, 1]
     assert nvml_indices([0, 1], "2,0") == [2, 0]
     assert nvml_indices([0], "GPU-8f3e") == ["GPU-8f3e"]
+    assert nvml_indices([1], "3") == [None]  # not listed: no reading, never a crash
+    meter = NvmlMeter([1], nvml=FakeNvml({3: 0}, {3: 0}), visible="3")  # type: ignore[arg-type]
+    assert "GPU 1 is not among CUDA_VISIBLE_DEVICES=3" in meter.reason
+
+
+class FailingMeter(NvmlMeter):
+    def stop(self):
+        raise NotSupported("the driver went away")
+
+
+def test_a_meter_that_fails_mid_run_costs_the_energy_figures_not_the_timing():
+    clock = FakeClock()
+    nvml = FakeNvml({3: 0}, {3: 0})
+    device = PoweredDevice(clock, nvml, watts=100.0, step_s=0.01)
+    device.energy_meter = lambda: FailingMeter([0], nvml=nvml, clock=clock, visible="3")  # type: ignore
+    measurement = measure(device, TINY, clock)
+    assert measurement.n > 0 and measurement.energy is not None and measurement.energy.devices == ()
+    assert "the energy meter failed: NotSupported: the driver went away" in measurement.energy.reason
 
 
 def test_without_nvidia_ml_py_the_reason_names_the_extra(monkeypatch):

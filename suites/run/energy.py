@@ -149,12 +149,14 @@ def import_nvml() -> ModuleType:
     return pynvml
 
 
-def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str]:
-    """NVML's index (or UUID) of each CUDA ordinal of this process, through CUDA_VISIBLE_DEVICES."""
+def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str | None]:
+    """NVML's index (or UUID) of each CUDA ordinal of this process, through CUDA_VISIBLE_DEVICES;
+    None for an ordinal the variable does not list."""
     if visible is None or not visible.strip():
         return list(ordinals)
     entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-    return [int(entries[o]) if entries[o].isdigit() else entries[o] for o in ordinals]
+    return [None if o >= len(entries) else int(entries[o]) if entries[o].isdigit() else entries[o]
+            for o in ordinals]
 
 
 @dataclass
@@ -194,6 +196,9 @@ class NvmlMeter(EnergyMeter):
             return f"no GPU energy reading: NVML did not initialise ({type(error).__name__}: {error})"
         problems = []
         for ordinal, index in zip(ordinals, nvml_indices(ordinals, visible)):
+            if index is None:
+                problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}")
+                continue
             try:
                 handle = (nvml.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
                           else nvml.nvmlDeviceGetHandleByIndex(index))

@@ -95,7 +95,10 @@ class Runnable(ABC):
         runnable without a case (a bare step to time) has none."""
         if getattr(self, "case", None) is None:
             return NoMeter("no case: no devices to read energy of")
-        return meter_for(self.case.device, self.gpu_ordinals(), int(os.environ.get("LOCAL_RANK", "0")))
+        try:
+            return meter_for(self.case.device, self.gpu_ordinals(), int(os.environ.get("LOCAL_RANK", "0")))
+        except Exception as error:  # a broken driver costs the case its energy figures, not its run
+            return NoMeter(f"no energy meter: {type(error).__name__}: {str(error)[:200]}")
 
     def teardown(self) -> None:
         """Release device memory; the default relies on garbage collection."""

@@ -204,7 +204,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
-    meter.start()
+    meter_failed = _meter_error(meter.start)
 
     samples: list[float] = []
     busy: list[float] = []
@@ -227,7 +227,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
-    energy = _energy(runnable, meter, len(samples) * block_size)
+    energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
@@ -246,6 +246,19 @@ def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, .
     return () if probe is None else gather_peaks(runnable, probe.stop())
 
 
-def _energy(runnable: Runnable, meter: EnergyMeter, steps: int) -> EnergyMeasurement:
-    """Stop the meter; every rank's readings over `steps` timed steps, gathered."""
-    return gather_energy(runnable, meter.stop(), steps, meter.reason)
+def _meter_error(call: Callable[[], object]) -> str:
+    """'' where `call` (a meter's start or stop) worked, else what went wrong: a counter that
+    fails mid-run costs the case its energy figures, not its timing."""
+    try:
+        call()
+        return ""
+    except Exception as error:  # NVML and sysfs raise their own kinds
+        return f"the energy meter failed: {type(error).__name__}: {str(error)[:200]}"
+
+
+def _energy(runnable: Runnable, meter: EnergyMeter, steps: int, failed: str) -> EnergyMeasurement:
+    """Stop the meter; every rank's readings over `steps` timed steps, gathered (every rank
+    takes part, whether its meter worked or not)."""
+    readings: list = []
+    failed = failed or _meter_error(lambda: readings.extend(meter.stop()))
+    return gather_energy(runnable, [] if failed else readings, steps, failed or meter.reason)
