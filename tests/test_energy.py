@@ -192,6 +192,20 @@ def test_rapl_zones_that_cannot_be_read_give_the_reason(tmp_path):
     assert "not readable" in meter.reason and meter.zones == []
 
 
+def test_root_only_rapl_files_give_the_way_out(tmp_path, monkeypatch):
+    rapl_zone(tmp_path, "intel-rapl:0", "package-0", 1, 10)
+    read_text = Path.read_text
+
+    def refused(path: Path, *args, **kwargs) -> str:
+        if path.name == "energy_uj":
+            raise PermissionError(13, "Permission denied")
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    reason = RaplMeter(tmp_path).reason
+    assert "readable by root only" in reason and "chmod a+r" in reason
+
+
 def test_only_local_rank_0_reads_the_shared_cpu_packages(tmp_path):
     assert "local rank 0" in meter_for(DeviceKind.CPU, (), local_rank=1).reason
     assert "tpu" in meter_for(DeviceKind.TPU, ()).reason
