@@ -14,13 +14,15 @@ from suites.kept.store import ResultsStore
 pytest.importorskip("torch")
 
 
-def test_calibrate_then_run_reports_percent_of_measured_peak(tmp_path, capsys):
+def test_calibrate_then_run_reports_percent_of_measured_peak_and_the_roofline(tmp_path, capsys):
     results = tmp_path / "results"
-    assert main(["calibrate", "--device", "cpu", "--sizes", "128", "--results", str(results),
+    assert main(["calibrate", "--device", "cpu", "--sizes", "128", "--stream-mib", "4", "--results", str(results),
                  "--label", "lab"]) == 0
     stored = json.loads(calibration_path(results).read_text())
     (entry,) = stored["lab"].values()
     assert entry["fp32"]["tflops"] > 0
+    assert entry["bandwidth"]["gbs"] > 0 and "STREAM add" in entry["bandwidth"]["how"]
+    assert "cpu memory bandwidth" in capsys.readouterr().out
     grid = tmp_path / "g.toml"
     grid.write_text('[timing]\nbudget_s = 0.2\nwarmup_s = 0.02\n[[grid]]\nworkload = "matmul"\n'
                     'framework = "torch"\ndevice = "cpu"\nparams = { m = 128, n = 128, k = 128 }\n')
@@ -28,6 +30,18 @@ def test_calibrate_then_run_reports_percent_of_measured_peak(tmp_path, capsys):
     (record,) = ResultsStore(results).load()
     expected = 100 * record.metrics["tflops"] / entry["fp32"]["tflops"]
     assert record.metrics["pct_peak_measured"] == pytest.approx(expected)
+    # The roofline's slope is the measured bandwidth; its roof the table's peak, else the measured one.
+    metrics = record.metrics
+    assert metrics["roof_bandwidth_gbs"] == pytest.approx(entry["bandwidth"]["gbs"])
+    assert metrics["arithmetic_intensity"] == pytest.approx(2 * 128**3 / (3 * 128 * 128 * 4))
+    bound = min(metrics["roof_peak_tflops"], metrics["arithmetic_intensity"] * metrics["roof_bandwidth_gbs"] / 1000)
+    assert metrics["roofline_bound_tflops"] == pytest.approx(bound)
+    assert metrics["roofline_fraction"] == pytest.approx(metrics["tflops"] / bound)
+
+
+def test_calibrate_refuses_a_streaming_array_of_no_size(capsys):
+    assert main(["calibrate", "--device", "cpu", "--stream-mib", "0"]) != 0
+    assert "--stream-mib" in capsys.readouterr().err
 
 
 def test_peak_table_is_editable_through_an_environment_file(tmp_path, monkeypatch):

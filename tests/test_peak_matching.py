@@ -70,7 +70,8 @@ def test_the_more_specific_entry_wins_wherever_it_is_in_the_file():
 
 
 def test_a100_does_not_match_an_rtx_a1000(table):
-    assert entry_for(table, "NVIDIA A100-SXM4-80GB") == "A100"
+    assert entry_for(table, "NVIDIA A100-SXM4-40GB") == "A100"
+    assert entry_for(table, "NVIDIA A100-SXM4-80GB") == "A100 SXM4 80GB"  # its own bandwidth
     assert entry_for(table, "NVIDIA A10") == "A10"
     found = table.lookup(gpu("NVIDIA RTX A1000"), Precision.FP32)
     assert found.tflops is None and found.entry == ""
@@ -123,8 +124,8 @@ def test_matching_ignores_case(table, name, match):
 
 
 @pytest.mark.parametrize("name, match, fp32", [
-    ("NVIDIA A100-SXM4-80GB", "A100", 19.5),
-    ("NVIDIA A100 80GB PCIe", "A100", 19.5),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 19.5),  # an entry of its own for its bandwidth
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 19.5),
     ("Tesla V100-SXM2-16GB", "V100", 15.7),
     ("Tesla V100-PCIE-32GB", "V100 PCIe", 14.0),
     ("Tesla V100S-PCIE-32GB", "V100S", 16.4),
@@ -170,3 +171,15 @@ def test_parbench_devices_shows_each_devices_table_peak_or_why_it_has_none(monke
     shown = [device["peak_table"] for device in json.loads(capsys.readouterr().out)]
     assert shown[0]["fp32_tflops"] is None and "MIG" in shown[0]["reason"]
     assert shown[1]["fp32_tflops"] == pytest.approx(19.5) and shown[1]["entry"] == "A100"
+
+
+@pytest.mark.parametrize("name, gbs", [("NVIDIA H100 80GB HBM3", 3350.0), ("NVIDIA H100 PCIe", 2000.0),
+                                       ("NVIDIA A100-SXM4-40GB", 1555.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
+                                       ("NVIDIA A100 80GB PCIe", 1935.0), ("NVIDIA L4", 300.0)])
+def test_each_gpu_variant_has_its_own_memory_bandwidth(table, name, gbs):
+    assert table.bandwidth_gbs(gpu(name)) == gbs
+
+
+def test_a_cpu_has_no_table_bandwidth_it_is_measured(table):
+    cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",), details={"isa": ["avx2"]})
+    assert table.bandwidth_gbs(cpu) is None

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from suites.kept.energy import EnergyMeasurement
 from suites.kept.memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
 
@@ -42,6 +43,9 @@ class Measurement:
     #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
     #: runnable measures none (kernels, collectives) and in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
+    #: Energy of the case's devices over the timed blocks (`suites.kept.energy`), or why none was
+    #: read; None in records older than the field and where the timer read none (asv, pytest).
+    energy: EnergyMeasurement | None = None
 
     @cached_property
     def median(self) -> float:
@@ -133,6 +137,7 @@ class Measurement:
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
             "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
+            "energy": self.energy.to_dict() if self.energy else None,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
@@ -148,4 +153,5 @@ class Measurement:
                    rank_medians=tuple(data.get("rank_medians_s") or ()),
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
                    timed_s=data.get("timed_s"),
-                   memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()))
+                   memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()),
+                   energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None)

@@ -33,6 +33,11 @@ class Work:
     state_bytes_per_device: float | None = None  # analytic: parameters + gradients + optimizer states
     activation_bytes_per_device: float | None = None  # analytic, where the model counts them
     pipeline_bubble: float | None = None  # analytic, from the case (its strategy's bubble_fraction)
+    min_bytes_per_step: float | None = None  # analytic, kernels: inputs read + output written once
+    roof_peak_tflops: float | None = None  # one device, this precision: the table's peak, else the calibrated
+    roof_bandwidth_gbs: float | None = None  # one device: `parbench calibrate`'s stream, else the table's
+    energy_joules_per_step: float | None = None  # measured by the run: all devices (NVML, RAPL)
+    energy_watts: float | None = None  # measured by the run: all devices' average power together
 
 
 WORK_INPUTS = frozenset(f.name for f in fields(Work))
@@ -88,6 +93,19 @@ def busbw_gbs(work: Work) -> float:
     n = work.n_devices
     return algbw_gbs(work) * 2 * (n - 1) / n
 
+
+def arithmetic_intensity(work: Work) -> float:
+    return work.flops_per_step / work.min_bytes_per_step
+
+
+def roofline_bound(work: Work) -> float:
+    """TFLOP/s the case's devices allow at its arithmetic intensity: min(peak, AI x bandwidth)."""
+    per_device = min(work.roof_peak_tflops, arithmetic_intensity(work) * work.roof_bandwidth_gbs / 1000.0)
+    return per_device * work.n_devices
+
+
+JOULES_PER_KWH = 3.6e6
+ROOFLINE = ("flops_per_step", "min_bytes_per_step", "roof_peak_tflops", "roof_bandwidth_gbs", "n_devices")
 
 _REGISTRY = (
     Metric("tflops", "TFLOP/s",
@@ -164,6 +182,47 @@ _REGISTRY = (
            "pipeline: the theoretical share of the step each stage idles (the bubble), 0-1, beside the "
            "measured step", lambda work: work.pipeline_bubble, needs=("pipeline_bubble",),
            from_median_step=True),
+    Metric("energy_j_per_step", "J",
+           "joules the case's devices used over the timed blocks / steps timed, summed over devices (GPU: NVML "
+           "total-energy counter, else board power sampled every 20 ms x time; CPU: RAPL package counters)",
+           "energy of one step, all devices together, joules", lambda work: work.energy_joules_per_step,
+           needs=("energy_joules_per_step",)),
+    Metric("energy_watts", "W", "sum over devices of joules / seconds between the readings",
+           "average power of the case's devices together over the timed blocks, watts",
+           lambda work: work.energy_watts, needs=("energy_watts",)),
+    Metric("samples_per_joule", "samples/J", "samples per step / energy_j_per_step",
+           "samples per joule, all devices together (perf per watt: samples/s per W)",
+           lambda work: work.samples_per_step / work.energy_joules_per_step,
+           needs=("samples_per_step", "energy_joules_per_step")),
+    Metric("samples_per_kwh", "samples/kWh", "samples_per_joule x 3.6e6",
+           "samples per kilowatt-hour, all devices together",
+           lambda work: work.samples_per_step / work.energy_joules_per_step * JOULES_PER_KWH,
+           needs=("samples_per_step", "energy_joules_per_step")),
+    Metric("gflop_per_joule", "GFLOP/J", "analytic FLOP per step / energy_j_per_step / 1e9",
+           "GFLOP per joule (= GFLOP/s per W), all devices together",
+           lambda work: work.flops_per_step / work.energy_joules_per_step / 1e9,
+           needs=("flops_per_step", "energy_joules_per_step")),
+    Metric("arithmetic_intensity", "FLOP/byte",
+           "analytic FLOP per step / fewest bytes a step moves (each input read once, the output written once, "
+           "in the case's dtype: 4 B fp32/tf32, 2 B fp16/bf16)",
+           "kernels: arithmetic intensity, FLOP per byte of memory traffic at the least",
+           arithmetic_intensity, needs=("flops_per_step", "min_bytes_per_step"), from_median_step=True),
+    Metric("roof_peak_tflops", "TFLOP/s",
+           "one device's peak in this precision: peaks.toml's, else `parbench calibrate`'s GEMM",
+           "the roofline's flat roof: one device's peak in the case's precision",
+           lambda work: work.roof_peak_tflops, needs=("min_bytes_per_step", "roof_peak_tflops")),
+    Metric("roof_bandwidth_gbs", "GB/s",
+           "one device's memory bandwidth: `parbench calibrate`'s streaming kernel, else peaks.toml's bandwidth_gbs",
+           "the roofline's slope: one device's memory bandwidth",
+           lambda work: work.roof_bandwidth_gbs, needs=("min_bytes_per_step", "roof_bandwidth_gbs")),
+    Metric("roofline_bound_tflops", "TFLOP/s",
+           "n_devices x min(roof_peak_tflops, arithmetic_intensity x roof_bandwidth_gbs / 1000)",
+           "kernels: the TFLOP/s the roofline allows at the case's arithmetic intensity",
+           roofline_bound, needs=ROOFLINE),
+    Metric("roofline_fraction", "fraction",
+           "tflops / roofline_bound_tflops",
+           "kernels: achieved share of the roofline bound (1 = on the roof)",
+           lambda work: tflops(work) / roofline_bound(work), needs=ROOFLINE),
 )
 
 #: Every derived metric by name, in the order a record stores them.

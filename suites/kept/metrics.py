@@ -9,13 +9,13 @@ from suites.cases.strategy_plugins import find_plugin
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
-from suites.kept.peaks import PeakTable, measured_peak
+from suites.kept.peaks import PeakTable, measured_bandwidth, measured_peak
 from suites.workloads import workload_of
 
 
 #: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.
 CASE_WORK = ("flops_per_step", "samples_per_step", "bytes_per_step", "state_bytes_per_device",
-             "activation_bytes_per_device", "pipeline_bubble")
+             "activation_bytes_per_device", "pipeline_bubble", "min_bytes_per_step")
 
 
 def case_work(case: Case) -> dict[str, float | None]:
@@ -27,7 +27,7 @@ def case_work(case: Case) -> dict[str, float | None]:
     plugin = find_plugin(case.framework, case.strategy)
     values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
               workload.bytes_per_step() or None, state.get("total"), state.get("activations"),
-              plugin.bubble_fraction(case) if plugin else None)
+              plugin.bubble_fraction(case) if plugin else None, workload.min_bytes_per_step() or None)
     return dict(zip(CASE_WORK, values))
 
 
@@ -36,12 +36,15 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
     """Every registry metric that applies to the case (None where it applies but cannot be known)."""
     counts = case_work(case)
     flops = counts["flops_per_step"]
-    table_peak = own_peak = None
+    table_peak = own_peak = bandwidth = None
     if flops:  # looking peaks up discovers the device: only where there is a FLOP count to compare
         device = discover(case.framework, case.device)
         # tf32 cases are compared with the tf32 peak; everything else with its own dtype.
         table_peak = peaks.peak_tflops(device, case.precision)
         own_peak = measured_peak(results_dir, machine, device, case.precision)
+        if counts["min_bytes_per_step"]:
+            bandwidth = measured_bandwidth(results_dir, machine, device) or peaks.bandwidth_gbs(device)
+    energy = measurement.energy
     work = Work(median_s=measurement.median, n_devices=case.n_devices, **counts,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
@@ -49,5 +52,8 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_reserved_bytes=measurement.peak_reserved_bytes,
                 training_state_bytes=measurement.training_state_bytes,
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
-                peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
+                peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
+                roof_peak_tflops=table_peak or own_peak, roof_bandwidth_gbs=bandwidth,
+                energy_joules_per_step=energy.joules_per_step if energy else None,
+                energy_watts=energy.watts if energy else None)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

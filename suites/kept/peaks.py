@@ -96,6 +96,14 @@ class PeakTable:
                                            f"this CPU's vector extensions ({', '.join(isa) or 'none known'})")
         return PeakLookup(None, reason=f"the peaks table has no {device.kind} entries")
 
+    def bandwidth_gbs(self, device: DeviceInfo) -> float | None:
+        """Peak memory bandwidth of one GPU from the table, GB/s; None elsewhere (a CPU's is
+        measured: `measured_bandwidth`) or where its entry gives none."""
+        if device.kind is not DeviceKind.GPU or not device.names:
+            return None
+        entry = self.gpu_entry(device.names[0])
+        return float(entry["bandwidth_gbs"]) if entry and entry.get("bandwidth_gbs") else None
+
     def gpu_entry(self, name: str) -> dict[str, Any] | None:
         """The GPU entry for a device name, or None.
 
@@ -157,11 +165,29 @@ def measured_peak(results_dir: Path, machine: str, device: DeviceInfo, precision
     return entry.get(str(precision), {}).get("tflops") if isinstance(entry.get(str(precision)), dict) else None
 
 
+#: Key of a device's calibration entry that holds its measured memory bandwidth (beside its
+#: precisions' peaks): {"gbs": GB/s, "how": what measured it}.
+BANDWIDTH_KEY = "bandwidth"
+
+
+def measured_bandwidth(results_dir: Path, machine: str, device: DeviceInfo) -> float | None:
+    """This machine's memory bandwidth as `parbench calibrate` measured it, GB/s; None if not."""
+    entry = load_calibration(results_dir).get(machine, {}).get(device_key(device), {}).get(BANDWIDTH_KEY)
+    return float(entry["gbs"]) if isinstance(entry, dict) and entry.get("gbs") else None
+
+
 def save_calibration(results_dir: Path, machine: str, device: DeviceInfo, precision: Precision,
                      tflops: float, how: str) -> Path:
+    return _save(results_dir, machine, device, str(precision), {"tflops": tflops, "how": how})
+
+
+def save_bandwidth(results_dir: Path, machine: str, device: DeviceInfo, gbs: float, how: str) -> Path:
+    return _save(results_dir, machine, device, BANDWIDTH_KEY, {"gbs": gbs, "how": how})
+
+
+def _save(results_dir: Path, machine: str, device: DeviceInfo, key: str, value: dict[str, Any]) -> Path:
     data = load_calibration(results_dir)
-    data.setdefault(machine, {}).setdefault(device_key(device), {})[str(precision)] = {
-        "tflops": tflops, "how": how}
+    data.setdefault(machine, {}).setdefault(device_key(device), {})[key] = value
     path = calibration_path(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

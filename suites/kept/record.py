@@ -15,11 +15,16 @@ Schema version 1, one JSON object per line:
                  each rank's median step under no_sync, without the gradient all-reduce),
                  straggler, memory[] (training cases: peak memory over the timed steps per GPU or
                  per rank process, {kind, device, peak_bytes, reserved_bytes, baseline_bytes,
-                 rank}: suites.kept.memory; absent in older records)} or null
+                 rank}: suites.kept.memory; absent in older records), energy (over the timed
+                 blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
+                 joules_per_step, watts, reason — why there are no devices where there are
+                 none}: suites.kept.energy; absent in older records)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
-  details       free-form extras of the workload/strategy (e.g. per-rank times, output tail)
+  details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
+                energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
+                samples_per_kwh}] where energy was read
   environment   provenance: machine label, hostname, cpu {model, logical_cores, usable_cores,
                 llc_bytes}, memory_gib, gpus [{index, name, memory, driver, compute_capability,
                 sm_clock_max_mhz, mem_clock_max_mhz, power_limit_w, mig_mode}] (nvidia-smi),

@@ -9,8 +9,8 @@ all-reduce of every strategy that has one, on all visible GPUs. On a TPU: TPUStr
 training step on all cores, in fp32 and bf16. Then, where records have memory fields, that
 the GPU/TPU records filled them.
 
-Each path is summarised in the JSON at `--out` — status, reason, headline figure and numerics
-check — and the command exits 1 if any path that should run here did not run and pass its
+Each path is summarised in the JSON at `--out` — status, reason, headline figure, energy per step
+(or why it was not read) and numerics check — and the command exits 1 if any path that should run here did not run and pass its
 check. A path parbench rightly skips on this hardware (tf32 or bf16 below compute capability
 8.0, a multi-device strategy with one GPU) is listed as not expected. The records themselves go
 to a temporary directory, or to `--results DIR` to keep them.
@@ -139,6 +139,18 @@ def _figure(record: Record) -> dict[str, Any] | None:
     return None if value is None else {"metric": name, "value": value, "unit": METRICS[name].unit}
 
 
+def _energy(record: Record | None) -> dict[str, Any] | None:
+    """The energy the path's devices used per step and how it was read, or why it was not
+    (a missing nvidia-ml-py, a GPU without the counter); None where the path did not time."""
+    energy = record.measurement.energy if record and record.measurement else None
+    if energy is None:
+        return None
+    if not energy.measured:
+        return {"reason": energy.reason}
+    return {"joules_per_step": energy.joules_per_step, "watts": energy.watts,
+            "methods": sorted({device.method for device in energy.devices})}
+
+
 def summarise(path: ReadinessPath, record: Record | None, why_not_run: str = "") -> dict[str, Any]:
     """What the JSON says of one path. Ready: it ran, and its numerics check passed."""
     if record is None:
@@ -148,7 +160,8 @@ def summarise(path: ReadinessPath, record: Record | None, why_not_run: str = "")
         figure, check = _figure(record), (record.check.to_dict() if record.check else None)
     ready = record is not None and record.status is Status.OK and (record.check is None or record.check.passed)
     return {"path": path.name, "case": path.case.id, "expected": path.expected, "why": path.why,
-            "status": status, "reason": reason, "figure": figure, "check": check, "ready": ready}
+            "status": status, "reason": reason, "figure": figure, "check": check, "ready": ready,
+            "energy": _energy(record)}
 
 
 def memory_summary(records: list[Record]) -> dict[str, Any]:

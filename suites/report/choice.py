@@ -3,7 +3,7 @@
 Only rows that ran and passed their numerics check compete. The fastest is compared with the
 runner-up (noise rule: suites.report.noise), so "X is fastest" says when X and the runner-up
 are within each other's spread. Cheapest is per million samples where the workload counts
-samples, else per PFLOP.
+samples, else per PFLOP. Most efficient is the highest throughput per watt, where energy was read.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def choices(frame: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=["problem", "fastest", "throughput", "throughput_unit", "runner_up",
                                      "margin", "beyond_noise", "noise_test", "cheapest", "cost", "cost_unit",
-                                     "configs"])
+                                     "most_efficient", "per_watt", "configs"])
     rows["config"] = config_label(rows)
     rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
     ranked = rows.sort_values(["problem", "throughput"], ascending=[True, False])
@@ -40,12 +40,15 @@ def choices(frame: pd.DataFrame) -> pd.DataFrame:
     judged = noise_columns(pairs[has_second])
     cheapest = (rows.dropna(subset=["cost"]).sort_values("cost").groupby("problem").nth(0)
                 .set_index("problem")[["config", "cost", "cost_unit"]].rename(columns={"config": "cheapest"}))
+    efficient = (rows.dropna(subset=["throughput_per_watt"]).sort_values("throughput_per_watt", ascending=False)
+                 .groupby("problem").nth(0).set_index("problem")[["config", "throughput_per_watt"]]
+                 .rename(columns={"config": "most_efficient", "throughput_per_watt": "per_watt"}))
     table = pd.DataFrame({
         "fastest": first["config"], "throughput": first["throughput"],
         "throughput_unit": first["throughput_unit"], "runner_up": pairs["config_base"],
         "margin": pairs["throughput"] / pairs["throughput_base"],
         "configs": rows.groupby("problem")["config"].nunique(),
-    }).join(judged).join(cheapest)
+    }).join(judged).join(cheapest).join(efficient)
     return table.reset_index()
 
 
@@ -57,4 +60,7 @@ def sentence(row: pd.Series, currency: str) -> str:
     text += ")"
     if isinstance(row.get("cheapest"), str):
         text += f"; {row['cheapest']} is cheapest ({row['cost']:.3g} {currency} {row['cost_unit']})"
+    if isinstance(row.get("most_efficient"), str):
+        text += (f"; {row['most_efficient']} does the most per watt ({row['per_watt']:.3g} "
+                 f"{row['throughput_unit']} per W)")
     return text + "."

@@ -61,6 +61,13 @@ COLUMNS: dict[str, str] = {
     "state_bytes_per_device_estimate": METRICS["state_bytes_per_device_estimate"].description,
     "activation_bytes_per_device_estimate": METRICS["activation_bytes_per_device_estimate"].description,
     "pipeline_bubble": METRICS["pipeline_bubble"].description,
+    **{name: METRICS[name].description for name in (
+        "energy_j_per_step", "energy_watts", "samples_per_joule", "samples_per_kwh", "gflop_per_joule",
+        "arithmetic_intensity", "roof_peak_tflops", "roof_bandwidth_gbs", "roofline_bound_tflops",
+        "roofline_fraction")},
+    "energy_reason": "why the row has no energy figures (no readable counter, ...); '' where it has them or the "
+                     "source does not say",
+    "throughput_per_watt": "`throughput` / energy_watts: perf per watt (samples/J, or TFLOP/s per W, ...)",
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
@@ -93,7 +100,8 @@ CONFIG = ["machine", "device", "n_devices", "framework", "strategy", "precision"
 IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
                "libraries", "git_commit", "threads"]
-FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "check_value",
+FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "throughput_per_watt",
+                 "check_value",
                  "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
 BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed", "memory_fits"]

@@ -71,6 +71,7 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     rescale = (filled["tflops"] / frame["tflops"]).where(frame["tflops"].gt(0), 1.0)
     frame["pct_peak_table"] *= rescale
     frame["pct_peak_measured"] *= rescale
+    frame["roofline_fraction"] *= rescale
     for name, column in filled.items():
         frame[name] = column
     frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
@@ -112,4 +113,5 @@ def add_throughput(frame: pd.DataFrame) -> pd.DataFrame:
     frame["sustained_throughput"] = (frame["throughput"] * frame["median_s"]
                                      / frame["sustained_step_s"]).where(spanned, frame["throughput"])
     frame["sustained_basis"] = np.where(spanned, "timed span", np.where(frame["throughput"].notna(), "median", ""))
+    frame["throughput_per_watt"] = frame["throughput"] / frame["energy_watts"].where(frame["energy_watts"].gt(0))
     return frame

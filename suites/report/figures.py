@@ -155,3 +155,41 @@ def memory(rows: pd.DataFrame, problem: str) -> str:
     axes.grid(alpha=0.3, which="both")
     axes.legend(fontsize=7, loc="best")
     return png(figure)
+
+
+def roofline(rows: pd.DataFrame, device: str) -> str:
+    """One device's roofline, log-log: per precision the roof min(peak, AI · bandwidth) with its
+    ridge point (AI = peak / bandwidth), and one point per kernel case at (arithmetic intensity,
+    TFLOP/s of one device); colour by framework and workload, marker by precision."""
+    figure = Figure(figsize=(WIDTH_IN, 5.0))
+    axes = figure.add_subplot()
+    intensity = rows["arithmetic_intensity"]
+    low, high = float(intensity.min()) / 4, float(intensity.max()) * 4
+    roofs = rows.groupby("precision")[["roof_peak_tflops", "roof_bandwidth_gbs"]].first()
+    precisions = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(sorted(rows["precision"].unique()))}
+    for index, (name, (peak_tflops, bandwidth)) in enumerate(roofs.iterrows()):
+        ridge = peak_tflops * 1000.0 / bandwidth
+        xs = np.geomspace(min(low, ridge / 4), max(high, ridge * 4), 200)
+        style = ("-", "--", "-.", ":")[index % 4]
+        axes.plot(xs, np.minimum(peak_tflops, xs * bandwidth / 1000.0), color="#333", linestyle=style, linewidth=1.2,
+                  label=plain(f"roof {name}: {peak_tflops:.3g} TFLOP/s, {bandwidth:.3g} GB/s"))
+        axes.scatter([ridge], [peak_tflops], color="#333", marker="|", s=200, zorder=4)
+        axes.annotate(plain(f"ridge {ridge:.3g} FLOP/B"), (ridge, peak_tflops), xytext=(4, 6),
+                      textcoords="offset points", fontsize=7)
+    kinds = (rows["framework"] + " " + rows["workload"])
+    colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(sorted(kinds.unique()))}
+    per_device = rows["tflops"] / rows["n_devices"].astype(float)
+    for x, y, kind, name in zip(intensity, per_device, kinds, rows["precision"]):
+        axes.scatter([x], [y], color=colors[kind], marker=precisions[name], s=28, alpha=0.85, zorder=3)
+    for name, color in colors.items():
+        axes.scatter([], [], color=color, marker="o", label=plain(name))
+    for name, marker in precisions.items():
+        axes.scatter([], [], color="#888", marker=marker, label=plain(f"precision {name}"))
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("arithmetic intensity, FLOP per byte (analytic FLOP / fewest bytes moved)")
+    axes.set_ylabel("TFLOP/s of one device")
+    axes.set_title(plain(f"roofline: {device} (one point per kernel case)"), fontsize=10)
+    axes.grid(alpha=0.3, which="both")
+    axes.legend(fontsize=7, loc="lower right")
+    return png(figure)

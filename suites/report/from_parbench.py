@@ -19,7 +19,8 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         q1, q3 = m.quartiles
         timing = {"median_s": m.median, "iqr_s": m.iqr, "q1_s": q1, "q3_s": q3, "n": m.n,
                   "samples_s": m.samples, "noisy": m.noisy, "compile_s": m.compile_s,
-                  "straggler": m.straggler, "sustained_step_s": m.sustained_step_s}
+                  "straggler": m.straggler, "sustained_step_s": m.sustained_step_s,
+                  "energy_reason": m.energy.reason if m.energy else ""}
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),

@@ -20,7 +20,8 @@ from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_ok, usable
 from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
-                                  fmt_id, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text)
+                                  fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
+                                  fmt_watts)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
 REPORT_FORMULAS = {
@@ -35,6 +36,8 @@ REPORT_FORMULAS = {
                             "per precision",
     "cost per M samples": "price per hour / 3600 / sustained samples/s · 1e6",
     "cost per PFLOP": "price per hour / 3600 · 1000 / sustained TFLOP/s",
+    "per watt": "throughput / energy_watts (perf per watt: samples/s per W = samples per joule; TFLOP/s per W); "
+                "beside the cost per unit of work (perf per dollar)",
     "memory fits": "GPU: the largest peak reserved (torch; TensorFlow reports none: allocated) of one GPU <= one GPU's "
                    "memory (nvidia-smi memory.total); CPU: the sum of the rank processes' peak resident sets <= the "
                    "machine's RAM. The CUDA context (a few hundred MiB) is in no peak.",
@@ -93,7 +96,8 @@ def summary(frame: pd.DataFrame, currency: str) -> Section:
         ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
         ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-        ("configs", "configs", fmt_number)], caption="Fastest and cheapest configuration per problem"))
+        ("most efficient", "most_efficient", fmt_text), ("throughput per W", "per_watt", fmt_number),
+        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem"))
     return section
 
 
@@ -133,6 +137,27 @@ def memory_columns(group: pd.DataFrame) -> list[tuple[str, str, Format]]:
             ("device memory", "device_memory_gib", fmt_gib), ("fits", "memory_fits", fmt_fits)]
 
 
+def energy_columns(group: pd.DataFrame) -> list[tuple[str, str, Format]]:
+    """A problem's energy columns: J per step always (– where unread); watts and work per joule
+    where any row read its devices' energy."""
+    columns: list[tuple[str, str, Format]] = [("energy / step", "energy_j_per_step", fmt_joules)]
+    if group["energy_j_per_step"].notna().any():
+        per_joule = (("samples/J", "samples_per_joule") if group["samples_per_joule"].notna().any()
+                     else ("GFLOP/J", "gflop_per_joule"))
+        columns += [("power", "energy_watts", fmt_watts), (*per_joule, fmt_number)]
+    return columns
+
+
+def energy_text(group: pd.DataFrame) -> str:
+    """Why rows of a problem have no energy figures (each reason once), or ''."""
+    missing = group[group["energy_j_per_step"].isna() & group["energy_reason"].ne("")]
+    reasons = sorted(missing["energy_reason"].unique())
+    if not reasons:
+        return ""
+    return (f"Energy not measured for {len(missing)} of {len(group)} rows: " + "; ".join(reasons) + ". "
+            "The energy columns show – there: never zero.")
+
+
 def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
     rows = usable(latest(frame)).copy()
     rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
@@ -149,6 +174,10 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
         memory = memory_columns(group)
+        energy = energy_columns(group)
+        why_no_energy = energy_text(group)
+        if why_no_energy:
+            section.text.append(why_no_energy)
         section.tables.append(build(with_devices(group), [
             *CONFIG_SPEC, ("device name", "device_name", fmt_text),
             (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
@@ -156,7 +185,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
+            (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
             ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
@@ -255,6 +284,42 @@ def peak_section(frame: pd.DataFrame) -> Section:
     return section
 
 
+ROOF = ["arithmetic_intensity", "tflops", "roof_peak_tflops", "roof_bandwidth_gbs"]
+
+
+def roofline_section(frame: pd.DataFrame) -> Section:
+    """One roofline chart per device (machine, kind, model) over its kernel cases, and their table."""
+    rows = usable(latest(frame))
+    kernels = rows[rows["arithmetic_intensity"].notna() & rows["tflops"].notna()]
+    section = Section("Roofline of the kernels", "roofline", nav="Roofline", text=[
+        f"arithmetic intensity: {METRICS['arithmetic_intensity'].formula}.",
+        f"bound: {METRICS['roofline_bound_tflops'].formula}; roof: {METRICS['roof_peak_tflops'].formula}; "
+        f"bandwidth: {METRICS['roof_bandwidth_gbs'].formula}.",
+        "of bound = TFLOP/s / bound. Left of a ridge point a kernel is bound by memory bandwidth, right of it by "
+        "the peak."])
+    roofed = kernels.dropna(subset=ROOF)
+    if len(roofed) < len(kernels):
+        section.text.append(f"{len(kernels) - len(roofed)} kernel rows have no roof: their device has no peak or no "
+                            "bandwidth known (a CPU's is measured by `parbench calibrate` before the run; a GPU's is "
+                            "peaks.toml's bandwidth_gbs).")
+    if roofed.empty:
+        section.text.append("No kernel row has a roofline to draw.")
+        return section
+    roofed = roofed.assign(ridge=roofed["roof_peak_tflops"] * 1000.0 / roofed["roof_bandwidth_gbs"])
+    roofed = roofed.assign(bound_by=roofed["arithmetic_intensity"].lt(roofed["ridge"]).map(
+        {True: "memory", False: "compute"}))
+    for (machine, device, name), group in roofed.groupby(["machine", "device", "device_name"], sort=True):
+        label = f"{machine} · {device} · {name}" if name else f"{machine} · {device}"
+        section.figures.append((figures.roofline(group, label), f"roofline of {label}"))
+    section.tables.append(build(with_devices(roofed).sort_values(["machine", "device", "arithmetic_intensity"]), [
+        *CONFIG_SPEC, ("problem", "problem", fmt_text), ("FLOP/byte", "arithmetic_intensity", fmt_number),
+        ("TFLOP/s", "tflops", fmt_number), ("bound TFLOP/s", "roofline_bound_tflops", fmt_number),
+        ("of bound", "roofline_fraction", fmt_fraction), ("bound by", "bound_by", fmt_text),
+        ("peak TFLOP/s", "roof_peak_tflops", fmt_number), ("GB/s", "roof_bandwidth_gbs", fmt_number),
+        ("device name", "device_name", fmt_text)], css=_row_class))
+    return section
+
+
 def not_ok_section(frame: pd.DataFrame) -> Section:
     rows = not_ok(latest(frame)).sort_values(["status", "machine", "case_id"])
     section = Section("Unavailable and failed cases", "not-ok", text=[
@@ -308,7 +373,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     current = latest(costed)
     return ReportContent(
         sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
-                  precision_section(costed), peak_section(costed), not_ok_section(costed),
+                  precision_section(costed), peak_section(costed), roofline_section(costed), not_ok_section(costed),
                   environment_section(costed)],
         problems=per_problem(costed, currency),
         counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}

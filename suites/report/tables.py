@@ -68,6 +68,14 @@ def fmt_fraction(value: Any) -> str:
     return "–" if missing(value) else f"{100 * float(value):.1f}%"
 
 
+def fmt_joules(value: Any) -> str:
+    return "–" if missing(value) else f"{number(float(value), 4)} J"
+
+
+def fmt_watts(value: Any) -> str:
+    return "–" if missing(value) else f"{number(float(value), 4)} W"
+
+
 def fmt_text(value: Any) -> str:
     return "" if missing(value) else str(value)
 

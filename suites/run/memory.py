@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from suites.kept.memory import MemoryPeak
+from suites.run.gathering import gather_rows
 
 if TYPE_CHECKING:
     from suites.run.runnable import Runnable
@@ -176,34 +177,23 @@ class ResidentMemoryProbe(MemoryProbe):
         return [] if peak is None else [MemoryPeak("cpu", 0, peak, baseline_bytes=self.baseline_bytes)]
 
 
-#: Stands for "no figure" in a gathered float: gathers sum one-hot vectors, where a NaN would
-#: spread to every rank's slot.
-_NONE = -1.0
-
-
-def _gathered(runnable: "Runnable", value: int | None) -> list[int | None]:
-    return [None if figure < 0 else int(figure)
-            for figure in runnable.gather(_NONE if value is None else float(value))]
-
-
 #: A peak's kind as a gathered float.
 _KINDS = ("cpu", "gpu")
+
+
+def _int(figure: float | None) -> int | None:
+    return None if figure is None else int(figure)
 
 
 def gather_peaks(runnable: "Runnable", peaks: list[MemoryPeak]) -> tuple[MemoryPeak, ...]:
     """Every rank's peaks, in rank order, through the runnable's float `gather` (a collective:
     every rank calls it, whatever its own number of devices). One process: its own peaks, as
     its probe labelled them (a parameter-server chief's probe reads every task's)."""
-    counts = [int(count) for count in runnable.gather(float(len(peaks)))]
-    if len(counts) == 1:
+    if len(runnable.gather(0.0)) == 1:
         return tuple(sorted(peaks, key=lambda peak: (peak.rank, peak.device)))
-    gathered: list[MemoryPeak] = []
-    for index in range(max(counts, default=0)):
-        mine = peaks[index] if index < len(peaks) else None
-        figures = (None, None, None, None, None) if mine is None else (
-            _KINDS.index(mine.kind), mine.device, mine.peak_bytes, mine.reserved_bytes, mine.baseline_bytes)
-        columns = [_gathered(runnable, figure) for figure in figures]
-        for rank, (kind, device, peak, reserved, baseline) in enumerate(zip(*columns)):
-            if index < counts[rank] and kind is not None and device is not None and peak is not None:
-                gathered.append(MemoryPeak(_KINDS[kind], device, peak, reserved, baseline, rank))
+    rows = [(_KINDS.index(peak.kind), peak.device, peak.peak_bytes, peak.reserved_bytes, peak.baseline_bytes)
+            for peak in peaks]
+    gathered = [MemoryPeak(_KINDS[int(kind)], int(device), int(peak), _int(reserved), _int(baseline), rank)
+                for rank, (kind, device, peak, reserved, baseline) in gather_rows(runnable, rows, 5)
+                if kind is not None and device is not None and peak is not None]
     return tuple(sorted(gathered, key=lambda peak: (peak.rank, peak.device)))

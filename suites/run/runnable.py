@@ -1,10 +1,13 @@
 """The contract between the timer and a framework implementation of a workload."""
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable
 
+from suites.cases.vocabulary import DeviceKind
 from suites.kept.check import Check
+from suites.run.energy import EnergyMeter, NoMeter, meter_for
 
 if TYPE_CHECKING:
     from suites.run.memory import MemoryProbe
@@ -75,6 +78,27 @@ class Runnable(ABC):
         None: the runnable measures none. The timer calls it once, after setup and the check,
         on every rank alike, and gathers every rank's peaks to rank 0."""
         return None
+
+    def gpu_ordinals(self) -> tuple[int, ...]:
+        """The CUDA ordinals of the GPUs this process drives (GPU cases; else none): its local
+        rank's in a rank process, else the case's first `n_devices`. A runnable that knows its
+        devices (torch training: `devices_in_use`) says so instead."""
+        if self.case.device is not DeviceKind.GPU:
+            return ()
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            return (int(os.environ.get("LOCAL_RANK", "0")),)
+        return tuple(range(self.case.n_devices))
+
+    def energy_meter(self) -> EnergyMeter:
+        """What reads this process's devices' energy over the timed steps (`suites.run.energy`);
+        the timer calls it once, on every rank alike, and gathers the readings to rank 0. A
+        runnable without a case (a bare step to time) has none."""
+        if getattr(self, "case", None) is None:
+            return NoMeter("no case: no devices to read energy of")
+        try:
+            return meter_for(self.case.device, self.gpu_ordinals(), int(os.environ.get("LOCAL_RANK", "0")))
+        except Exception as error:  # a broken driver costs the case its energy figures, not its run
+            return NoMeter(f"no energy meter: {type(error).__name__}: {str(error)[:200]}")
 
     def teardown(self) -> None:
         """Release device memory; the default relies on garbage collection."""

@@ -11,8 +11,10 @@ from typing import Callable, Iterator
 import numpy as np
 
 from suites.cases.timing_config import TimingConfig
+from suites.kept.energy import EnergyMeasurement, absent
 from suites.kept.measurement import OUT_OF_TIME, Measurement
 from suites.kept.memory import MemoryPeak
+from suites.run.energy import EnergyMeter, gather_energy
 from suites.run.memory import MemoryProbe, gather_peaks
 from suites.run.runnable import Runnable
 
@@ -167,36 +169,42 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
     gathered into `rank_medians`, where a straggler shows. Where the runnable has a memory
     probe, its peaks over the timed blocks (a cut-short case: over its warm steps) are gathered
-    from every rank into `memory`.
+    from every rank into `memory`. The runnable's energy meter reads its devices from just
+    before the first timed block to just after the last (`energy`; or why it could not).
     """
     probe = runnable.memory_probe()
-    with settled_heap(), _stopped_on_error(probe):
-        return _measure(runnable, config, clock, probe)
+    meter = runnable.energy_meter()
+    with settled_heap(), _stopped_on_error(probe, meter):
+        return _measure(runnable, config, clock, probe, meter)
 
 
 @contextlib.contextmanager
-def _stopped_on_error(probe: MemoryProbe | None) -> Iterator[None]:
-    """A step that raises leaves no probe running (a sampling thread) behind it."""
+def _stopped_on_error(*running: MemoryProbe | EnergyMeter | None) -> Iterator[None]:
+    """A step that raises leaves no probe or meter running (a sampling thread) behind it."""
     try:
         yield
     except BaseException:
-        if probe is not None:
-            with contextlib.suppress(Exception):  # the step's error is the one to report
-                probe.stop()
+        for thing in running:
+            if thing is not None:
+                with contextlib.suppress(Exception):  # the step's error is the one to report
+                    thing.stop()
         raise
 
 
-def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None) -> Measurement:
+def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None,
+             meter: EnergyMeter) -> Measurement:
     agree = runnable.agree
     warm = warm_up(runnable, config, clock, probe)
     if warm.out_of_time:
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
-                           memory=_peaks(runnable, probe))
+                           memory=_peaks(runnable, probe),
+                           energy=absent(meter.reason or "cut short: no timed blocks to read energy over"))
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
+    meter_failed = _meter_error(meter.start)
 
     samples: list[float] = []
     busy: list[float] = []
@@ -219,6 +227,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
+    energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
@@ -228,9 +237,28 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
-                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory)
+                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
+                       energy=energy)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
     """Stop the probe; every rank's peaks, gathered (nothing where there is no probe)."""
     return () if probe is None else gather_peaks(runnable, probe.stop())
+
+
+def _meter_error(call: Callable[[], object]) -> str:
+    """'' where `call` (a meter's start or stop) worked, else what went wrong: a counter that
+    fails mid-run costs the case its energy figures, not its timing."""
+    try:
+        call()
+        return ""
+    except Exception as error:  # NVML and sysfs raise their own kinds
+        return f"the energy meter failed: {type(error).__name__}: {str(error)[:200]}"
+
+
+def _energy(runnable: Runnable, meter: EnergyMeter, steps: int, failed: str) -> EnergyMeasurement:
+    """Stop the meter; every rank's readings over `steps` timed steps, gathered (every rank
+    takes part, whether its meter worked or not)."""
+    readings: list = []
+    failed = failed or _meter_error(lambda: readings.extend(meter.stop()))
+    return gather_energy(runnable, [] if failed else readings, steps, failed or meter.reason)

@@ -81,6 +81,12 @@ class Workload(ABC):
         """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
         return None
 
+    def min_bytes_per_step(self) -> int | None:
+        """Kernels: the fewest bytes one step must move between the device and its memory — each
+        input read once, the output written once, in the case's dtype — the denominator of its
+        arithmetic intensity (roofline). None for workloads without one."""
+        return None
+
     def state_estimate(self) -> dict[str, int] | None:
         """Analytic bytes of training state per device ("parameters", "gradients", "optimizer",
         "total", and "activations" where known); None for workloads that train nothing."""

@@ -10,6 +10,7 @@ import numpy as np
 from suites.cases.case import ParamValue
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
+from suites.workloads.collectives import DTYPE_BYTES
 
 #: A kernel's inputs are rotated through copies that together span more than the device's
 #: last-level cache (CACHE_MULTIPLE x its size: the CPU's L3, a GPU's L2 — 50 MB on an H100),
@@ -81,6 +82,11 @@ class Matmul(Workload):
             return f"k = {self.p['k']} does not split evenly over {parts} {what}"
         return None
 
+    def min_bytes_per_step(self) -> int:
+        """A and B read, C written: (MK + KN + MN) elements."""
+        m, n = int(self.p["m"]), int(self.p["n"])
+        return (self.input_elements() + m * n) * DTYPE_BYTES[self.case.precision]
+
     @staticmethod
     def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a.astype(np.float64) @ b.astype(np.float64)
@@ -139,6 +145,12 @@ class Conv2d(Workload):
     def input_elements(self) -> int:
         p = self.p
         return int(p["batch"] * p["h"] * p["w"] * p["cin"] + p["kernel"] ** 2 * p["cin"] * p["cout"])  # type: ignore[operator]
+
+    def min_bytes_per_step(self) -> int:
+        """Images and filters read, output written: (N·H·W·Cin + K²·Cin·Cout + N·Hout·Wout·Cout) elements."""
+        h_out, w_out = self.output_hw
+        output = int(self.p["batch"]) * h_out * w_out * int(self.p["cout"])
+        return (self.input_elements() + output) * DTYPE_BYTES[self.case.precision]
 
     def padded(self, images_nhwc: np.ndarray) -> np.ndarray:
         """Pad NHWC images for 'same' the TensorFlow way, so every framework computes one function."""

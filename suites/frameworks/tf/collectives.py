@@ -18,7 +18,7 @@ from suites.frameworks.tf import backend  # first: TF's environment before TF lo
 import tensorflow as tf
 
 from suites.cases.strategy_plugins import plugin_for
-from suites.frameworks.tf.distribute import configure_runtime, synchronize_devices
+from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, synchronize_devices
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
@@ -64,6 +64,9 @@ class TfAllreduce(Runnable):
 
     def barrier(self) -> None:
         self.lockstep.barrier()  # timed blocks end when every worker has finished
+
+    def gpu_ordinals(self) -> tuple[int, ...]:
+        return gpu_ordinals(self.case)
 
     def gather(self, value: float) -> tuple[float, ...]:
         return self.lockstep.gather(value)

@@ -124,6 +124,14 @@ def this_task_index() -> int:
     return int(config.get("task", {}).get("index", 0))
 
 
+def gpu_ordinals(case: Case) -> tuple[int, ...]:
+    """The ordinals of the GPUs this process's replicas run on (its energy is read over them):
+    a multi-worker rank sees only its own GPU, as GPU 0."""
+    if case.device is not DeviceKind.GPU:
+        return ()
+    return tuple(range(len(replica_devices(case))))
+
+
 def host_cpu(strategy: tf.distribute.Strategy | None) -> str:
     """This process's host CPU, named so that it matches one device. In a multi-worker cluster
     "/CPU:0" matches every worker's CPU: a function placed there fails under strict placement

@@ -26,7 +26,7 @@ from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_r
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Precision
 from suites.frameworks.tf import memory as tf_memory
-from suites.frameworks.tf.distribute import configure_runtime, host_cpu, replica_devices
+from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, host_cpu, replica_devices
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
@@ -93,6 +93,9 @@ class TfTrainStep(Runnable):
 
     def agree(self, value: float) -> float:
         return self.trainer.agree(value)
+
+    def gpu_ordinals(self) -> tuple[int, ...]:
+        return gpu_ordinals(self.case)
 
     def memory_probe(self) -> MemoryProbe:
         """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set."""

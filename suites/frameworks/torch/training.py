@@ -189,6 +189,11 @@ class TorchTrainStep(Runnable):
         """Allocator peaks of the GPUs the step runs on; on the CPU, this rank's resident set."""
         return torch_memory.memory_probe(self.devices_in_use, self.memory_baseline)
 
+    def gpu_ordinals(self) -> tuple[int, ...]:
+        """The GPUs the step runs on (their energy is read over the timed steps)."""
+        return tuple(torch.cuda.current_device() if device.index is None else device.index
+                     for device in self.devices_in_use if device.type == "cuda")
+
     # --- correctness ------------------------------------------------------------------------
     def _check_batch(self, seed: int) -> tuple[tuple[np.ndarray, np.ndarray],
                                                tuple[torch.Tensor, torch.Tensor]]:

@@ -1,4 +1,5 @@
-"""`parbench calibrate`: measure this machine's best large GEMM, the reference for '% of measured peak'."""
+"""`parbench calibrate`: measure this machine's best large GEMM, the reference for '% of measured peak',
+and on the CPU its memory bandwidth with a streaming kernel, the roofline's slope."""
 from __future__ import annotations
 
 import argparse
@@ -9,15 +10,17 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.errors import UserError
-from suites.kept.devices import discover
-from suites.kept.peaks import save_calibration
+from suites.kept.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
+from suites.kept.peaks import save_bandwidth, save_calibration
 from suites.kept.provenance import machine_label
 from suites.kept.store import DEFAULT_RESULTS_DIR
 from suites.report.display import terminal
 from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process
+from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 
-SUMMARY = "measure this machine's peak GEMM rate per device and precision (for '% of measured peak')"
+SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
+           "CPU's memory bandwidth (for the roofline)")
 SIZES = (2048, 4096)
 
 
@@ -30,9 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="precision(s) to calibrate (default fp32)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                         help=f"square GEMM sizes to try (default {' '.join(map(str, SIZES))})")
+    parser.add_argument("--stream-mib", type=int, default=ARRAY_MIB,
+                        help=f"size of each of the streaming kernel's three arrays, MiB (default {ARRAY_MIB}; "
+                             "keep it far above the last-level cache)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.stream_mib < 1:
+        raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
     console = terminal()
     machine = machine_label(args.label)
     timing = TimingConfig(budget_s=3.0)
@@ -62,7 +70,22 @@ def run(args: argparse.Namespace) -> int:
                                         tflops, case.id)
                 console.print(f"[green]{kind} {precision} peak {tflops:.3f} TFLOP/s[/] ({case.id}) -> {path}")
                 stored += 1
+        if kind is DeviceKind.CPU:
+            cache = cpu_last_level_cache_bytes()
+            if cache and args.stream_mib * 2**20 < 4 * cache:
+                console.print(f"[yellow]warning[/]: --stream-mib {args.stream_mib} is under 4x the "
+                              f"{cache / 2**20:g} MiB last-level cache: the bandwidth measured is partly the cache's")
+            stream = best_stream_bandwidth(args.stream_mib)
+            path = save_bandwidth(args.results, machine, _cpu(), stream.gbs, stream.how)
+            console.print(f"[green]cpu memory bandwidth {stream.gbs:.2f} GB/s[/] ({stream.how}) -> {path}")
+            stored += 1
     if not stored:
         raise UserError("nothing could be calibrated: no requested device/precision is available here; "
                         "see `parbench devices`")
     return 0
+
+
+def _cpu() -> DeviceInfo:
+    """The CPU as an installed framework names it (every framework's runs look it up by that name)."""
+    found = [discover(framework, DeviceKind.CPU) for framework in Framework]
+    return next((cpu for cpu in found if cpu.names), found[0])

@@ -6,10 +6,11 @@ import json
 
 from rich.table import Table
 
-from suites.cases.vocabulary import Precision
+from suites.cases.vocabulary import DeviceKind, Precision
 from suites.kept.devices import DeviceInfo, discover_all
 from suites.kept.peaks import PeakTable
 from suites.report.display import terminal
+from suites.run.energy import meter_for
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
 
@@ -25,12 +26,21 @@ def table_peak(peaks: PeakTable, info: DeviceInfo) -> dict[str, object]:
     return {"fp32_tflops": found.tflops, "entry": found.entry, "reason": found.reason}
 
 
+def energy_counter(info: DeviceInfo) -> str:
+    """'' where the device's energy can be read over a case's timed steps, else why not."""
+    ordinals = range(info.count) if info.kind is DeviceKind.GPU else ()
+    return meter_for(info.kind, ordinals).reason
+
+
 def run(args: argparse.Namespace) -> int:
     infos = discover_all()
     peaks = PeakTable.load()
     available = {id(info): table_peak(peaks, info) for info in infos if info.available}
+    energy = {kind: energy_counter(next(info for info in infos if info.kind is kind and info.available))
+              for kind in {info.kind for info in infos if info.available}}
     if args.json:
-        print(json.dumps([{**info.to_dict(), **({"peak_table": available[id(info)]}
+        print(json.dumps([{**info.to_dict(), **({"peak_table": available[id(info)],
+                                                 "energy_reason": energy[info.kind]}
                                                 if id(info) in available else {})}
                           for info in infos], indent=2))
         return 0
@@ -44,5 +54,8 @@ def run(args: argparse.Namespace) -> int:
                  if peak["fp32_tflops"] is not None else f"[yellow]{peak['reason']}[/]")
         details = ", ".join(f"{k}={v}" for k, v in info.details.items())
         table.add_row(str(info.framework), str(info.kind), str(info.count), what, shown, details)
-    terminal().print(table, markup=True)
+    console = terminal()
+    console.print(table, markup=True)
+    for kind, reason in sorted(energy.items(), key=lambda item: str(item[0])):
+        console.print(f"energy ({kind}): " + (f"[yellow]{reason}[/]" if reason else "read over each case's timed steps"))
     return 0

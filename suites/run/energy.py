@@ -1,0 +1,296 @@
+"""Reading energy over the timed steps: the meter the timer starts and stops, per device kind.
+
+`Runnable.energy_meter` gives the timer an `EnergyMeter` for the case's devices; the timer starts
+it just before the first timed block and stops it after the last, then gathers every rank's
+readings (`gather_energy`). What a reading means is in `suites.kept.energy`.
+
+- GPUs: `NvmlMeter`, NVML through `nvidia-ml-py` (the optional extra `parbench[energy]`,
+  imported only here, only for GPU cases). The total-energy counter where the GPU has one,
+  else the board power sampled every `POWER_INTERVAL_S` on a thread and integrated.
+  A process's CUDA ordinals are mapped to NVML's devices through CUDA_VISIBLE_DEVICES (indices
+  or UUIDs); CUDA numbers the visible GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
+  NVML by PCI bus, so on a machine of mixed GPUs set that variable for readings per device.
+- CPUs: `RaplMeter`, the package counters under /sys/class/powercap. The packages are shared
+  by every rank process on the host, so only local rank 0 reads them.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from suites.cases.vocabulary import DeviceKind
+from suites.kept.energy import DeviceEnergy, EnergyMeasurement, EnergyMethod, absent
+from suites.run.gathering import gather_rows
+
+if TYPE_CHECKING:
+    from suites.run.runnable import Runnable
+
+POWERCAP = Path("/sys/class/powercap")
+#: Top-level RAPL zones (one per package); `intel-rapl:0:1` and the like are parts of a package.
+PACKAGE_ZONE = re.compile(r"^intel-rapl:(\d+)$")
+#: Seconds between two board-power samples where a GPU has no energy counter.
+POWER_INTERVAL_S = 0.02
+ENERGY_EXTRA = "pip install 'parbench[energy]' (nvidia-ml-py)"
+
+Clock = Callable[[], float]
+
+
+class EnergyMeter(ABC):
+    """Energy of this process's devices between `start` and `stop`."""
+
+    #: Why this meter reads nothing here; "" where it reads something.
+    reason: str = ""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> list[DeviceEnergy]:
+        """The readings since `start` (rank 0 until gathered); [] where none could be read."""
+
+
+class NoMeter(EnergyMeter):
+    """A process or device kind whose energy is not read, and why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> list[DeviceEnergy]:
+        return []
+
+
+# --- CPUs: RAPL --------------------------------------------------------------------------------
+
+@dataclass
+class RaplZone:
+    package: int
+    energy_file: Path
+    #: The counter wraps to 0 after this many microjoules.
+    max_range_uj: int | None
+    start_uj: int = 0
+
+
+def rapl_delta_uj(start: int, end: int, max_range_uj: int | None) -> int:
+    """Microjoules between two readings of a counter that wraps at `max_range_uj` (one wrap at
+    most can be told apart: at 200 W a 262 kJ range wraps every ~22 minutes)."""
+    if end >= start:
+        return end - start
+    if not max_range_uj:
+        raise ValueError("the RAPL counter went backwards and its range is unknown")
+    return end + max_range_uj - start
+
+
+class RaplMeter(EnergyMeter):
+    """Every CPU package's RAPL counter under `root` (default `POWERCAP`)."""
+
+    def __init__(self, root: Path | None = None, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self.zones: list[RaplZone] = []
+        self._started = 0.0
+        self.reason = self._find(Path(root or POWERCAP))
+
+    def _find(self, root: Path) -> str:
+        if not root.is_dir():
+            return (f"no CPU energy counter: {root} does not exist (no RAPL powercap driver; virtual machines "
+                    "and containers without it expose none)")
+        zones = sorted((int(match.group(1)), path) for path in root.iterdir()
+                       if (match := PACKAGE_ZONE.match(path.name)))
+        if not zones:
+            return f"no CPU energy counter: {root} has no RAPL package zone (intel-rapl:N)"
+        problems = []
+        for package, path in zones:
+            energy = path / "energy_uj"
+            try:
+                int(energy.read_text())
+            except PermissionError:
+                problems.append(f"{energy} is readable by root only (Linux 5.10+, after CVE-2020-8694): "
+                                f"`sudo chmod a+r {root}/intel-rapl:*/energy_uj` to allow it")
+                continue
+            except (OSError, ValueError) as error:
+                problems.append(f"{energy} is not readable ({type(error).__name__})")
+                continue
+            self.zones.append(RaplZone(package, energy, _read_int(path / "max_energy_range_uj")))
+        return "" if self.zones else "no CPU energy counter readable: " + "; ".join(problems)
+
+    def start(self) -> None:
+        for zone in self.zones:
+            zone.start_uj = int(zone.energy_file.read_text())
+        self._started = self.clock()
+
+    def stop(self) -> list[DeviceEnergy]:
+        ends = [int(zone.energy_file.read_text()) for zone in self.zones]
+        seconds = self.clock() - self._started
+        return [DeviceEnergy("cpu", zone.package, rapl_delta_uj(zone.start_uj, end, zone.max_range_uj) / 1e6,
+                             seconds, "rapl") for zone, end in zip(self.zones, ends)]
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# --- GPUs: NVML --------------------------------------------------------------------------------
+
+def import_nvml() -> ModuleType:
+    """`pynvml` from nvidia-ml-py; ImportError where it is not installed."""
+    import pynvml  # noqa: PLC0415 - optional dependency, GPU cases only
+    return pynvml
+
+
+def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str | None]:
+    """NVML's index (or UUID) of each CUDA ordinal of this process, through CUDA_VISIBLE_DEVICES;
+    None for an ordinal the variable does not list."""
+    if visible is None or not visible.strip():
+        return list(ordinals)
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    return [None if o >= len(entries) else int(entries[o]) if entries[o].isdigit() else entries[o]
+            for o in ordinals]
+
+
+@dataclass
+class _Gpu:
+    ordinal: int
+    handle: Any
+    method: EnergyMethod
+    start_mj: int = 0
+    powers: list[tuple[float, float]] = field(default_factory=list)  # (seconds, watts)
+
+
+class NvmlMeter(EnergyMeter):
+    """The GPUs with CUDA ordinals `ordinals` in this process, through NVML (`nvml`: the pynvml
+    module; a test passes a fake)."""
+
+    def __init__(self, ordinals: Sequence[int], nvml: ModuleType | None = None,
+                 clock: Clock = time.monotonic, interval_s: float = POWER_INTERVAL_S,
+                 visible: str | None = None) -> None:
+        self.clock, self.interval_s = clock, interval_s
+        self.gpus: list[_Gpu] = []
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._started = 0.0
+        try:
+            self.nvml = nvml or import_nvml()
+        except ImportError:
+            self.reason = f"no GPU energy reading: nvidia-ml-py is not installed ({ENERGY_EXTRA})"
+            return
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+        self.reason = self._find(ordinals, visible)
+
+    def _find(self, ordinals: Sequence[int], visible: str | None) -> str:
+        nvml = self.nvml
+        try:
+            nvml.nvmlInit()
+        except Exception as error:  # pynvml raises NVMLError subclasses, a fake anything
+            return f"no GPU energy reading: NVML did not initialise ({type(error).__name__}: {error})"
+        problems = []
+        for ordinal, index in zip(ordinals, nvml_indices(ordinals, visible)):
+            if index is None:
+                problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}")
+                continue
+            try:
+                handle = (nvml.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
+                          else nvml.nvmlDeviceGetHandleByIndex(index))
+            except Exception as error:
+                problems.append(f"GPU {ordinal} ({index}): no NVML handle ({type(error).__name__})")
+                continue
+            for method, read in (("nvml_counter", nvml.nvmlDeviceGetTotalEnergyConsumption),
+                                 ("nvml_power", nvml.nvmlDeviceGetPowerUsage)):
+                try:
+                    read(handle)
+                except Exception as error:
+                    problems.append(f"GPU {ordinal}: {read.__name__} failed ({type(error).__name__})")
+                    continue
+                self.gpus.append(_Gpu(ordinal, handle, method))  # type: ignore[arg-type]
+                break
+        return "" if self.gpus else "no GPU energy reading: " + ("; ".join(problems) or "no GPU")
+
+    def _sample_power(self) -> None:
+        now = self.clock()
+        for gpu in self.gpus:
+            if gpu.method == "nvml_power":
+                gpu.powers.append((now, self.nvml.nvmlDeviceGetPowerUsage(gpu.handle) / 1000.0))
+
+    def _run(self, done: threading.Event) -> None:
+        while not done.wait(self.interval_s):
+            self._sample_power()
+
+    def start(self) -> None:
+        for gpu in self.gpus:
+            gpu.powers = []
+            if gpu.method == "nvml_counter":
+                gpu.start_mj = self.nvml.nvmlDeviceGetTotalEnergyConsumption(gpu.handle)
+        self._started = self.clock()
+        if any(gpu.method == "nvml_power" for gpu in self.gpus):
+            self._sample_power()
+            self._done = threading.Event()
+            self._thread = threading.Thread(target=self._run, args=(self._done,), name="parbench-power",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self) -> list[DeviceEnergy]:
+        if self._thread is not None:
+            self._done.set()
+            self._thread.join()
+            self._thread = None
+            self._sample_power()
+        ends = {id(gpu): self.nvml.nvmlDeviceGetTotalEnergyConsumption(gpu.handle)
+                for gpu in self.gpus if gpu.method == "nvml_counter"}
+        seconds = self.clock() - self._started
+        readings = []
+        for gpu in self.gpus:
+            if gpu.method == "nvml_counter":
+                readings.append(DeviceEnergy("gpu", gpu.ordinal, (ends[id(gpu)] - gpu.start_mj) / 1000.0,
+                                             seconds, "nvml_counter"))
+            elif len(gpu.powers) >= 2:
+                readings.append(DeviceEnergy("gpu", gpu.ordinal, integrate(gpu.powers),
+                                             gpu.powers[-1][0] - gpu.powers[0][0], "nvml_power"))
+        return readings
+
+
+def integrate(powers: Sequence[tuple[float, float]]) -> float:
+    """Joules from (seconds, watts) samples: the trapezoid rule."""
+    return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(powers, powers[1:]))
+
+
+# --- which meter, and gathering --------------------------------------------------------------
+
+def meter_for(kind: DeviceKind, gpu_ordinals: Sequence[int], local_rank: int = 0) -> EnergyMeter:
+    """The meter of a case's devices of `kind` in this process."""
+    if kind is DeviceKind.GPU:
+        return NvmlMeter(gpu_ordinals)
+    if kind is DeviceKind.CPU:
+        if local_rank != 0:
+            return NoMeter("the CPU packages are read by local rank 0, whose readings cover this rank's cores")
+        return RaplMeter()
+    return NoMeter(f"no energy counter is read on {kind} devices")
+
+
+_METHODS: tuple[EnergyMethod, ...] = ("nvml_counter", "nvml_power", "rapl")
+_KINDS = ("cpu", "gpu")
+
+
+def gather_energy(runnable: "Runnable", readings: list[DeviceEnergy], steps: int,
+                  reason: str) -> EnergyMeasurement:
+    """Every rank's readings, in rank order, through the runnable's float `gather` (a collective:
+    every rank calls it). `reason` (this rank's meter's, which rank 0 stores) says why there are
+    none where no rank read any."""
+    rows = [(_KINDS.index(r.kind), r.device, r.joules, r.seconds, _METHODS.index(r.method)) for r in readings]
+    gathered = [DeviceEnergy(_KINDS[int(kind)], int(device), joules, seconds,  # type: ignore[arg-type]
+                             _METHODS[int(method)], rank)
+                for rank, (kind, device, joules, seconds, method) in gather_rows(runnable, rows, 5)
+                if None not in (kind, device, joules, seconds, method)]
+    if not gathered:
+        return absent(reason or "no energy reading")
+    return EnergyMeasurement(tuple(gathered), steps)
