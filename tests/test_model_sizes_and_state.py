@@ -21,6 +21,7 @@ from suites.strategies.base import STATE_BYTES
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)
+from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock
 from suites.workloads.user_model import UserModel
 
 
@@ -41,14 +42,19 @@ def parameter_count(spec) -> int:
 
 
 # --- sizes ----------------------------------------------------------------------------------------
-def test_each_size_parameter_sizes_one_builtin_model_and_defaults_to_its_size():
-    assert SIZE_PARAMS == {"hidden": Mlp, "depth": Mlp, "channels": ResidualCnn, "blocks": ResidualCnn,
-                           "seq": TransformerBlock, "d_model": TransformerBlock, "heads": TransformerBlock,
-                           "ffn": TransformerBlock, "layers": TransformerBlock}
-    for name, spec in SIZE_PARAMS.items():
-        assert TrainStep.param(name).default == getattr(spec(), name)
+def test_each_size_parameter_sizes_its_builtin_models_and_defaults_to_the_first_ones_size():
+    transformers = (TransformerBlock, BertBase, Gpt2Small, LlamaBlock)
+    assert SIZE_PARAMS == {"hidden": (Mlp,), "depth": (Mlp,), "channels": (ResidualCnn,), "blocks": (ResidualCnn,),
+                           "seq": transformers, "d_model": transformers, "heads": transformers,
+                           "ffn": transformers, "layers": transformers, "kv_heads": (LlamaBlock,)}
+    for name, specs in SIZE_PARAMS.items():
+        assert TrainStep.param(name).default == getattr(specs[0](), name)
+        assert all(spec.name in TrainStep.param(name).help for spec in specs)
     assert TrainStep.param("optimizer").default == "sgd"
     assert TrainStep.param("layers").default == 1
+    # each model keeps its own default where a case does not set the size
+    assert train_step(model="gpt2_small").model.seq == 1024
+    assert train_step(model="gpt2_small", seq=128).model == Gpt2Small(seq=128)
 
 
 def test_a_case_without_sizes_gets_todays_model_and_its_id_lists_only_what_it_sets():
