@@ -91,7 +91,7 @@ def test_a_size_that_sizes_another_model_is_rejected_with_one_message():
     assert str(raised.value).count("does not apply") == 1
     assert "size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are channels, blocks" \
         in str(raised.value)
-    with pytest.raises(GridError, match=r"size parameters d_model \(transformer\), depth \(mlp\) do not apply"):
+    with pytest.raises(GridError, match=r"size parameters d_model \(transformer, bert_base, gpt2_small, llama_block\), depth \(mlp\) do not apply"):
         parse_suite(grid('{ model = "cnn", batch = 8, depth = 2, d_model = 64 }'), "g.toml", "g")
 
 
@@ -111,7 +111,7 @@ def test_sizes_of_a_model_in_explicit_points_and_invalid_sizes():
 
 def test_a_case_made_outside_a_grid_with_a_foreign_size_is_unavailable_with_the_reason():
     workload = workload_of(Case.from_id("train_step/tf/cpu:1/single/fp32/batch=8,layers=2,model=mlp"))
-    assert workload.unavailable_reason() == ("size parameter layers (transformer) does not apply to model "
+    assert workload.unavailable_reason() == ("size parameter layers (transformer, bert_base, gpt2_small, llama_block) does not apply to model "
                                             "'mlp'; its size parameters are hidden, depth")
 
 

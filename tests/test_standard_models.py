@@ -24,7 +24,6 @@ from suites.run.runner import run_case  # noqa: E402
 from suites.strategies.torch.fsdp import blocks  # noqa: E402
 from suites.strategies.torch.pipeline import layer_names  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
-from suites.workloads import workload_of  # noqa: E402
 from suites.workloads.training import sized_model  # noqa: E402
 from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock  # noqa: E402
 from tests.test_torch_parallel import CPU  # noqa: E402

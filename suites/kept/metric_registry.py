@@ -93,7 +93,7 @@ def busbw_gbs(work: Work) -> float:
 _REGISTRY = (
     Metric("tflops", "TFLOP/s",
            "analytic FLOP per step / median step time / 1e12 (matmul 2MNK; conv 2*N*Hout*Wout*Cout*Kh*Kw*Cin; "
-           "training step 3x forward)",
+           "transformers per token 2N + 4 layers seq d_model, N the dense layers' weights; training step 3x forward)",
            "TFLOP/s from analytic FLOP counts", tflops, needs=("flops_per_step",), from_median_step=True),
     Metric("pct_peak_table", "%",
            "100 * tflops / (n_devices * peak of one device in this precision, peaks.toml)",

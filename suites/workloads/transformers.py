@@ -27,7 +27,17 @@ from suites.workloads.training import NUM_CLASSES, ModelSpec, TransformerBlock, 
 
 
 @dataclass(frozen=True)
-class BertBase(TransformerBlock):
+class BaseSizedTransformer(TransformerBlock):
+    """The size BERT-base and GPT-2 small share: 12 blocks of width 768, 12 heads, feed-forward 3072."""
+
+    d_model: int = size(768, "model width")
+    heads: int = size(12, "attention heads (must divide d_model)")
+    ffn: int = size(3072, "feed-forward width")
+    layers: int = size(12, "stacked blocks")
+
+
+@dataclass(frozen=True)
+class BertBase(BaseSizedTransformer):
     """BERT-base's encoder (Devlin et al. 2018; HF BertModel): learned positions, the
     embeddings' LayerNorm, 12 post-norm blocks x = LN(x + MHA(x)); x = LN(x + FFN(x)), biases
     on every projection, exact (erf) GELU, LayerNorm eps 1e-12, no mask."""
@@ -44,17 +54,13 @@ class BertBase(TransformerBlock):
     token_types: ClassVar[int] = 2
 
     seq: int = size(512, "sequence length")
-    d_model: int = size(768, "model width")
-    heads: int = size(12, "attention heads (must divide d_model)")
-    ffn: int = size(3072, "feed-forward width")
-    layers: int = size(12, "stacked blocks")
 
     def vocabulary_parameters(self) -> int:
         return (self.vocabulary + self.token_types) * self.d_model
 
 
 @dataclass(frozen=True)
-class Gpt2Small(TransformerBlock):
+class Gpt2Small(BaseSizedTransformer):
     """GPT-2 small's decoder (Radford et al. 2019; HF GPT2Model): learned positions, 12 pre-norm
     blocks with causal self-attention, biases on every projection, tanh-approximated GELU, a
     final LayerNorm (ln_f), LayerNorm eps 1e-5."""
@@ -68,10 +74,6 @@ class Gpt2Small(TransformerBlock):
     vocabulary: ClassVar[int] = 50257
 
     seq: int = size(1024, "sequence length")
-    d_model: int = size(768, "model width")
-    heads: int = size(12, "attention heads (must divide d_model)")
-    ffn: int = size(3072, "feed-forward width")
-    layers: int = size(12, "stacked blocks")
 
     def vocabulary_parameters(self) -> int:
         return self.vocabulary * self.d_model
