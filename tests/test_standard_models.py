@@ -229,3 +229,18 @@ def test_tensor_parallel_llama_on_two_ranks_matches_the_full_batch_gradient(tmp_
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
     assert record.metrics["tokens_per_s"] > 0
     assert our_processes() == []
+
+
+def test_a_zero_true_gradient_is_judged_against_the_whole_gradient_and_a_wrong_one_still_fails():
+    """An attention key bias has an exactly zero gradient (softmax ignores a constant added to a
+    row of scores); its float32 rounding must not fail the check, a wrong gradient must."""
+    from suites.cases.vocabulary import Precision
+    from suites.kept.check import gradients_against_reference
+
+    reference = {"attn.k.bias": np.full(4, 1e-17), "attn.q.kernel": np.ones((4, 4))}
+    rounded = {"attn.k.bias": np.full(4, 1e-8), "attn.q.kernel": np.ones((4, 4)) * (1 + 1e-7)}
+    assert gradients_against_reference(rounded, reference, Precision.FP32).passed
+    halved = {**rounded, "attn.q.kernel": np.ones((4, 4)) / 2}
+    assert not gradients_against_reference(halved, reference, Precision.FP32).passed
+    wrong_bias = {**rounded, "attn.k.bias": np.full(4, 0.1)}
+    assert not gradients_against_reference(wrong_bias, reference, Precision.FP32).passed
