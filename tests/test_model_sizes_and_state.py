@@ -21,6 +21,7 @@ from suites.strategies.base import STATE_BYTES
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)
+from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock
 from suites.workloads.user_model import UserModel
 
 
@@ -41,14 +42,19 @@ def parameter_count(spec) -> int:
 
 
 # --- sizes ----------------------------------------------------------------------------------------
-def test_each_size_parameter_sizes_one_builtin_model_and_defaults_to_its_size():
-    assert SIZE_PARAMS == {"hidden": Mlp, "depth": Mlp, "channels": ResidualCnn, "blocks": ResidualCnn,
-                           "seq": TransformerBlock, "d_model": TransformerBlock, "heads": TransformerBlock,
-                           "ffn": TransformerBlock, "layers": TransformerBlock}
-    for name, spec in SIZE_PARAMS.items():
-        assert TrainStep.param(name).default == getattr(spec(), name)
+def test_each_size_parameter_sizes_its_builtin_models_and_defaults_to_the_first_ones_size():
+    transformers = (TransformerBlock, BertBase, Gpt2Small, LlamaBlock)
+    assert SIZE_PARAMS == {"hidden": (Mlp,), "depth": (Mlp,), "channels": (ResidualCnn,), "blocks": (ResidualCnn,),
+                           "seq": transformers, "d_model": transformers, "heads": transformers,
+                           "ffn": transformers, "layers": transformers, "kv_heads": (LlamaBlock,)}
+    for name, specs in SIZE_PARAMS.items():
+        assert TrainStep.param(name).default == getattr(specs[0](), name)
+        assert all(spec.name in TrainStep.param(name).help for spec in specs)
     assert TrainStep.param("optimizer").default == "sgd"
     assert TrainStep.param("layers").default == 1
+    # each model keeps its own default where a case does not set the size
+    assert train_step(model="gpt2_small").model.seq == 1024
+    assert train_step(model="gpt2_small", seq=128).model == Gpt2Small(seq=128)
 
 
 def test_a_case_without_sizes_gets_todays_model_and_its_id_lists_only_what_it_sets():
@@ -85,7 +91,7 @@ def test_a_size_that_sizes_another_model_is_rejected_with_one_message():
     assert str(raised.value).count("does not apply") == 1
     assert "size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are channels, blocks" \
         in str(raised.value)
-    with pytest.raises(GridError, match=r"size parameters d_model \(transformer\), depth \(mlp\) do not apply"):
+    with pytest.raises(GridError, match=r"size parameters d_model \(transformer, bert_base, gpt2_small, llama_block\), depth \(mlp\) do not apply"):
         parse_suite(grid('{ model = "cnn", batch = 8, depth = 2, d_model = 64 }'), "g.toml", "g")
 
 
@@ -105,7 +111,7 @@ def test_sizes_of_a_model_in_explicit_points_and_invalid_sizes():
 
 def test_a_case_made_outside_a_grid_with_a_foreign_size_is_unavailable_with_the_reason():
     workload = workload_of(Case.from_id("train_step/tf/cpu:1/single/fp32/batch=8,layers=2,model=mlp"))
-    assert workload.unavailable_reason() == ("size parameter layers (transformer) does not apply to model "
+    assert workload.unavailable_reason() == ("size parameter layers (transformer, bert_base, gpt2_small, llama_block) does not apply to model "
                                             "'mlp'; its size parameters are hidden, depth")
 
 

@@ -21,6 +21,7 @@ class Work:
     n_devices: int | None = None
     flops_per_step: float | None = None  # analytic, all devices together
     samples_per_step: float | None = None  # all devices together
+    tokens_per_step: float | None = None  # sequence models: samples x sequence length, all devices
     bytes_per_step: float | None = None  # bytes each rank all-reduces
     sustained_step_s: float | None = None  # seconds timed / steps timed
     exchange_share: float | None = None  # measured by the run (DDP no_sync probe)
@@ -110,7 +111,7 @@ ROOFLINE = ("flops_per_step", "min_bytes_per_step", "roof_peak_tflops", "roof_ba
 _REGISTRY = (
     Metric("tflops", "TFLOP/s",
            "analytic FLOP per step / median step time / 1e12 (matmul 2MNK; conv 2*N*Hout*Wout*Cout*Kh*Kw*Cin; "
-           "training step 3x forward)",
+           "transformers per token 2N + 4 layers seq d_model, N the dense layers' weights; training step 3x forward)",
            "TFLOP/s from analytic FLOP counts", tflops, needs=("flops_per_step",), from_median_step=True),
     Metric("pct_peak_table", "%",
            "100 * tflops / (n_devices * peak of one device in this precision, peaks.toml)",
@@ -129,6 +130,17 @@ _REGISTRY = (
            "sustained_step_s and sustained_throughput instead)",
            lambda work: work.samples_per_step / work.sustained_step_s,
            needs=("samples_per_step", "sustained_step_s"), tidy=False),
+    Metric("tokens_per_s", "tokens/s", "tokens per step (global batch x sequence length) / median step time",
+           "sequence models: tokens per second, all devices together, from the median step time",
+           lambda work: work.tokens_per_step / work.median_s, needs=("tokens_per_step",), from_median_step=True),
+    Metric("mfu_pct", "%",
+           "sequence models: 100 * model FLOP/s / (n_devices * peak of one device in this precision: peaks.toml, "
+           "else `parbench calibrate`'s); model FLOPs per token = 6 N + 12 layers seq d_model (N: weights of the "
+           "dense layers; attention's QK^T and AV, no saving for a causal mask; PaLM's accounting), so MFU = "
+           "tokens/s x that / peak",
+           "sequence models: model FLOPs utilisation, % of the devices' peak (the table's, else the calibrated one)",
+           lambda work: pct_of(work.peak_table_tflops or work.peak_measured_tflops, work),
+           needs=("tokens_per_step", "flops_per_step", "n_devices")),
     Metric("exchange_share", "fraction 0-1",
            "1 - slowest rank's step without the gradient all-reduce (DDP no_sync) / median step time",
            "DDP: part of the global step the slowest rank's no_sync step does not explain (gradient all-reduce "

@@ -14,7 +14,7 @@ from suites.workloads import workload_of
 
 
 #: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.
-CASE_WORK = ("flops_per_step", "samples_per_step", "bytes_per_step", "state_bytes_per_device",
+CASE_WORK = ("flops_per_step", "samples_per_step", "tokens_per_step", "bytes_per_step", "state_bytes_per_device",
              "activation_bytes_per_device", "pipeline_bubble", "min_bytes_per_step")
 
 
@@ -26,8 +26,9 @@ def case_work(case: Case) -> dict[str, float | None]:
     state = workload.state_estimate() or {}
     plugin = find_plugin(case.framework, case.strategy)
     values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
-              workload.bytes_per_step() or None, state.get("total"), state.get("activations"),
-              plugin.bubble_fraction(case) if plugin else None, workload.min_bytes_per_step() or None)
+              workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
+              state.get("activations"), plugin.bubble_fraction(case) if plugin else None,
+              workload.min_bytes_per_step() or None)
     return dict(zip(CASE_WORK, values))
 
 

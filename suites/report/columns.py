@@ -41,6 +41,8 @@ COLUMNS: dict[str, str] = {
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
     "samples_per_s": METRICS["samples_per_s"].description,
+    "tokens_per_s": METRICS["tokens_per_s"].description,
+    "mfu_pct": METRICS["mfu_pct"].description,
     "sustained_step_s": "seconds timed / steps timed: the mean step over the whole timed span, gaps included "
                         "(parbench and pytest-benchmark rows)",
     "tflops": METRICS["tflops"].description,

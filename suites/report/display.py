@@ -54,7 +54,9 @@ def samples_per_s(metrics: dict[str, float | None]) -> str:
     """Median-based / sustained (steps timed over seconds timed) samples per second."""
     if metrics.get("samples_per_s") is None:
         return "-"
-    return f"{number(metrics.get('samples_per_s'))} / {number(metrics.get('samples_per_s_sustained'))}"
+    tokens = metrics.get("tokens_per_s")
+    return (f"{number(metrics.get('samples_per_s'))} / {number(metrics.get('samples_per_s_sustained'))}"
+            + ("" if tokens is None else f" ({number(tokens)} tok/s, MFU {number(metrics.get('mfu_pct'), 2)}%)"))
 
 
 def record_table(records: Iterable[Record], title: str = "results") -> Table:

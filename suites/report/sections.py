@@ -173,6 +173,8 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
+        tokens = ([("tokens/s", "tokens_per_s", fmt_number), ("MFU", "mfu_pct", fmt_pct)]
+                  if group["tokens_per_s"].notna().any() else [])
         memory = memory_columns(group)
         energy = energy_columns(group)
         why_no_energy = energy_text(group)
@@ -182,7 +184,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             *CONFIG_SPEC, ("device name", "device_name", fmt_text),
             (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
             ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
-            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops,
+            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
             (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),

@@ -77,6 +77,10 @@ class Workload(ABC):
         """Samples one step processes (all devices together), or None if not meaningful."""
         return None
 
+    def tokens_per_step(self) -> int | None:
+        """Tokens one step processes (all devices together), for sequence models; else None."""
+        return None
+
     def bytes_per_step(self) -> int | None:
         """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
         return None

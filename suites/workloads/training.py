@@ -109,6 +109,17 @@ class ModelSpec(ABC):
                 weights[name] = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         return weights
 
+    def vocabulary_parameters(self) -> int:
+        """Parameters of the vocabulary tables (token embedding, an untied LM head) of the
+        architecture that this benchmark does not build (its inputs are embedded tokens)."""
+        return 0
+
+    @property
+    def tokens_per_sample(self) -> int | None:
+        """Tokens in one sample (a sequence model's length), for tokens/s and MFU; None for
+        models of no tokens."""
+        return None
+
     @property
     def loss(self) -> str:
         """"cross_entropy" (integer class labels) or "mse" (float targets of `target_shape`)."""
@@ -196,9 +207,29 @@ class TransformerBlock(ModelSpec):
     """`layers` identical pre-norm encoder blocks on (seq, d) inputs, each
     x + MHA(LN(x)); x + FFN(LN(x)) with FFN = dense(d->ffn)+gelu(tanh approx)+dense(ffn->d);
     then mean over seq, dense(d->10). LayerNorm eps 1e-5; attention softmax(QK^T/sqrt(d_head))V,
-    no mask, no dropout. Block i's parameters are named ``block{i}.<ln1|attn|ln2|ffn>...``."""
+    no mask, no dropout. Block i's parameters are named ``block{i}.<ln1|attn|ln2|ffn>...``.
+
+    The class variables below are the architecture's choices; the standard transformers
+    (`suites.workloads.transformers`: BERT, GPT-2) are subclasses that set them, so one torch
+    module and one TF forward build them all."""
 
     name: ClassVar[str] = "transformer"
+    #: Each position attends to itself and earlier positions only (a decoder's mask).
+    causal: ClassVar[bool] = False
+    #: Pre-norm (x + f(LN(x))) or post-norm (LN(x + f(x)), BERT's).
+    norm_first: ClassVar[bool] = True
+    #: Biases on the q, k, v projections (BERT, GPT-2) or none.
+    qkv_bias: ClassVar[bool] = False
+    #: A learned positional embedding (seq, d) added to the inputs, named ``pos.embedding``.
+    learned_positions: ClassVar[bool] = False
+    #: A LayerNorm (``input_norm``) of the inputs (plus positions) before the first block (BERT's).
+    input_norm: ClassVar[bool] = False
+    #: A LayerNorm (``final_norm``) after the last block (GPT-2's ln_f).
+    final_norm: ClassVar[bool] = False
+    #: GELU's tanh approximation (GPT-2) or the exact erf form (BERT).
+    gelu_tanh: ClassVar[bool] = True
+    layer_norm_eps: ClassVar[float] = 1e-5
+
     seq: int = size(64, "sequence length")
     d_model: int = size(128, "model width")
     heads: int = size(4, "attention heads (must divide d_model)")
@@ -217,14 +248,21 @@ class TransformerBlock(ModelSpec):
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
         d, f = self.d_model, self.ffn
         shapes: dict[str, tuple[int, ...]] = {}
+        if self.learned_positions:
+            shapes["pos.embedding"] = (self.seq, d)
+        if self.input_norm:
+            shapes.update({"input_norm.gamma": (d,), "input_norm.beta": (d,)})
+        qkv = [(f"attn.{p}.{leaf}", shape) for p in "qkv"
+               for leaf, shape in (("kernel", (d, d)), ("bias", (d,)))[:2 if self.qkv_bias else 1]]
         for i in range(self.layers):
             shapes.update({f"block{i}.{name}": shape for name, shape in (
-                ("ln1.gamma", (d,)), ("ln1.beta", (d,)),
-                ("attn.q.kernel", (d, d)), ("attn.k.kernel", (d, d)), ("attn.v.kernel", (d, d)),
+                ("ln1.gamma", (d,)), ("ln1.beta", (d,)), *qkv,
                 ("attn.o.kernel", (d, d)), ("attn.o.bias", (d,)),
                 ("ln2.gamma", (d,)), ("ln2.beta", (d,)),
                 ("ffn.in.kernel", (d, f)), ("ffn.in.bias", (f,)),
                 ("ffn.out.kernel", (f, d)), ("ffn.out.bias", (d,)))})
+        if self.final_norm:
+            shapes.update({"final_norm.gamma": (d,), "final_norm.beta": (d,)})
         shapes["head.kernel"] = (d, NUM_CLASSES)
         shapes["head.bias"] = (NUM_CLASSES,)
         return shapes
@@ -232,18 +270,31 @@ class TransformerBlock(ModelSpec):
     def forward_flops_per_sample(self) -> float:
         s, d, f = self.seq, self.d_model, self.ffn
         projections = 4 * 2 * s * d * d
-        attention = 2 * 2 * s * s * d  # QK^T and AV over all heads
+        attention = 2 * 2 * s * s * d  # QK^T and AV over all heads (a causal mask saves none here)
         feed_forward = 2 * 2 * s * d * f
         return float(self.layers * (projections + attention + feed_forward) + 2 * d * NUM_CLASSES)
 
+    @property
+    def tokens_per_sample(self) -> int:
+        return self.seq
+
+
+# The standard transformers subclass the specs above; imported here, after them, so that
+# `MODELS` and train_step's size parameters include them (the package imports this module first).
+from suites.workloads.transformers import STANDARD_TRANSFORMERS  # noqa: E402
+
+#: The built-in specs, in the order their size parameters are listed.
+BUILTIN_SPECS: tuple[type[ModelSpec], ...] = (Mlp, ResidualCnn, TransformerBlock, *STANDARD_TRANSFORMERS)
 
 #: Model name -> a zero-argument factory of its spec; user models join through `register_model`.
-MODELS: dict[str, Callable[[], ModelSpec]] = {m.name: m for m in (Mlp, ResidualCnn, TransformerBlock)}
+MODELS: dict[str, Callable[[], ModelSpec]] = {m.name: m for m in BUILTIN_SPECS}
 
 
-#: `train_step` size parameter -> the built-in spec it sizes (each name sizes one model).
-SIZE_PARAMS: dict[str, type[ModelSpec]] = {name: spec for spec in (Mlp, ResidualCnn, TransformerBlock)
-                                           for name in spec.size_fields()}
+#: `train_step` size parameter -> the built-in specs it sizes (the transformers share their names).
+SIZE_PARAMS: dict[str, tuple[type[ModelSpec], ...]] = {}
+for _spec in BUILTIN_SPECS:
+    for _name in _spec.size_fields():
+        SIZE_PARAMS[_name] = (*SIZE_PARAMS.get(_name, ()), _spec)
 
 
 def register_model(name: str, factory: Callable[[], ModelSpec]) -> None:
@@ -272,17 +323,20 @@ def size_problems(name: str, sizes: Mapping[str, ParamValue]) -> list[str]:
     own = type(spec).size_fields()
     foreign = sorted(set(sizes) - set(own))
     if foreign:
-        owners = ", ".join(f"{key} ({SIZE_PARAMS[key].name})" for key in foreign)
+        owners = ", ".join(f"{key} ({', '.join(spec.name for spec in SIZE_PARAMS[key])})" for key in foreign)
         takes = f"its size parameters are {', '.join(own)}" if own else "it takes no size parameters"
         return [f"size parameter{'s' if len(foreign) > 1 else ''} {owners} "
                 f"do{'es' if len(foreign) == 1 else ''} not apply to model {name!r}; {takes}"]
     return _resized(spec, sizes).size_problems()
 
 
-def _size_param(key: str, spec: type[ModelSpec]) -> Param:
-    declared = spec.size_fields()[key]
-    return Param(key, default=declared.default, help=f"{spec.name} only: {declared.metadata[SIZE_HELP]} "
-                                                     f"(default {declared.default})")
+def _size_param(key: str, specs: tuple[type[ModelSpec], ...]) -> Param:
+    defaults = {spec.name: spec.size_fields()[key].default for spec in specs}
+    help_text = specs[0].size_fields()[key].metadata[SIZE_HELP]
+    shown = ", ".join(f"{name} {value}" for name, value in defaults.items())
+    # The default of the model that declared it first; each model's own default applies to it.
+    return Param(key, default=defaults[specs[0].name],
+                 help=f"{', '.join(defaults)} only: {help_text} (default: {shown})")
 
 
 class TrainStep(Workload):
@@ -292,7 +346,8 @@ class TrainStep(Workload):
     name = "train_step"
     kind = "training"
     params = (
-        Param("model", type=str, minimum=None, help="a built-in model (mlp, cnn, transformer) or a registered user model"),
+        Param("model", type=str, minimum=None, help="a built-in model (mlp, cnn, transformer, bert_base, gpt2_small, llama_block) "
+                   "or a registered user model"),
         Param("batch", help="per-device batch (weak scaling) or global batch (strong scaling)"),
         Param("scaling", type=str, default="weak", choices=("weak", "strong"), minimum=None),
         Param("placement", type=str, default="replicated", choices=("replicated", "param_server"),
@@ -301,7 +356,7 @@ class TrainStep(Workload):
         Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,
               help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}) or adam (learning rate "
                    f"{OPTIMIZERS['adam'].learning_rate}, betas {ADAM_BETAS}, eps {ADAM_EPSILON})"),
-        *(_size_param(key, spec) for key, spec in SIZE_PARAMS.items()),
+        *(_size_param(key, specs) for key, specs in SIZE_PARAMS.items()),
     )
     implementations: ClassVar[Mapping[Framework, str]] = {
         Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
@@ -357,6 +412,10 @@ class TrainStep(Workload):
 
     def samples_per_step(self) -> int:
         return self.global_batch
+
+    def tokens_per_step(self) -> int | None:
+        tokens = self.model.tokens_per_sample
+        return None if tokens is None else tokens * self.global_batch
 
     def state_estimate(self) -> dict[str, int] | None:
         """The training state one device holds, in bytes, by ZeRO's accounting: the strategy

@@ -49,12 +49,13 @@ def _conv3x3(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType) -> tf.T
     return y + tf.cast(weights[f"{name}.bias"], dtype)
 
 
-def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType,
+                epsilon: float = LAYER_NORM_EPSILON) -> tf.Tensor:
     """LayerNorm over the last axis with biased variance, statistics in at least float32."""
-    stats_dtype = tf.float64 if dtype == tf.float64 else tf.float32
+    stats_dtype = _logits_dtype(dtype)
     x32 = tf.cast(x, stats_dtype)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
-    normed = (x32 - mean) * tf.math.rsqrt(variance + LAYER_NORM_EPSILON)
+    normed = (x32 - mean) * tf.math.rsqrt(variance + epsilon)
     out = normed * tf.cast(weights[f"{name}.gamma"], stats_dtype) + tf.cast(weights[f"{name}.beta"], stats_dtype)
     return tf.cast(out, dtype)
 
@@ -87,31 +88,67 @@ def cnn_layers(spec: ResidualCnn) -> list[Layer]:
     return [stem, *(block(b) for b in range(spec.blocks)), head]
 
 
+def split_heads(t: tf.Tensor, seq: int, d_head: int) -> tf.Tensor:
+    """(batch, seq, heads x d_head) -> (batch, heads, seq, d_head)."""
+    return tf.transpose(tf.reshape(t, (-1, seq, t.shape[-1] // d_head, d_head)), (0, 2, 1, 3))
+
+
+def attend(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, causal: bool, dtype: tf.DType) -> tf.Tensor:
+    """softmax(Q K^T / sqrt(d_head) + mask) V over (batch, heads, seq, d_head), the softmax in at
+    least float32; `causal`: position i attends to positions <= i. Back to (batch, seq, features)."""
+    seq, d_head = q.shape[2], q.shape[3]
+    scores = tf.cast(tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype), _logits_dtype(dtype))
+    if causal:
+        future = tf.linalg.band_part(tf.ones((seq, seq), tf.bool), 0, -1) & ~tf.eye(seq, dtype=tf.bool)
+        scores = tf.where(future, tf.constant(-math.inf, scores.dtype), scores)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+    attended = tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3))
+    return tf.reshape(attended, (-1, seq, attended.shape[2] * d_head))
+
+
+def pooled_head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """The mean over the sequence, then the head, as float32 (float64) logits."""
+    return tf.cast(_dense(weights, "head", tf.reduce_mean(x, axis=1), dtype), _logits_dtype(dtype))
+
+
 def transformer_layers(spec: TransformerBlock) -> list[Layer]:
-    """Each encoder block (the residual stream between them), the pooled head."""
-    heads, d_head = spec.heads, spec.d_model // spec.heads
+    """The built-in transformer, BERT and GPT-2, as each block (the first also adds the positions
+    and the input norm) and the pooled head (after the final norm): the spec's class variables
+    choose the mask, the norm placement, biases, positions and norms (as `TorchTransformerBlock`)."""
+    d_head = spec.d_model // spec.heads
+    eps = spec.layer_norm_eps
 
-    def split_heads(t: tf.Tensor) -> tf.Tensor:  # (B, S, D) -> (B, H, S, Dh)
-        return tf.transpose(tf.reshape(t, (-1, spec.seq, heads, d_head)), (0, 2, 1, 3))
+    def attention(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=spec.qkv_bias), spec.seq, d_head)
+                   for p in "qkv")
+        return _dense(weights, f"{prefix}attn.o", attend(q, k, v, spec.causal, dtype), dtype)
 
-    def block(prefix: str) -> Layer:
-        def encoder(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    def feed_forward(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=spec.gelu_tanh)
+        return _dense(weights, f"{prefix}ffn.out", h, dtype)
+
+    def block(i: int) -> Layer:
+        prefix = f"block{i}."
+
+        def apply(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
             x = tf.cast(x, dtype)
-            h = _layer_norm(weights, f"{prefix}ln1", x, dtype)
-            q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False)) for p in "qkv")
-            scores = tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype)
-            probs = tf.cast(tf.nn.softmax(tf.cast(scores, _logits_dtype(dtype)), axis=-1), dtype)
-            attended = tf.reshape(tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3)), (-1, spec.seq, spec.d_model))
-            x = x + _dense(weights, f"{prefix}attn.o", attended, dtype)
-            h = _layer_norm(weights, f"{prefix}ln2", x, dtype)
-            h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=True)
-            return x + _dense(weights, f"{prefix}ffn.out", h, dtype)
-        return encoder
+            if i == 0 and spec.learned_positions:  # what `layer_names` puts with the first block
+                x = x + tf.cast(weights["pos.embedding"], dtype)
+            if i == 0 and spec.input_norm:
+                x = _layer_norm(weights, "input_norm", x, dtype, eps)
+            if spec.norm_first:
+                x = x + attention(weights, prefix, _layer_norm(weights, f"{prefix}ln1", x, dtype, eps), dtype)
+                return x + feed_forward(weights, prefix, _layer_norm(weights, f"{prefix}ln2", x, dtype, eps), dtype)
+            x = _layer_norm(weights, f"{prefix}ln1", x + attention(weights, prefix, x, dtype), dtype, eps)
+            return _layer_norm(weights, f"{prefix}ln2", x + feed_forward(weights, prefix, x, dtype), dtype, eps)
+        return apply
 
     def head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        pooled = tf.reduce_mean(tf.cast(x, dtype), axis=1)
-        return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
-    return [*(block(f"block{i}.") for i in range(spec.layers)), head]
+        x = tf.cast(x, dtype)
+        if spec.final_norm:
+            x = _layer_norm(weights, "final_norm", x, dtype, eps)
+        return pooled_head(weights, x, dtype)
+    return [*(block(i) for i in range(spec.layers)), head]
 
 
 def sequential(layers: list[Layer]) -> Forward:
@@ -121,18 +158,6 @@ def sequential(layers: list[Layer]) -> Forward:
             x = layer(weights, x, dtype)
         return x
     return forward
-
-
-def mlp_forward(spec: Mlp) -> Forward:
-    return sequential(mlp_layers(spec))
-
-
-def cnn_forward(spec: ResidualCnn) -> Forward:
-    return sequential(cnn_layers(spec))
-
-
-def transformer_forward(spec: TransformerBlock) -> Forward:
-    return sequential(transformer_layers(spec))
 
 
 def _logits_dtype(dtype: tf.DType) -> tf.DType:
@@ -196,19 +221,14 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
     return forward
 
 
-FORWARDS: dict[type[ModelSpec], Callable[..., Forward]] = {
-    Mlp: mlp_forward, ResidualCnn: cnn_forward, TransformerBlock: transformer_forward}
-
 
 def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:
     """The spec's forward. A user model's Keras layers fix their compute dtype when they are
-    built, so its forward takes `compute_dtype` only; a built-in forward takes any."""
+    built, so its forward takes `compute_dtype` only; a built-in forward takes any: its layers
+    (`layer_forwards`) in turn."""
     if isinstance(spec, UserModel):
         return keras_forward(spec, compute_dtype)
-    if type(spec) not in FORWARDS:
-        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in FORWARDS)}) "
-                          f"and user models with a tf builder; {spec.name!r} has no TF forward here")
-    return FORWARDS[type(spec)](spec)
+    return sequential(layer_forwards(spec))
 
 
 #: The built-in models as sequences of layers: what model and pipeline parallelism split.
@@ -218,12 +238,18 @@ LAYERS: dict[type[ModelSpec], Callable[..., list[Layer]]] = {
 
 def layer_forwards(spec: ModelSpec) -> list[Layer]:
     """The spec's layers in order, one per `suites.strategies.stages.layer_names(spec)` (their
-    composition is `build_forward(spec)`); raises Unsupported for a model with no such sequence
-    here (a user's Keras model)."""
-    if type(spec) not in LAYERS:
-        raise Unsupported(f"model {getattr(spec, 'model_name', spec.name)!r} has no TF layer sequence to split over devices "
-                          f"(built-in: {', '.join(m.name for m in LAYERS)})")
-    return LAYERS[type(spec)](spec)
+    composition is `build_forward(spec)`), from the spec's own entry or its nearest base class's
+    (BERT and GPT-2 are transformers); raises Unsupported for a model with no such sequence here
+    (a user's Keras model)."""
+    from suites.frameworks.tf.llm import LLM_LAYERS  # it builds on this module
+
+    layers = {**LAYERS, **LLM_LAYERS}
+    kind = next((kind for kind in type(spec).__mro__ if kind in layers), None)
+    if kind is None:
+        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in layers)}) "
+                          f"and user models with a tf builder; {getattr(spec, 'model_name', spec.name)!r} "
+                          "has no TF layers here")
+    return layers[kind](spec)
 
 
 def summed_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

@@ -25,7 +25,7 @@ LAYER_NORM_EPS = 1e-5
 
 def torch_name(canonical: str) -> str:
     path, _, leaf = canonical.rpartition(".")
-    return f"{path}.{'weight' if leaf in ('kernel', 'gamma') else 'bias'}"
+    return f"{path}.{'weight' if leaf in ('kernel', 'gamma', 'embedding') else 'bias'}"
 
 
 def to_torch_layout(array: np.ndarray) -> np.ndarray:
@@ -44,6 +44,17 @@ def to_canonical_layout(array: np.ndarray) -> np.ndarray:
     if array.ndim == 4:
         return array.transpose(2, 3, 1, 0)
     return array
+
+
+def torch_array(canonical: str, array: np.ndarray) -> np.ndarray:
+    """A canonical parameter in torch's layout: kernels transposed (`to_torch_layout`), anything
+    else (biases, norm scales, a positional embedding (seq, d)) as it is."""
+    return to_torch_layout(array) if canonical.endswith(".kernel") else array
+
+
+def canonical_array(canonical: str, array: np.ndarray) -> np.ndarray:
+    """The inverse of `torch_array`."""
+    return to_canonical_layout(array) if canonical.endswith(".kernel") else array
 
 
 def whole(gradient: torch.Tensor, gather: bool) -> torch.Tensor:
@@ -81,14 +92,14 @@ class TorchModel(nn.Module):
         with torch.no_grad():
             for name, array in weights.items():
                 target = parameters[torch_name(name)]
-                target.copy_(torch.from_numpy(np.ascontiguousarray(to_torch_layout(array))))
+                target.copy_(torch.from_numpy(np.ascontiguousarray(torch_array(name, array))))
 
     def canonical_gradients(self, gather: bool = False) -> dict[str, np.ndarray]:
         """Gradients of the last backward pass, float64, in the canonical layout; `gather`:
         DTensor gradients gathered to full tensors first (`whole`)."""
         parameters = dict(self.named_parameters())
-        return {name: to_canonical_layout(whole(parameters[torch_name(name)].grad, gather)
-                                          .detach().to("cpu", torch.float64).numpy())
+        return {name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
+                                      .detach().to("cpu", torch.float64).numpy())
                 for name in self.spec.parameter_shapes()}
 
     def stage_layers(self) -> list["StageLayer"] | None:
@@ -164,12 +175,14 @@ class TorchResidualCnn(TorchModel):
 
 
 class _Attention(nn.Module):
-    def __init__(self, d_model: int, heads: int) -> None:
+    def __init__(self, spec: TransformerBlock) -> None:
         super().__init__()
-        self.d_head = d_model // heads
-        self.q = nn.Linear(d_model, d_model, bias=False)
-        self.k = nn.Linear(d_model, d_model, bias=False)
-        self.v = nn.Linear(d_model, d_model, bias=False)
+        d_model = spec.d_model
+        self.d_head = d_model // spec.heads
+        self.causal = spec.causal
+        self.q = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
+        self.k = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
+        self.v = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
         self.o = nn.Linear(d_model, d_model)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,50 +193,96 @@ class _Attention(nn.Module):
         return x.view(batch, seq, -1, self.d_head).transpose(1, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # softmax(Q K^T / sqrt(d_head)) V, no mask, no dropout: SDPA's default scale.
+        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default scale.
         out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(self.k(x)),
-                                             self._split(self.v(x)))
+                                             self._split(self.v(x)), is_causal=self.causal)
         return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
 class _EncoderBlock(nn.Module):
-    """One pre-norm encoder block: x + MHA(LN(x)); x + FFN(LN(x))."""
+    """One block: pre-norm x + MHA(LN(x)); x + FFN(LN(x)), or post-norm (BERT's)
+    x = LN(x + MHA(x)); x = LN(x + FFN(x))."""
 
-    def __init__(self, d_model: int, heads: int, ffn: int) -> None:
+    def __init__(self, spec: TransformerBlock) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
-        self.attn = _Attention(d_model, heads)
-        self.ln2 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
+        d_model = spec.d_model
+        self.norm_first = spec.norm_first
+        self.gelu = "tanh" if spec.gelu_tanh else "none"
+        self.ln1 = nn.LayerNorm(d_model, eps=spec.layer_norm_eps)
+        self.attn = _Attention(spec)
+        self.ln2 = nn.LayerNorm(d_model, eps=spec.layer_norm_eps)
         # "in" is a Python keyword, so the feed-forward pair lives in a ModuleDict.
-        self.ffn = nn.ModuleDict({"in": nn.Linear(d_model, ffn), "out": nn.Linear(ffn, d_model)})
+        self.ffn = nn.ModuleDict({"in": nn.Linear(d_model, spec.ffn), "out": nn.Linear(spec.ffn, d_model)})
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ffn["out"](F.gelu(self.ffn["in"](x), approximate=self.gelu))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.ffn["out"](F.gelu(self.ffn["in"](self.ln2(x)), approximate="tanh"))
+        if self.norm_first:
+            x = x + self.attn(self.ln1(x))
+            return x + self._feed_forward(self.ln2(x))
+        x = self.ln1(x + self.attn(x))
+        return self.ln2(x + self._feed_forward(x))
+
+
+class _LearnedPositions(nn.Module):
+    """x + a learned (seq, d) positional embedding (BERT's, GPT-2's position table)."""
+
+    def __init__(self, seq: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(seq, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.weight
 
 
 class TorchTransformerBlock(TorchModel):
-    """`spec.layers` encoder blocks, registered as ``block0``, ``block1``, ... (the canonical
-    names' prefixes), then the mean over the sequence and the head."""
+    """The spec's optional positional embedding (``pos``) and input LayerNorm (``input_norm``),
+    `spec.layers` blocks registered as ``block0``, ``block1``, ... (the canonical names'
+    prefixes), an optional final LayerNorm (``final_norm``), then the mean over the sequence and
+    the head. Serves the built-in transformer, BERT and GPT-2 (their specs' class variables)."""
 
     def __init__(self, spec: TransformerBlock) -> None:
         super().__init__(spec)
         self.layers = spec.layers
+        if spec.learned_positions:
+            self.pos = _LearnedPositions(spec.seq, spec.d_model)
+        if spec.input_norm:
+            self.input_norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
         for i in range(spec.layers):
-            self.add_module(f"block{i}", _EncoderBlock(spec.d_model, spec.heads, spec.ffn))
+            self.add_module(f"block{i}", _EncoderBlock(spec))
+        if spec.final_norm:
+            self.final_norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
         self.head = nn.Linear(spec.d_model, NUM_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for i in range(self.layers):
-            x = getattr(self, f"block{i}")(x)
-        return self.head(x.mean(dim=1))
+        return apply_layers(self.stage_layers(), self._modules, x)
 
     def stage_layers(self) -> list["StageLayer"]:
-        """Each encoder block, then the pooled head: the residual stream is the one activation
-        between them (a pipeline of a one-block transformer has the head alone on its last stage)."""
-        return [*(StageLayer((f"block{i}",), lambda modules, x, name=f"block{i}": modules[name](x))
-                  for i in range(self.layers)),
-                StageLayer(("head",), lambda modules, x: modules["head"](x.mean(dim=1)))]
+        """Each block (the first with the positions and input norm before it), then the pooled
+        head (with the final norm): the residual stream is the one activation between them (a
+        pipeline of a one-block transformer has the head alone on its last stage)."""
+        inputs = [name for name in ("pos", "input_norm") if name in self._modules]
+        blocks = [(*(inputs if i == 0 else ()), f"block{i}") for i in range(self.layers)]
+        norms = [name for name in ("final_norm",) if name in self._modules]
+        return [*(StageLayer(names, modules_in_order(names)) for names in blocks),
+                StageLayer((*norms, "head"), pooled_head(norms))]
+
+
+def modules_in_order(names: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
+    """A `StageLayer` function that applies the modules `names`, in order."""
+    def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
+        for name in names:
+            x = modules[name](x)
+        return x
+    return forward
+
+
+def pooled_head(norms: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
+    """A `StageLayer` function: the modules `norms` in order, the mean over the sequence, ``head``."""
+    def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
+        return modules["head"](modules_in_order(norms)(modules, x).mean(dim=1))
+    return forward
 
 
 class TorchUserModel(TorchModel):
@@ -252,6 +311,15 @@ _MODULES: dict[type[ModelSpec], type[TorchModel]] = {
     UserModel: TorchUserModel}
 
 
+def module_class(spec: ModelSpec) -> type[TorchModel]:
+    """The torch module of `spec`: its class's, or its nearest base class's (BERT and GPT-2 are
+    transformers with other choices); the Llama stack's lives in `suites.frameworks.torch.llm`."""
+    from suites.frameworks.torch.llm import LLM_MODULES  # it builds on this module
+
+    modules = {**_MODULES, **LLM_MODULES}
+    return next(modules[kind] for kind in type(spec).__mro__ if kind in modules)
+
+
 def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Mean over the batch, as the spec declares: softmax cross-entropy or squared error."""
     return F.mse_loss if spec.loss == "mse" else F.cross_entropy
@@ -260,7 +328,7 @@ def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], tor
 def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
           dtype: torch.dtype = torch.float32) -> TorchModel:
     """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout)."""
-    model = _MODULES[type(spec)](spec)
+    model = module_class(spec)(spec)
     model.load_canonical(weights)
     return model.to(device=device, dtype=dtype)
 
@@ -273,6 +341,13 @@ class StageLayer:
 
     names: tuple[str, ...]
     forward: Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]
+
+
+def apply_layers(layers: Sequence[StageLayer], modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """`layers` applied in order to `x`, with `modules` (a model's or a group's own, by name)."""
+    for layer in layers:
+        x = layer.forward(modules, x)
+    return x
 
 
 class LayerGroup(nn.Module):
@@ -288,9 +363,7 @@ class LayerGroup(nn.Module):
         self.layers = tuple(layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer.forward(self._modules, x)
-        return x
+        return apply_layers(self.layers, self._modules, x)
 
 
 class PlacedLayerGroups(nn.Module):

@@ -146,10 +146,10 @@ class Pipeline(RankProcesses):
         the model's canonical layout and order."""
         from suites.frameworks.torch.backend import to_numpy
         from suites.frameworks.torch.distributed import all_gather_objects
-        from suites.frameworks.torch.models import to_canonical_layout, torch_name
+        from suites.frameworks.torch.models import canonical_array, torch_name
 
         parameters = dict(model.named_parameters())
-        own = {name: to_canonical_layout(to_numpy(parameters[torch_name(name)].grad))
+        own = {name: canonical_array(name, to_numpy(parameters[torch_name(name)].grad))
                for name in model.spec.parameter_shapes()
                if parameters[torch_name(name)].grad is not None}
         gathered: dict[str, np.ndarray] = {}

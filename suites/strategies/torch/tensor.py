@@ -5,9 +5,10 @@ Layers split in Megatron's pairs: the first of a pair by columns (`ColwiseParall
 computes its share of the output features), the second by rows (`RowwiseParallel`: each rank
 multiplies its share of the input features and an all-reduce sums the partial outputs), so a
 pair costs one all-reduce forward and one backward. The MLP's dense layers pair up in order (an
-odd last one stays whole); a transformer block splits its attention by heads (q, k, v by
-columns, o by rows: each rank attends with its heads) and its feed-forward (in by columns, out
-by rows). Norms, unpaired layers and row-split layers' biases are replicated. The plan is read
+odd last one stays whole); a transformer block (the built-in one, BERT's, GPT-2's, Llama's)
+splits its attention by heads (q, k, v by columns, o by rows: each rank attends with its heads,
+a Llama block's query heads with their key/value heads) and its feed-forward (in, or SwiGLU's
+gate and up, by columns; out, or down, by rows). Norms, unpaired layers and row-split layers' biases are replicated. The plan is read
 from the model's parameter names, which are its module paths, so a stack of blocks splits every
 block.
 
@@ -26,6 +27,7 @@ from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
+from suites.workloads.transformers import LlamaBlock
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,9 +38,11 @@ if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
 
 COLWISE, ROWWISE = "colwise", "rowwise"
-#: A transformer block's split layers, by the last two parts of their path.
+#: A transformer block's split layers, by the last two parts of their path: attention by heads,
+#: the feed-forward in / out pair, a Llama block's SwiGLU (gate and up by columns, down by rows).
 TRANSFORMER_SPLITS = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
-                      "ffn.in": COLWISE, "ffn.out": ROWWISE}
+                      "ffn.in": COLWISE, "ffn.out": ROWWISE,
+                      "ffn.gate": COLWISE, "ffn.up": COLWISE, "ffn.down": ROWWISE}
 FP16_UNAVAILABLE = (
     "fp16 needs loss scaling, and torch.amp.GradScaler unscales all of a device's gradients in "
     "one foreach call, which fails on the mix tensor parallelism leaves (split layers' DTensor "
@@ -57,7 +61,7 @@ def tensor_plan(spec: ModelSpec) -> dict[str, str] | None:
     layers = list(_dense_layers(spec))
     if isinstance(spec, Mlp):
         return {path: (COLWISE, ROWWISE)[i % 2] for i, path in enumerate(layers[:len(layers) // 2 * 2])}
-    if isinstance(spec, TransformerBlock):
+    if isinstance(spec, (TransformerBlock, LlamaBlock)):
         return {path: TRANSFORMER_SPLITS[tail] for path in layers
                 if (tail := ".".join(path.split(".")[-2:])) in TRANSFORMER_SPLITS}
     return None
@@ -69,10 +73,13 @@ def plan_problem(case: Case, ranks: int) -> str | None:
     plan = tensor_plan(spec)
     if plan is None:
         return (f"tensor parallelism has no plan for model {workload_of(case).p['model']!r}: "
-                "plans exist for mlp (dense layers in column/row pairs) and transformer "
-                "(attention heads, feed-forward)")
-    if isinstance(spec, TransformerBlock) and spec.heads % ranks:
+                "plans exist for mlp (dense layers in column/row pairs) and the transformers "
+                "(transformer, bert_base, gpt2_small, llama_block: attention heads, feed-forward)")
+    if isinstance(spec, (TransformerBlock, LlamaBlock)) and spec.heads % ranks:
         return (f"the transformer's {spec.heads} attention heads do not split evenly over "
+                f"{ranks} tensor-parallel ranks")
+    if isinstance(spec, LlamaBlock) and spec.kv_heads % ranks:
+        return (f"the llama_block's {spec.kv_heads} key/value heads do not split evenly over "
                 f"{ranks} tensor-parallel ranks")
     layers = _dense_layers(spec)
     for path, style in plan.items():
