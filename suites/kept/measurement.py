@@ -42,6 +42,9 @@ class Measurement:
     #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
     #: runnable measures none (kernels, collectives) and in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
+    #: A compiled case: compilations after the first step's, while warming up (the timed
+    #: steps compiled nothing: a case whose did failed). None: not compiled, or an older record.
+    recompiles: int | None = None
 
     @cached_property
     def median(self) -> float:
@@ -121,7 +124,8 @@ class Measurement:
 
     @property
     def compile_s(self) -> float | None:
-        """First-step time beyond a steady step: tracing, compilation, lazy init."""
+        """First-step time beyond a steady step: tracing, compilation, lazy init. Never part of
+        a sample: the first step is not timed with the others."""
         if self.first_step_s is None:
             return None
         return max(0.0, self.first_step_s - self.median)
@@ -133,6 +137,7 @@ class Measurement:
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
             "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
+            "recompiles": self.recompiles,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
@@ -147,5 +152,5 @@ class Measurement:
                    stop_reason=data.get("stop_reason", ""),
                    rank_medians=tuple(data.get("rank_medians_s") or ()),
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
-                   timed_s=data.get("timed_s"),
+                   timed_s=data.get("timed_s"), recompiles=data.get("recompiles"),
                    memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()))

@@ -49,5 +49,6 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_reserved_bytes=measurement.peak_reserved_bytes,
                 training_state_bytes=measurement.training_state_bytes,
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
-                peak_table_tflops=table_peak, peak_measured_tflops=own_peak)
+                peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
+                compile_s=measurement.compile_s, recompiles=measurement.recompiles)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

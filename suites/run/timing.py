@@ -74,6 +74,24 @@ class TooSlow(Exception):
                          f"step may take (compilation included); raise the budget to time it")
 
 
+#: A compiled case is warm once this many steps in a row compiled nothing.
+STABLE_STEPS = 3
+#: Compilations after the first step's beyond which a compiled case keeps recompiling.
+MAX_RECOMPILES = 8
+#: Steps spent waiting for compilations to stop beyond which a case keeps recompiling.
+MAX_SETTLING_STEPS = 100
+
+
+class KeepsRecompiling(Exception):
+    """A compiled case whose step kept being compiled anew: its steps never settle, so no
+    step time of it means anything. The case fails with this reason."""
+
+    def __init__(self, recompiles: int, steps: int, during: str = "warm-up") -> None:
+        super().__init__(f"keeps recompiling: {recompiles} compilation(s) after the first step's over {steps} "
+                         f"{during} step(s) (a warm case compiles nothing after its first step; at most "
+                         f"{MAX_RECOMPILES} recompiles while warming up)")
+
+
 @dataclass(frozen=True)
 class WarmUp:
     """What warming up found: the first step's time and how many steps make one timed block."""
@@ -88,6 +106,10 @@ class WarmUp:
     warm_steps_s: tuple[float, ...] = ()
     #: The case's first steps showed that the minimum timed samples would not fit in its limit.
     out_of_time: bool = False
+    #: A compiled case: compilations after the first step's, while warming up (None: not compiled).
+    recompiles: int | None = None
+    #: A compiled case: its compiler's count of compilations when warm-up ended.
+    compilations: int | None = None
 
 
 def case_limit_s(config: TimingConfig) -> float:
@@ -110,14 +132,19 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
     A memory `probe` is started after the first step, so the warm steps a cut-short case is
     stored with have their peak memory too.
+    A compiled case's compiled step is forgotten first (`compile_anew`: the check compiled
+    it), so the first step's time holds the compilation; its warm-up lasts until
+    `STABLE_STEPS` steps in a row compiled nothing (`_until_compiles_stop`).
     Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
     themselves after the same warm-up.
     """
     agree = runnable.agree
     limit = case_limit_s(config)
+    runnable.compile_anew()
     runnable.synchronize()
     runnable.barrier()
     first_step_s = _timed(runnable, 1, clock).seconds
+    first_compilations = runnable.compilations()
     if agree(float(first_step_s > first_step_limit_s(config))):
         raise TooSlow(first_step_s, first_step_limit_s(config))
     if probe is not None:
@@ -134,11 +161,36 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
         if not steps:
             break
         warm += [_timed(runnable, 1, clock).seconds for _ in range(steps)]
+    compilations = None
+    if first_compilations is not None:
+        compilations = _until_compiles_stop(runnable, clock, warm, first_compilations)
     step_estimate = float(np.median(warm[len(warm) // 2:]))
     block_s = max(config.block_min_s, runnable.min_block_s)
     block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
     return WarmUp(first_step_s, len(warm) + 1, step_estimate, block_size, tuple(warm),
-                  bool(agree(float(out_of_time))))
+                  bool(agree(float(out_of_time))),
+                  None if compilations is None else compilations - first_compilations, compilations)
+
+
+def _until_compiles_stop(runnable: Runnable, clock: Clock, warm: list[float], first: int) -> int:
+    """Warm steps (appended to `warm`) until `STABLE_STEPS` in a row compiled nothing; the
+    compiler's count then. Raises KeepsRecompiling past `MAX_RECOMPILES` recompiles or
+    `MAX_SETTLING_STEPS` steps. The warm-up loop's steps count: a case that compiled nothing
+    since its first step is settled at once. Decisions are rank 0's (`agree`)."""
+    count, stable, settling = runnable.compilations(), 0, 0
+    assert count is not None
+    if count == first:
+        stable = len(warm)
+    while not runnable.agree(float(stable >= STABLE_STEPS)):
+        if runnable.agree(float(count - first > MAX_RECOMPILES or settling >= MAX_SETTLING_STEPS)):
+            raise KeepsRecompiling(count - first, len(warm))
+        warm.append(_timed(runnable, 1, clock).seconds)
+        settling += 1
+        now = runnable.compilations()
+        assert now is not None
+        stable = stable + 1 if now == count else 0
+        count = now
+    return count
 
 
 @contextlib.contextmanager
@@ -193,7 +245,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
-                           memory=_peaks(runnable, probe))
+                           memory=_peaks(runnable, probe), recompiles=warm.recompiles)
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
@@ -219,6 +271,11 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
+    if warm.compilations is not None:
+        during = runnable.compilations()
+        assert during is not None
+        if agree(float(during != warm.compilations)):
+            raise KeepsRecompiling(during - warm.compilations, len(samples) * block_size, "timed")
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
@@ -228,7 +285,8 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
-                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory)
+                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
+                       recompiles=warm.recompiles)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:

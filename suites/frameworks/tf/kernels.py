@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 import numpy as np
 
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
+from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
@@ -33,6 +35,18 @@ class _TfKernel(Runnable):
     def synchronize(self) -> None:
         backend.synchronize()
 
+    def _function(self, fn: Callable[..., tf.Tensor]) -> None:
+        """The kernel as a `tf.function`, XLA-compiled in an `xla` case; `compile_anew` makes
+        it anew, so the first timed step traces (and compiles) again after the check's."""
+        self._kernel = fn
+        self.compile_anew()
+
+    def compile_anew(self) -> None:
+        self.fn = tf.function(self._kernel, jit_compile=True if self.case.compile is Compile.XLA else None)
+
+    def compilations(self) -> int | None:
+        return self.fn.experimental_get_tracing_count() if self.case.compile is Compile.XLA else None
+
 
 class TfMatmul(_TfKernel):
     workload: Matmul
@@ -44,7 +58,7 @@ class TfMatmul(_TfKernel):
             self.rng.standard_normal(shape, dtype=np.float32), self.device, self.dtype)
         self.a = [draw((m, k)) for _ in range(self.copies)]
         self.b = [draw((k, n)) for _ in range(self.copies)]
-        self.fn = tf.function(tf.linalg.matmul)
+        self._function(tf.linalg.matmul)
 
     def step(self) -> None:
         i = next(self._order)
@@ -74,8 +88,8 @@ class TfConv2d(_TfKernel):
             (p["kernel"], p["kernel"], p["cin"], p["cout"]), dtype=np.float32), self.device, self.dtype)
         stride, padding = int(p["stride"]), str(p["padding"]).upper()
         data_format = "NCHW" if self.nchw else "NHWC"
-        self.fn = tf.function(lambda x, f: tf.nn.conv2d(x, f, strides=stride, padding=padding,
-                                                        data_format=data_format))
+        self._function(lambda x, f: tf.nn.conv2d(x, f, strides=stride, padding=padding,
+                                                 data_format=data_format))
 
     def step(self) -> None:
         with tf.device(self.device):

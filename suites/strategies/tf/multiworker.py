@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import (TF_BACKENDS, DistributeStrategy, backend_reason,
                                        mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 class MultiWorker(DistributeStrategy):
     strategy = Strategy.MULTIWORKER
+    compile_modes = frozenset({Compile.NONE, Compile.XLA})
     kinds = frozenset({"training", "collective"})
     launch = Launch.RANKS
     coordinated = True

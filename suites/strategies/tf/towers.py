@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Strategy
+from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 
@@ -25,6 +25,8 @@ class Towers(TfStrategy):
     strategy = Strategy.TOWERS
     launch = Launch.ISOLATED
     replicas_in_process = True
+    compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
+                                   "XLA computation runs on one device"}
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         return replicas_reason(case, device, "towers")

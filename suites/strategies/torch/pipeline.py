@@ -32,7 +32,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Sequence
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Strategy
+from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
@@ -182,6 +182,8 @@ def per_device_state(spec: "ModelSpec", devices: int, stages_per_device: int, pa
 # --- the plugin --------------------------------------------------------------------------------
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
+    compile_limits = {Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
+                                        "which torch.compile of the model does not reach"}
     params = (
         Param("schedule", type=str, default="gpipe", choices=tuple(SCHEDULES), minimum=None,
               help="gpipe (all forwards, then all backwards), 1f1b (one forward, one backward), "
