@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import pandas as pd
 import pytest
 
 from suites.cases.case import Case
@@ -249,3 +248,16 @@ def test_a_compiled_kernel_passes_the_numerics_check_with_its_compile_time_apart
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed and outcome.measurement.recompiles == 0
     assert outcome.measurement.compile_s > 0  # a real compile: the first step is not a warm one
+
+
+def test_interleaved_speedup_is_the_geometric_mean_of_abba_round_ratios():
+    from suites.overhead.compile_speedup import Interleaved, eager_twin
+
+    case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8, "compile_mode": "max-autotune"},
+                     compile="inductor")
+    assert eager_twin(case).id == "matmul/torch/cpu:1/single/fp32/k=8,m=8,n=8"
+    # Round 1: eager 1.0 + 1.0 vs compiled 0.5 + 0.5 (x2); round 2: 1.0 + 1.0 vs 1.0 + 1.0 (x1).
+    result = Interleaved(case, (1.0, 1.0, 1.0, 1.0), (0.5, 0.5, 1.0, 1.0), (4.0, 6.0, 6.0, 8.0))
+    assert result.round_ratios == [2.0, 1.0] and result.speedup == pytest.approx(2 ** 0.5)
+    # 6 s of compiling over 1 - 1/sqrt(2) s saved per step.
+    assert result.break_even_steps == pytest.approx(6.0 / (1 - 2 ** -0.5))
