@@ -24,7 +24,7 @@ from suites.report.columns import case_fields, tidy
 from suites.report.compilation import compile_pairs
 from suites.run import execute
 from suites.run.execute import execute_in_process
-from suites.run.timing import MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, measure
+from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
 from suites.strategies.torch.base import TorchStrategy
 from tests.test_timing import FakeClock, PretendDevice, constant
 
@@ -160,6 +160,15 @@ def test_compile_time_is_the_first_step_beyond_a_warm_one_and_no_sample_holds_it
     assert measurement.first_step_s == pytest.approx(5.0)
     assert measurement.compile_s == pytest.approx(4.998)
     assert max(measurement.samples) == pytest.approx(0.002) and measurement.recompiles == 0
+
+
+def test_a_compiled_first_step_may_take_longer_than_an_uncompiled_one():
+    slow_first = lambda i: FIRST_STEP_ALLOWANCE_S + 40 if i == 0 else 0.002  # noqa: E731
+    clock = FakeClock()
+    assert measure(PretendCompiled(clock, slow_first, lambda i: i == 0), FAST, clock).compile_s > FIRST_STEP_ALLOWANCE_S
+    clock = FakeClock()
+    with pytest.raises(TooSlow):
+        measure(PretendDevice(clock, slow_first), FAST, clock)
 
 
 def test_warm_up_lasts_until_recompiles_stop_and_counts_them():
