@@ -16,8 +16,9 @@ from suites.strategies.base import Launch
 IN_PROCESS_OVERHEAD_S = 0.5
 LAUNCH_OVERHEAD_S = 8.0
 #: A compiled case compiles twice, for its check and (cold) for its first step: torch.compile
-#: of a small model takes ~5-12 s each on a 2-core VM, XLA ~1-2 s; a first guess too.
-COMPILE_OVERHEAD_S = 15.0
+#: of a small model's training step took 30-50 s each on a busy 2-core VM, a kernel's under
+#: 2 s, XLA's 3-12 s; a first guess too.
+COMPILE_OVERHEAD_S = 30.0
 
 
 def case_estimate_s(case: Case, timing: TimingConfig) -> float:
