@@ -270,3 +270,11 @@ def test_interleaved_speedup_is_the_geometric_mean_of_abba_round_ratios():
     assert result.round_ratios == [2.0, 1.0] and result.speedup == pytest.approx(2 ** 0.5)
     # 6 s of compiling over 1 - 1/sqrt(2) s saved per step.
     assert result.break_even_steps == pytest.approx(6.0 / (1 - 2 ** -0.5))
+
+
+def test_a_launched_compiled_case_is_given_time_for_two_cold_compiles():
+    from suites.run.launchers import case_timeout
+    from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S
+
+    eager, compiled = train("torch", "ddp", "none"), train("torch", "ddp", "inductor")
+    assert case_timeout(FAST, compiled) - case_timeout(FAST, eager) >= 2 * COMPILED_FIRST_STEP_ALLOWANCE_S - 60
