@@ -66,7 +66,7 @@ def test_benchmark_json_carries_case_metrics_check_and_provenance(pytester):
     data = json.loads(out.read_text())
     (benchmark,) = data["benchmarks"]
     extra = benchmark["extra_info"]
-    assert set(extra) == {"case", "status", "metrics", "check", "emulated"}
+    assert set(extra) == {"case", "status", "metrics", "check", "emulated", "compile_s"}
     assert extra["case"] == Case.from_id(SMALL).to_dict()
     assert extra["status"] == "ok" and extra["emulated"] is False
     assert extra["check"]["passed"] is True and extra["check"]["metric"] == "max_rel_err"

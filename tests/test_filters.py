@@ -23,7 +23,7 @@ def error_of(expression: str) -> str:
 def test_unknown_key_is_named_with_the_allowed_keys():
     message = error_of("framwork=torch")
     assert "unknown key 'framwork'" in message
-    assert "workload, framework, device, strategy, precision, n_devices, k, m, n" in message
+    assert "workload, framework, device, strategy, precision, n_devices, compile, k, m, n" in message
 
 
 def test_unknown_key_is_an_error_even_beside_terms_that_match():

@@ -2,9 +2,9 @@
 
 EXPR is space-separated terms, all of which must match:
   key=value[,value...]   a case field (workload, framework, device, strategy, precision,
-                         n_devices) or a workload parameter (m, batch, layout, ...)
+                         n_devices, compile) or a workload parameter (m, batch, layout, ...)
   anything else          a glob on the case id (`*` added at both ends when it has no wildcard)
-e.g. `--filter "framework=torch precision=fp32,bf16 matmul"`.
+e.g. `--filter "framework=torch precision=fp32,bf16 matmul"`, `--filter "compile=none,inductor"`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from suites.cases.case import Case
 from suites.errors import UserError
 
-FIELDS = ("workload", "framework", "device", "strategy", "precision", "n_devices")
+FIELDS = ("workload", "framework", "device", "strategy", "precision", "n_devices", "compile")
 
 
 def _value(case: Case, key: str) -> object | None:

@@ -13,6 +13,8 @@ Grid syntax (see README and suites/grids/*.toml)::
     strategy = "single"      # optional, default "single"
     precision = ["fp32", "bf16"]
     n_devices = [1, 2]       # optional, default 1
+    compile = ["none", "xla", "inductor"]   # optional, default "none"; each framework gets its
+                                            # own compilers (torch: inductor, tf: xla)
     params = { m = [512, 1024], n = 512, k = "=m" }   # a table: product of its lists;
                                                       # "=m" ties k to m in each point
     # or params = [{ m = 512, n = 512, k = 512 }, { m = 4096, n = 32, k = 4096 }]  # explicit points
@@ -29,12 +31,12 @@ from typing import Any, Iterable
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import GridError, UserError
-from suites.cases.strategy_plugins import (devices_of, frameworks_of, is_combination, strategies_for,
-                                          strategies_of, strategy_params)
-from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
+from suites.cases.strategy_plugins import (compile_params, compilers_of, devices_of, frameworks_of,
+                                          is_combination, strategies_for, strategies_of, strategy_params)
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, Strategy
 from suites.workloads import WORKLOADS, workload_class
 
-GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "params"}
+GRID_KEYS = {"workload", "framework", "device", "strategy", "precision", "n_devices", "compile", "params"}
 TOP_KEYS = {"description", "timing", "grid"}
 DEFAULT_SUITE = "quick"
 
@@ -130,6 +132,8 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
     devices = _names(source, f"{where}.device", grid["device"], DeviceKind.names())
     strategies = _names(source, f"{where}.strategy", grid.get("strategy", "single"), Strategy.names())
     precisions = _names(source, f"{where}.precision", grid.get("precision", "fp32"), Precision.names())
+    compilers = _names(source, f"{where}.compile", grid.get("compile", "none"), Compile.names())
+    _check_compilers(source, f"{where}.compile", compilers, frameworks)
     counts = _as_list(grid.get("n_devices", 1))
     for count in counts:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -138,8 +142,10 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
     cases = []
     for workload_name in workload_names:
         workload = workload_class(workload_name)
-        own_params = {(framework, strategy): strategy_params(Framework(framework), Strategy(strategy))
-                      for framework in frameworks for strategy in strategies}
+        own_params = {(framework, strategy, compiler):
+                      strategy_params(Framework(framework), Strategy(strategy))
+                      | compile_params(Framework(framework), Strategy(strategy), Compile(compiler))
+                      for framework in frameworks for strategy in strategies for compiler in compilers}
         extra = {name: param for params in own_params.values() for name, param in params.items()}
         points = _param_points(source, f"{where}.params", grid.get("params", {}), workload, extra)
         applicable = strategies_for(workload)
@@ -149,15 +155,18 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
                                 f"{strategy!r} does not apply to {workload_name}; allowed: "
                                 f"{', '.join(sorted(map(str, applicable)))}")
             _check_pairs(source, f"{where}.strategy", Strategy(strategy), frameworks, devices)
-        # A strategy's own parameters go only to its cases (ddp cases of an entry that also
-        # lists fsdp do not get `reshard`); the duplicates that leaves collapse into one case.
+        # A strategy's or compiler's own parameters go only to its cases (ddp cases of an entry
+        # that also lists fsdp do not get `reshard`, uncompiled ones no `compile_mode`); the
+        # duplicates that leaves collapse into one case.
         added = list(dict.fromkeys(
             Case.make(workload_name, framework, device, strategy, precision, count,
                       {name: value for name, value in params.items()
-                       if workload.param(name) or name in own_params[framework, strategy]})
-            for framework, device, strategy, precision, count, params in itertools.product(
-                frameworks, devices, strategies, precisions, counts, points)
-            if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy), workload)))
+                       if workload.param(name) or name in own_params[framework, strategy, compiler]},
+                      compiler)
+            for framework, device, strategy, precision, count, params, compiler in itertools.product(
+                frameworks, devices, strategies, precisions, counts, points, compilers)
+            if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy), workload,
+                              Compile(compiler))))
         if not added:  # a suite always has cases: `run` and `list` rely on it
             raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
                                            f"parameter is an empty list; give each at least one value")
@@ -175,6 +184,17 @@ def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str
     if not devices_of(strategy) & {DeviceKind(name) for name in devices}:
         runs_on = ", ".join(str(kind) for kind in DeviceKind if kind in devices_of(strategy))
         raise GridError(source, key, f"'{strategy}' does not run on {' or '.join(devices)}; it runs on {runs_on}")
+
+
+def _check_compilers(source: str, key: str, compilers: list[str], frameworks: list[str]) -> None:
+    """Each compiler of an entry must be one of its frameworks' (the other pairs, torch x xla,
+    are dropped from the product), or it would vanish from the suite silently."""
+    for compiler in compilers:
+        if not any(Compile(compiler) in compilers_of(Framework(name)) for name in frameworks):
+            owners = "; ".join(f"{framework}: {', '.join(sorted(map(str, compilers_of(framework))))}"
+                               for framework in Framework)
+            raise GridError(source, key, f"{compiler!r} is not a compiler of {' or '.join(frameworks)}; "
+                                         f"each framework's compilers: {owners}")
 
 
 def _framework_strategies() -> str:

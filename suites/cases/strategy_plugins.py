@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 
 if TYPE_CHECKING:
     from suites.strategies.base import StrategyPlugin
@@ -73,13 +73,27 @@ def devices_of(strategy: Strategy) -> frozenset[DeviceKind]:
 
 
 def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy,
-                   workload: type["Workload"] | None = None) -> bool:
-    """Whether a case of this framework, device kind and strategy (and, where given, workload:
-    torch `towers` splits a matmul, TF `towers` also trains) exists at all; whether it runs on
-    this machine is `suites.run.availability`'s question."""
+                   workload: type["Workload"] | None = None, compile: Compile = Compile.NONE) -> bool:
+    """Whether a case of this framework, device kind, strategy and compiler (and, where given,
+    workload: torch `towers` splits a matmul, TF `towers` also trains) exists at all (torch has no
+    xla, TF no inductor); whether it runs on this machine is `suites.run.availability`'s question
+    (a strategy that does not run under a compiler of its framework is such a case: unavailable,
+    with the reason)."""
     plugin = find_plugin(framework, strategy)
-    return (plugin is not None and device in plugin.devices
+    return (plugin is not None and device in plugin.devices and compile in plugin.compilers
             and (workload is None or plugin.applies_to(workload)))
+
+
+def compilers_of(framework: Framework) -> frozenset[Compile]:
+    """The compilers a framework has (its plugins' `compilers`)."""
+    return frozenset().union(*(plugin.compilers for strategy in Strategy
+                               if (plugin := find_plugin(framework, strategy)) is not None))
+
+
+def compile_params(framework: Framework, strategy: Strategy, compile: Compile) -> dict[str, "Param"]:
+    """The parameters the case's compiler takes (torch.compile's `compile_mode`); none uncompiled."""
+    plugin = find_plugin(framework, strategy)
+    return {param.name: param for param in plugin.compile_params.get(compile, ())} if plugin else {}
 
 
 def strategy_params(framework: Framework, strategy: Strategy) -> dict[str, "Param"]:

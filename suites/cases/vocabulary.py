@@ -1,4 +1,4 @@
-"""The names of parbench's axes: frameworks, device kinds, strategies, precisions, statuses.
+"""The names of parbench's axes: frameworks, device kinds, strategies, precisions, compilers, statuses.
 
 They are `str` enums so they serialise to JSON and TOML as their plain names, while code
 compares members rather than loose strings. What a strategy means for a framework (where it
@@ -52,6 +52,17 @@ class Precision(_Named):
     TF32 = "tf32"
     FP16 = "fp16"
     BF16 = "bf16"
+
+
+class Compile(_Named):
+    """How a case's step is compiled: `none` runs it as the framework does by default (torch
+    eager, TF `tf.function` graphs), `xla` under TF's `tf.function(jit_compile=True)`,
+    `inductor` under `torch.compile`. Which framework has which compiler, and which strategies
+    run under it, is the strategy plugins' knowledge (`StrategyPlugin.compilers`)."""
+
+    NONE = "none"
+    XLA = "xla"
+    INDUCTOR = "inductor"
 
 
 class Status(_Named):

@@ -13,7 +13,9 @@ One class per workload and launch kind, holding the selected suite's cases of th
   `track_rank_step_s` is the in-rank median step time.
 
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
-samples per step). The asv parameters are named axes (`asv_layout.AXES`: framework, device,
+samples per step; `track_compile_s` only in a class holding compiled cases). A compiled case's
+compiler is part of its `precision` axis value (``fp32+inductor``), as of its id, so the
+benchmarks and asv history of uncompiled cases are unchanged. The asv parameters are named axes (`asv_layout.AXES`: framework, device,
 strategy, precision, params), each listing the values the class's cases take. asv runs their
 cartesian product; a combination that is no case of the suite is skipped in `setup` (asv shows
 n/a), as is an unavailable case. Each benchmark method lists its class's case ids in `case_ids`,
@@ -33,7 +35,7 @@ from asv_runner.benchmarks.mark import SkipNotImplemented
 from suites.cases.case import Case
 from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
+from suites.cases.vocabulary import Compile, Status
 from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
 from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
 from suites.kept.measurement import Measurement
@@ -163,6 +165,20 @@ class TrackPeakMemory:
     track_peak_memory_bytes.unit = METRICS["peak_memory_bytes"].unit  # type: ignore[attr-defined]
 
 
+class TrackCompileS:
+    def track_compile_s(self: Any, *axes: str) -> float:
+        """A compiled case's compile time (first step - median step; never in `time_step`)."""
+        case = self._case(axes)
+        if case.compile is Compile.NONE:
+            raise SkipNotImplemented(f"{case.id} is not compiled")
+        value = self._measurement(case).compile_s
+        if value is None:
+            raise SkipNotImplemented(f"{case.id} has no compile_s")
+        return value
+
+    track_compile_s.unit = "seconds"  # type: ignore[attr-defined]
+
+
 def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, ...]:
     instances = [workload(case) for case in cases]
     mixins: list[type] = []
@@ -172,6 +188,8 @@ def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, .
         mixins.append(TrackSamplesPerS)
     if workload.kind == "training":  # the runnables' memory probes measure training steps
         mixins.append(TrackPeakMemory)
+    if any(case.compile is not Compile.NONE for case in cases):
+        mixins.append(TrackCompileS)
     return tuple(mixins)
 
 

@@ -5,8 +5,9 @@ so it imports neither asv nor a framework.
 
 A benchmark class holds the cases of one workload; its asv parameters are the other fields of a
 case id, one named axis each, so asv's web view can select and plot by them: `framework`
-(``torch``), `device` with its count (``cpu:1``), `strategy` (``single``), `precision` (``fp32``)
-and `params`, the workload-parameter string (``k=512,m=512,n=512``).
+(``torch``), `device` with its count (``cpu:1``), `strategy` (``single``), `precision` (``fp32``;
+a compiled case's carries its compiler, ``fp32+xla``, as its id does) and `params`, the
+workload-parameter string (``k=512,m=512,n=512``).
 """
 from __future__ import annotations
 

@@ -46,6 +46,9 @@ class Measurement:
     #: Energy of the case's devices over the timed blocks (`suites.kept.energy`), or why none was
     #: read; None in records older than the field and where the timer read none (asv, pytest).
     energy: EnergyMeasurement | None = None
+    #: A compiled case: compilations after the first step's, while warming up (the timed
+    #: steps compiled nothing: a case whose did failed). None: not compiled, or an older record.
+    recompiles: int | None = None
 
     @cached_property
     def median(self) -> float:
@@ -125,7 +128,8 @@ class Measurement:
 
     @property
     def compile_s(self) -> float | None:
-        """First-step time beyond a steady step: tracing, compilation, lazy init."""
+        """First-step time beyond a steady step: tracing, compilation, lazy init. Never part of
+        a sample: the first step is not timed with the others."""
         if self.first_step_s is None:
             return None
         return max(0.0, self.first_step_s - self.median)
@@ -138,6 +142,7 @@ class Measurement:
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
             "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
             "energy": self.energy.to_dict() if self.energy else None,
+            "recompiles": self.recompiles,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
@@ -152,6 +157,6 @@ class Measurement:
                    stop_reason=data.get("stop_reason", ""),
                    rank_medians=tuple(data.get("rank_medians_s") or ()),
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
-                   timed_s=data.get("timed_s"),
+                   timed_s=data.get("timed_s"), recompiles=data.get("recompiles"),
                    memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()),
                    energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None)

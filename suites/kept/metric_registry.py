@@ -39,6 +39,9 @@ class Work:
     roof_bandwidth_gbs: float | None = None  # one device: `parbench calibrate`'s stream, else the table's
     energy_joules_per_step: float | None = None  # measured by the run: all devices (NVML, RAPL)
     energy_watts: float | None = None  # measured by the run: all devices' average power together
+    compile_s: float | None = None  # measured by the run: first step - median step
+    recompiles: float | None = None  # measured by the run: a compiled case's compilations after its first step's
+    eager_median_s: float | None = None  # the report's: median step of the compiled case's eager twin
 
 
 WORK_INPUTS = frozenset(f.name for f in fields(Work))
@@ -84,6 +87,12 @@ def tflops(work: Work) -> float:
 def pct_of(peak_tflops: float | None, work: Work) -> float | None:
     """% of the peak of all the case's devices together; None without a peak."""
     return 100 * tflops(work) / (peak_tflops * work.n_devices) if peak_tflops else None
+
+
+def break_even_steps(work: Work) -> float | None:
+    """Steps after which compiling has paid for itself; None (never) where it saves nothing."""
+    saved = work.eager_median_s - work.median_s
+    return work.compile_s / saved if saved > 0 else None
 
 
 def algbw_gbs(work: Work) -> float:
@@ -235,6 +244,21 @@ _REGISTRY = (
            "tflops / roofline_bound_tflops",
            "kernels: achieved share of the roofline bound (1 = on the roof)",
            lambda work: tflops(work) / roofline_bound(work), needs=ROOFLINE),
+    Metric("recompiles", "count",
+           "compilations counted after the first step's while warming up (torch: dynamo's unique graphs; TF: traces "
+           "of the step's functions); warm-up ends after 3 steps in a row compile nothing, a case past 8 fails, and "
+           "so does one that compiles during its timed steps",
+           "a compiled case: compilations after its first step's, in warm-up", lambda work: work.recompiles,
+           needs=("recompiles",)),
+    Metric("compile_speedup", "x",
+           "median step of the eager twin (compile none, same case otherwise, same machine) / median step compiled",
+           "a compiled case's speedup over its eager twin", lambda work: work.eager_median_s / work.median_s,
+           needs=("eager_median_s",), tidy=False),
+    Metric("compile_break_even_steps", "steps",
+           "compile_s / (eager twin's median step - compiled median step), compile_s = first step - median step; "
+           "'never' where the compiled step is not faster",
+           "steps after which compiling has paid for its compile time", break_even_steps,
+           needs=("compile_s", "eager_median_s"), tidy=False),
 )
 
 #: Every derived metric by name, in the order a record stores them.

@@ -56,5 +56,6 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
                 roof_peak_tflops=table_peak or own_peak, roof_bandwidth_gbs=bandwidth,
                 energy_joules_per_step=energy.joules_per_step if energy else None,
-                energy_watts=energy.watts if energy else None)
+                energy_watts=energy.watts if energy else None,
+                compile_s=measurement.compile_s, recompiles=measurement.recompiles)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}

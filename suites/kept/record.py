@@ -5,7 +5,8 @@ Schema version 1, one JSON object per line:
   run_id        id shared by every record of one `parbench run`
   timestamp     ISO 8601 UTC, when the case finished
   suite         suite name (or grid file stem)
-  case          {id, workload, framework, device, n_devices, strategy, precision, params}
+  case          {id, workload, framework, device, n_devices, strategy, precision, params, compile}
+                (compile: none | xla | inductor; absent in older records, which ran uncompiled)
   status        "ok" | "unavailable" | "failed"
   reason        why not ok ("" when ok)
   emulated      true when several devices were emulated (logical CPUs, gloo ranks on one host)
@@ -18,7 +19,8 @@ Schema version 1, one JSON object per line:
                  rank}: suites.kept.memory; absent in older records), energy (over the timed
                  blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
                  joules_per_step, watts, reason — why there are no devices where there are
-                 none}: suites.kept.energy; absent in older records)} or null
+                 none}: suites.kept.energy; absent in older records), recompiles (a compiled
+                 case's compilations after its first step's, in warm-up; null otherwise)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.kept.metric_registry import METRICS, TIDY_METRICS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
@@ -27,6 +27,8 @@ COLUMNS: dict[str, str] = {
     "workload": "matmul, conv2d, allreduce, train_step, ...",
     "strategy": ", ".join(Strategy.names()),
     "precision": "fp32, tf32, fp16 (mixed) or bf16 (mixed)",
+    "compile": f"how the step was compiled: {', '.join(Compile.names())} (TF jit_compile; torch.compile); "
+               "rows from before the axis: none",
     "params": "workload parameters as name=value pairs, e.g. 'k=512,m=512,n=512'",
     "problem": "workload and parameters: what was computed, independent of where and how",
     "case_id": "the case's stable id (suites.cases.case.Case.id)",
@@ -70,6 +72,7 @@ COLUMNS: dict[str, str] = {
     "energy_reason": "why the row has no energy figures (no readable counter, ...); '' where it has them or the "
                      "source does not say",
     "throughput_per_watt": "`throughput` / energy_watts: perf per watt (samples/J, or TFLOP/s per W, ...)",
+    "recompiles": METRICS["recompiles"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
@@ -97,7 +100,7 @@ COLUMNS: dict[str, str] = {
 }
 
 #: Columns that identify a configuration: what ran, where and how.
-CONFIG = ["machine", "device", "n_devices", "framework", "strategy", "precision"]
+CONFIG = ["machine", "device", "n_devices", "framework", "strategy", "precision", "compile"]
 #: Columns that identify one measured case on one machine.
 IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
@@ -121,7 +124,8 @@ def problem_text(workload: str, params: Mapping[str, Any]) -> str:
 def case_fields(case: Case) -> dict[str, Any]:
     return {"case_id": case.id, "workload": case.workload, "framework": str(case.framework),
             "device": str(case.device), "n_devices": case.n_devices, "strategy": str(case.strategy),
-            "precision": str(case.precision), "params": params_text(case.param_dict),
+            "precision": str(case.precision), "compile": str(case.compile),
+            "params": params_text(case.param_dict),
             "problem": problem_text(case.workload, case.param_dict),
             **{f"param_{name}": value for name, value in case.params}}
 
@@ -186,9 +190,12 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def config_label(frame: pd.DataFrame) -> pd.Series:
-    """e.g. 'box-a · gpu×4 · torch ddp bf16': where and how a row ran, for tables and figures."""
+    """e.g. 'box-a · gpu×4 · torch ddp bf16' (compiled: 'bf16+inductor'): where and how a row
+    ran, for tables and figures."""
+    compiled = frame["compile"].where(frame["compile"].isin(["", str(Compile.NONE)]).eq(False), "")
     return (frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str) + " · "
-            + frame["framework"] + " " + frame["strategy"] + " " + frame["precision"])
+            + frame["framework"] + " " + frame["strategy"] + " " + frame["precision"]
+            + compiled.map(lambda name: f"+{name}" if name else ""))
 
 
 def samples_json(samples: tuple[float, ...]) -> str:

@@ -76,10 +76,11 @@ def scaling(curves: pd.DataFrame) -> str:
     """Speedup over one device (with the ideal line) and efficiency, per series."""
     figure = Figure(figsize=(WIDTH_IN, 3.6))
     speed, efficiency = figure.subplots(1, 2)
-    keys = ["machine", "framework", "device", "strategy", "precision", "workload", "params", "scaling"]
+    keys = ["machine", "framework", "device", "strategy", "precision", "compile", "workload", "params", "scaling"]
     for index, (key, curve) in enumerate(curves.groupby(keys, sort=True)):
-        machine, framework, device, strategy, precision, workload, params, mode = key
-        label = plain(f"{machine} {framework} {strategy} {precision} {workload} {params} ({mode})")
+        machine, framework, device, strategy, precision, compiler, workload, params, mode = key
+        compiled = "" if compiler in ("", "none") else f"+{compiler}"
+        label = plain(f"{machine} {framework} {strategy} {precision}{compiled} {workload} {params} ({mode})")
         color = COLORS[index % len(COLORS)]
         speed.plot(curve["n_devices"], curve["speedup"], marker="o", color=color, label=label)
         efficiency.plot(curve["n_devices"], curve["efficiency"], marker="o", color=color)

@@ -54,6 +54,7 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "median_s": stats.get("median"), "iqr_s": stats.get("iqr"), "q1_s": stats.get("q1"),
             "q3_s": stats.get("q3"), "n": len(samples) or stats.get("rounds"), "samples_s": samples,
             "sustained_step_s": stats.get("mean"),  # every round's time over the rounds
+            "compile_s": extra.get("compile_s"),  # absent before the compile axis
             **{name: metrics.get(name) for name in TIDY_METRICS},
             "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),
             "check_value": check.get("value"), "run_id": path.stem, "timestamp": data.get("datetime"),

@@ -14,7 +14,7 @@ import pandas as pd
 from suites.report.selection import usable
 
 #: A scaling series: one curve, all from one run on one machine.
-SERIES = ["machine", "run_id", "framework", "device", "strategy", "precision", "workload", "params"]
+SERIES = ["machine", "run_id", "framework", "device", "strategy", "precision", "compile", "workload", "params"]
 
 
 def scaling_mode(frame: pd.DataFrame) -> pd.Series:

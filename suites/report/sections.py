@@ -13,6 +13,7 @@ from suites.kept.metric_registry import METRICS
 from suites.report import figures
 from suites.report.choice import choices, cost_per_unit, sentence
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
+from suites.report.compilation import compile_pairs
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.report.prices import PriceTable, add_costs
@@ -78,7 +79,7 @@ def _row_class(row: pd.Series) -> str:
 #: Configuration columns of a table; "devices" is added by `with_devices`.
 CONFIG_SPEC = [("machine", "machine", fmt_text), ("devices", "devices", fmt_text),
                ("framework", "framework", fmt_text), ("strategy", "strategy", fmt_text),
-               ("precision", "precision", fmt_text)]
+               ("precision", "precision", fmt_text), ("compile", "compile", fmt_text)]
 
 
 def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
@@ -268,6 +269,26 @@ def precision_section(frame: pd.DataFrame) -> Section:
     return section
 
 
+def compile_section(frame: pd.DataFrame) -> Section:
+    pairs = compile_pairs(frame)
+    section = Section("Compilation: speedup over eager, compile time and break-even", "compile", nav="Compile", text=[
+        f"Each compiled case beside its eager twin (compile none, everything else the same, same machine). "
+        f"speedup: {METRICS['compile_speedup'].formula}. compile s: first step − median step of the compiled case, "
+        f"never part of its step time. break-even: {METRICS['compile_break_even_steps'].formula}. "
+        f"recompiles: {METRICS['recompiles'].formula}. The check column is the compiled case's own numerics check."])
+    if pairs.empty:
+        section.text.append("No pairs: no case ran compiled and eager on the same machine.")
+        return section
+    section.tables.append(build(with_devices(pairs).sort_values(["problem", "speedup"], ascending=[True, False]), [
+        ("problem", "problem", fmt_text), *CONFIG_SPEC, ("speedup vs eager", "speedup", fmt_ratio),
+        ("noise", "noise_test", fmt_text), ("median", "median_s", fmt_seconds),
+        ("eager median", "median_s_base", fmt_seconds), ("compile s", "compile_s", fmt_number),
+        ("break-even steps", "break_even", fmt_text), ("recompiles", "recompiles", fmt_number),
+        ("check", "check_passed", fmt_check), ("check value", "check_value", fmt_number),
+        ("emulated", "emulated", fmt_flag)], css=_row_class))
+    return section
+
+
 def peak_section(frame: pd.DataFrame) -> Section:
     rows = usable(latest(frame))
     rows = rows[rows["pct_peak_table"].notna() | rows["pct_peak_measured"].notna()]
@@ -375,7 +396,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     current = latest(costed)
     return ReportContent(
         sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
-                  precision_section(costed), peak_section(costed), roofline_section(costed), not_ok_section(costed),
+                  precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed), not_ok_section(costed),
                   environment_section(costed)],
         problems=per_problem(costed, currency),
         counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}

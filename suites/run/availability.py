@@ -58,11 +58,12 @@ def _version(capability: str) -> tuple[int, ...]:
 
 
 def strategy_reason(case: Case, device: DeviceInfo) -> str | None:
-    """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`)."""
+    """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`),
+    its compilers' first."""
     try:
         plugin = plugin_for(case)
     except NoSuchStrategy as error:
         return str(error)
     if not plugin.applies_to(type(workload_of(case))):  # a case made outside a grid
         return f"{case.framework} strategy '{case.strategy}' does not apply to {case.workload}"
-    return plugin.unavailable_reason(case, device)
+    return plugin.compile_reason(case) or plugin.unavailable_reason(case, device)

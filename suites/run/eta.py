@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Compile
 from suites.run.availability import unavailable_reason
 from suites.strategies.base import Launch
 
@@ -14,15 +15,22 @@ from suites.strategies.base import Launch
 #: and rendezvous for a launched one: first guesses, corrected by the run's own progress.
 IN_PROCESS_OVERHEAD_S = 0.5
 LAUNCH_OVERHEAD_S = 8.0
+#: A compiled case compiles twice, for its check and (cold) for its first step: torch.compile
+#: of a small model's training step took 30-50 s each on a busy 2-core VM, a kernel's under
+#: 2 s, XLA's 3-12 s; a first guess too.
+COMPILE_OVERHEAD_S = 30.0
 
 
 def case_estimate_s(case: Case, timing: TimingConfig) -> float:
     """Expected seconds for `case`: nothing if it is unavailable here, else warm-up and the
-    timing budget (a case stops earlier when it converges) plus set-up or launch."""
+    timing budget (a case stops earlier when it converges) plus set-up or launch, and a compiled
+    case's compiles."""
     if unavailable_reason(case):
         return 0.0
     launched = plugin_for(case).launch is not Launch.IN_PROCESS
-    return timing.warmup_s + timing.budget_s + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S)
+    compiles = COMPILE_OVERHEAD_S if case.compile is not Compile.NONE else 0.0
+    return (timing.warmup_s + timing.budget_s + compiles
+            + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
 
 
 @dataclass

@@ -14,7 +14,7 @@ from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.run.availability import Unsupported
-from suites.run.timing import TooSlow, measure
+from suites.run.timing import KeepsRecompiling, TooSlow, measure
 from suites.workloads import workload_of
 
 
@@ -104,6 +104,8 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
         return Outcome(Status.UNAVAILABLE, unsupported_reason(error))
     except TooSlow as error:
         return Outcome(Status.UNAVAILABLE, str(error), check=check)
+    except KeepsRecompiling as error:
+        return Outcome(Status.FAILED, str(error), check=check, details=dict(runnable.details))
     except Exception as error:  # a case that crashes is a failed case; the suite goes on
         return failed(error, stage)
     finally:

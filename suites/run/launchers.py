@@ -25,9 +25,9 @@ from typing import Callable
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import DeviceKind, Status
+from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
-from suites.run.timing import case_limit_s, first_step_limit_s
+from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.strategies.base import Launch
 from suites.workloads import workload_class
 
@@ -46,12 +46,15 @@ def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
     """`timing.case_timeout_s` if set, else start-up (framework import + rendezvous: the case's
     strategy's `startup_allowance_s`, or `STARTUP_ALLOWANCE_S`), the longest the timer lets a
     case take (its first step, then `case_limit_s`), and one more budget for the check and
-    per-rank probes."""
+    per-rank probes. A compiled case compiles twice (its check, then its first step cold), so
+    it gets a compiled first step's limit and that much again for its check."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
     startup = plugin_for(case).startup_allowance_s if case is not None else None
+    compiled = case is not None and case.compile is not Compile.NONE
     return ((STARTUP_ALLOWANCE_S if startup is None else startup)
-            + first_step_limit_s(timing) + case_limit_s(timing) + timing.budget_s)
+            + first_step_limit_s(timing, compiled) + case_limit_s(timing) + timing.budget_s
+            + (COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else 0.0))
 
 
 def free_ports(count: int) -> list[int]:

@@ -57,6 +57,17 @@ class Runnable(ABC):
     @abstractmethod
     def check(self) -> Check: ...
 
+    def compilations(self) -> int | None:
+        """How many times the timed step has been compiled (traced) so far, by a counter of the
+        compiler's (torch: dynamo's graphs; TF: the step functions' traces); None where the
+        case is not compiled. The timer warms up until it stops growing."""
+        return None
+
+    def compile_anew(self) -> None:
+        """Forget the compiled step, so the next step compiles again. The timer calls it
+        before the first step: the check compiled the step already (it checks the compiled
+        computation), and that compile must not make the first timed step look warm."""
+
     def barrier(self) -> None:
         """Wait until every rank of a multi-process case gets here; single-process: nothing."""
 

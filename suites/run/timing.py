@@ -66,6 +66,9 @@ MIN_BUDGET_SAMPLES = 3
 #: The first step compiles, traces or autotunes: it may take this long (or the case limit, if
 #: that is longer) before the case is judged too slow to time.
 FIRST_STEP_ALLOWANCE_S = 60.0
+#: The same for a compiled case, whose first step compiles cold: torch.compile of a small
+#: model took 10-50 s on a loaded 2-core VM, max-autotune benchmarks kernels for minutes.
+COMPILED_FIRST_STEP_ALLOWANCE_S = 300.0
 
 
 class TooSlow(Exception):
@@ -74,6 +77,24 @@ class TooSlow(Exception):
     def __init__(self, first_step_s: float, limit_s: float) -> None:
         super().__init__(f"too slow here: first step {first_step_s:.3g} s, over the {limit_s:.3g} s a first "
                          f"step may take (compilation included); raise the budget to time it")
+
+
+#: A compiled case is warm once this many steps in a row compiled nothing.
+STABLE_STEPS = 3
+#: Compilations after the first step's beyond which a compiled case keeps recompiling.
+MAX_RECOMPILES = 8
+#: Steps spent waiting for compilations to stop beyond which a case keeps recompiling.
+MAX_SETTLING_STEPS = 100
+
+
+class KeepsRecompiling(Exception):
+    """A compiled case whose step kept being compiled anew: its steps never settle, so no
+    step time of it means anything. The case fails with this reason."""
+
+    def __init__(self, recompiles: int, steps: int, during: str = "warm-up") -> None:
+        super().__init__(f"keeps recompiling: {recompiles} compilation(s) after the first step's over {steps} "
+                         f"{during} step(s) (a warm case compiles nothing after its first step; at most "
+                         f"{MAX_RECOMPILES} recompiles while warming up)")
 
 
 @dataclass(frozen=True)
@@ -90,6 +111,10 @@ class WarmUp:
     warm_steps_s: tuple[float, ...] = ()
     #: The case's first steps showed that the minimum timed samples would not fit in its limit.
     out_of_time: bool = False
+    #: A compiled case: compilations after the first step's, while warming up (None: not compiled).
+    recompiles: int | None = None
+    #: A compiled case: its compiler's count of compilations when warm-up ended.
+    compilations: int | None = None
 
 
 def case_limit_s(config: TimingConfig) -> float:
@@ -97,9 +122,9 @@ def case_limit_s(config: TimingConfig) -> float:
     return 5 * config.budget_s + config.warmup_s
 
 
-def first_step_limit_s(config: TimingConfig) -> float:
+def first_step_limit_s(config: TimingConfig, compiled: bool = False) -> float:
     """How long the first step (compilation included) may take before the case is too slow."""
-    return max(FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
+    return max(COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
 
 
 def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
@@ -112,16 +137,22 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
     A memory `probe` is started after the first step, so the warm steps a cut-short case is
     stored with have their peak memory too.
+    A compiled case's compiled step is forgotten first (`compile_anew`: the check compiled
+    it), so the first step's time holds the compilation; its warm-up lasts until
+    `STABLE_STEPS` steps in a row compiled nothing (`_until_compiles_stop`).
     Used by `measure` and by the asv / pytest-benchmark front ends, which time the steps
     themselves after the same warm-up.
     """
     agree = runnable.agree
     limit = case_limit_s(config)
+    runnable.compile_anew()
     runnable.synchronize()
     runnable.barrier()
+    first_limit = first_step_limit_s(config, compiled=runnable.compilations() is not None)
     first_step_s = _timed(runnable, 1, clock).seconds
-    if agree(float(first_step_s > first_step_limit_s(config))):
-        raise TooSlow(first_step_s, first_step_limit_s(config))
+    first_compilations = runnable.compilations()
+    if agree(float(first_step_s > first_limit)):
+        raise TooSlow(first_step_s, first_limit)
     if probe is not None:
         probe.start()
     warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
@@ -136,11 +167,36 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
         if not steps:
             break
         warm += [_timed(runnable, 1, clock).seconds for _ in range(steps)]
+    compilations = None
+    if first_compilations is not None:
+        compilations = _until_compiles_stop(runnable, clock, warm, first_compilations)
     step_estimate = float(np.median(warm[len(warm) // 2:]))
     block_s = max(config.block_min_s, runnable.min_block_s)
     block_size = int(agree(max(1, math.ceil(block_s / max(step_estimate, 1e-9)))))
     return WarmUp(first_step_s, len(warm) + 1, step_estimate, block_size, tuple(warm),
-                  bool(agree(float(out_of_time))))
+                  bool(agree(float(out_of_time))),
+                  None if compilations is None else compilations - first_compilations, compilations)
+
+
+def _until_compiles_stop(runnable: Runnable, clock: Clock, warm: list[float], first: int) -> int:
+    """Warm steps (appended to `warm`) until `STABLE_STEPS` in a row compiled nothing; the
+    compiler's count then. Raises KeepsRecompiling past `MAX_RECOMPILES` recompiles or
+    `MAX_SETTLING_STEPS` steps. The warm-up loop's steps count: a case that compiled nothing
+    since its first step is settled at once. Decisions are rank 0's (`agree`)."""
+    count, stable, settling = runnable.compilations(), 0, 0
+    assert count is not None
+    if count == first:
+        stable = len(warm)
+    while not runnable.agree(float(stable >= STABLE_STEPS)):
+        if runnable.agree(float(count - first > MAX_RECOMPILES or settling >= MAX_SETTLING_STEPS)):
+            raise KeepsRecompiling(count - first, len(warm))
+        warm.append(_timed(runnable, 1, clock).seconds)
+        settling += 1
+        now = runnable.compilations()
+        assert now is not None
+        stable = stable + 1 if now == count else 0
+        count = now
+    return count
 
 
 @contextlib.contextmanager
@@ -199,7 +255,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
-                           memory=_peaks(runnable, probe),
+                           memory=_peaks(runnable, probe), recompiles=warm.recompiles,
                            energy=absent(meter.reason or "cut short: no timed blocks to read energy over"))
     block_size = warm.block_size
     if probe is not None:
@@ -227,7 +283,12 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
-    energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)
+    energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)  # stops the meter
+    if warm.compilations is not None:
+        during = runnable.compilations()
+        assert during is not None
+        if agree(float(during != warm.compilations)):
+            raise KeepsRecompiling(during - warm.compilations, len(samples) * block_size, "timed")
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
@@ -238,7 +299,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
                        rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
-                       energy=energy)
+                       energy=energy, recompiles=warm.recompiles)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:

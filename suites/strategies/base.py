@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.workloads import workload_of
 
 if TYPE_CHECKING:
@@ -44,6 +44,30 @@ class StrategyPlugin:
     #: rendezvous, device initialisation); None: the launcher's default
     #: (`suites.run.launchers.STARTUP_ALLOWANCE_S`).
     startup_allowance_s: ClassVar[float | None] = None
+    #: The compilers of the strategy's framework (set by the framework's base class): a case
+    #: pairing a framework with another's compiler (torch with xla) is no case at all.
+    compilers: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
+    #: Of `compilers`, those this strategy's step has been made to run under. The default is
+    #: none but `none`: a new strategy's compiled cases are unavailable, with the reason, until
+    #: its author declares (and tests) the compilers its step runs under.
+    compile_modes: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
+    #: Why a compiler of the framework is not in `compile_modes`, where the strategy knows.
+    compile_limits: ClassVar[Mapping[Compile, str]] = {}
+    #: Parameters a compiler takes (torch.compile's `compile_mode`), given only to its cases.
+    compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
+
+    def compile_reason(self, case: Case) -> str | None:
+        """Why the case's step cannot run under its compiler with this strategy, or None."""
+        if case.compile is Compile.NONE:
+            return None
+        if workload_of(case).kind == "collective":
+            return f"{case.workload} is one collective call: {case.compile} has nothing to compile"
+        if case.compile in self.compile_modes:
+            return None
+        why = self.compile_limits.get(case.compile) or (
+            f"the plugin declares no {case.compile} support (its compile_modes: "
+            f"{', '.join(sorted(map(str, self.compile_modes)))})")
+        return f"{self.framework} strategy '{self.strategy}' does not run under {case.compile}: {why}"
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return workload.kind in self.kinds

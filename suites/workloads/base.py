@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Framework, Precision
-from suites.cases.strategy_plugins import strategy_params
+from suites.cases.strategy_plugins import compile_params, strategy_params
 from suites.workloads.sources import source_files
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ class Workload(ABC):
     def __init__(self, case: Case) -> None:
         self.case = case
         strategy = strategy_params(case.framework, case.strategy).values()
-        self.p: dict[str, ParamValue] = {**self.defaults(), **_defaults(strategy), **case.param_dict}
+        compiler = compile_params(case.framework, case.strategy, case.compile).values()
+        self.p: dict[str, ParamValue] = {**self.defaults(), **_defaults(strategy), **_defaults(compiler),
+                                         **case.param_dict}
 
     # --- declared by subclasses -------------------------------------------------------
     @abstractmethod

@@ -10,6 +10,7 @@ from suites.frameworks.tf import backend  # first: TF's environment before TF lo
 import tensorflow as tf
 
 from suites.cases.strategy_plugins import plugin_for
+from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
@@ -38,6 +39,18 @@ class _TfKernel(Runnable):
     def synchronize(self) -> None:
         backend.synchronize()
 
+    def _function(self, fn: Callable[..., tf.Tensor]) -> None:
+        """The kernel as a `tf.function`, XLA-compiled in an `xla` case; `compile_anew` makes
+        it anew, so the first timed step traces (and compiles) again after the check's."""
+        self._kernel = fn
+        self.compile_anew()
+
+    def compile_anew(self) -> None:
+        self.fn = tf.function(self._kernel, jit_compile=True if self.case.compile is Compile.XLA else None)
+
+    def compilations(self) -> int | None:
+        return self.fn.experimental_get_tracing_count() if self.case.compile is Compile.XLA else None
+
 
 class TfMatmul(_TfKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
@@ -59,11 +72,11 @@ class TfMatmul(_TfKernel):
         self.a = [draw((m, k), axis=1) for _ in range(self.copies)]
         self.b = [draw((k, n), axis=0) for _ in range(self.copies)]
         if len(devices) == 1:
-            self.fn = tf.function(lambda a, b: tf.linalg.matmul(a[0], b[0]))
+            self._function(lambda a, b: tf.linalg.matmul(a[0], b[0]))
         else:
             self.details["split"] = (f"k = {k} split over {', '.join(devices)}; partial products "
                                      f"added on {HOST_CPU} (tf.add_n)")
-            self.fn = tf.function(split_matmul(devices, HOST_CPU))
+            self._function(split_matmul(devices, HOST_CPU))
 
     def step(self) -> None:
         i = next(self._order)
@@ -105,8 +118,8 @@ class TfConv2d(_TfKernel):
             (p["kernel"], p["kernel"], p["cin"], p["cout"]), dtype=np.float32), self.device, self.dtype)
         stride, padding = int(p["stride"]), str(p["padding"]).upper()
         data_format = "NCHW" if self.nchw else "NHWC"
-        self.fn = tf.function(lambda x, f: tf.nn.conv2d(x, f, strides=stride, padding=padding,
-                                                        data_format=data_format))
+        self._function(lambda x, f: tf.nn.conv2d(x, f, strides=stride, padding=padding,
+                                                 data_format=data_format))
 
     def step(self) -> None:
         with tf.device(self.device):

@@ -13,6 +13,12 @@ Three layouts, one interface (`Trainer`):
   custom loop: `strategy.run` of a replica step that all-reduces its gradients with the
   strategy's cross-device ops and updates the mirrored variables.
 
+Under XLA (`TrainingSetup.xla`) a layout whose variables and compute share one device compiles
+its whole step with `tf.function(jit_compile=True)`; a `tf.distribute` layout compiles each
+replica's forward and backward (`_local_gradients`, on tensors read from the variables), and its
+all-reduce and update run outside XLA, which cannot reach the variables' copies on other
+devices.
+
 Every step is forward + backward + update (`suites.frameworks.tf.optimizers`: SGD, or Adam,
 whose slots live beside each copy of the variables). Per-replica losses are sums over the local
 batch divided by the global batch (towers: local means, averaged), so every layout computes the
@@ -53,6 +59,8 @@ class TrainingSetup:
     variable_dtype: tf.DType = tf.float32
     #: The update rule (`suites.workloads.training.OPTIMIZERS`), at its own learning rate.
     optimizer: str = "sgd"
+    #: Compile with XLA (`jit_compile=True`): the case's `compile` is `xla`.
+    xla: bool = False
 
 
 class Trainer(ABC):
@@ -60,6 +68,9 @@ class Trainer(ABC):
     state: tf.Variable | None
     #: Multi-worker trainers replace it with their workers' lockstep.
     lockstep: Lockstep = Lockstep()
+    #: Under XLA the whole step is one XLA computation (variables on the step's one device);
+    #: False: only `_local_gradients` is.
+    compiles_whole_step: bool = True
 
     def __init__(self, setup: TrainingSetup, replicas: int) -> None:
         self.setup = setup
@@ -69,9 +80,31 @@ class Trainer(ABC):
         self.target_shape = setup.spec.target_shape
         self.names = list(setup.weights)
         self.optimizer = optimizer_for(setup.optimizer)
+        self.compile_anew()
         # Two functions, traced separately: the checks' tracing stays out of the first timed step.
-        self._step = tf.function(lambda batch: self._train_step(batch)[0])
-        self._checked_step = tf.function(self._train_step)
+        self._checked_step = self._function(self._train_step)
+
+    def _function(self, fn: Any) -> Any:
+        return tf.function(fn, jit_compile=self.setup.xla and self.compiles_whole_step or None)
+
+    def compile_anew(self) -> None:
+        """New step functions: the next step traces (and under XLA compiles) again."""
+        self._step = self._function(lambda batch: self._train_step(batch)[0])
+        self._gradients = tf.function(self._local_gradients, jit_compile=True) if self.setup.xla else None
+
+    def compilations(self) -> int:
+        """Traces of the timed step's functions so far (each XLA trace is one compile)."""
+        functions = [f for f in (self._step, self._gradients) if f is not None]
+        return sum(f.experimental_get_tracing_count() for f in functions)
+
+    def _local_gradients(self, weights: Mapping[str, tf.Tensor], x: tf.Tensor, y: tf.Tensor,
+                         state: tf.Tensor | None) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """The local loss and the gradients of its scaled form with respect to `weights`."""
+        with tf.GradientTape() as tape:
+            tape.watch(list(weights.values()))
+            loss = self._local_loss(weights, x, y, self.setup.global_batch)
+            scaled = self.setup.scaling.scale_loss(loss, state)
+        return loss, tape.gradient(scaled, list(weights.values()))
 
     def _variables_on(self, device: str | None,
                       weights: Mapping[str, np.ndarray] | None = None) -> dict[str, tf.Variable]:
@@ -305,6 +338,8 @@ class TowersTrainer(Trainer):
 
 
 class StrategyTrainer(Trainer):
+    compiles_whole_step = False
+
     def __init__(self, setup: TrainingSetup, strategy: tf.distribute.Strategy,
                  lockstep: Lockstep = Lockstep(), read_back_to_sync: bool = False) -> None:
         self.strategy = strategy
@@ -336,10 +371,15 @@ class StrategyTrainer(Trainer):
 
     def _replica_step(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
         scaling, variables = self.setup.scaling, list(self.variables.values())
-        with tf.GradientTape() as tape:
-            loss = self._local_loss(self.variables, x, y, self.setup.global_batch)
-            scaled = scaling.scale_loss(loss, self.state)
-        local_grads = tape.gradient(scaled, variables)
+        if self._gradients is not None:  # XLA: on the values, not the variables (other devices' copies)
+            state = None if self.state is None else self.state.read_value()
+            loss, local_grads = self._gradients({name: v.read_value() for name, v in self.variables.items()},
+                                                x, y, state)
+        else:
+            with tf.GradientTape() as tape:
+                loss = self._local_loss(self.variables, x, y, self.setup.global_batch)
+                scaled = scaling.scale_loss(loss, self.state)
+            local_grads = tape.gradient(scaled, variables)
         grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local_grads)
         grads = scaling.unscale(grads, self.state)
         finite = scaling.finite(grads)

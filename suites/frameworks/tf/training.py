@@ -24,7 +24,7 @@ import tensorflow as tf
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
 from suites.cases.strategy_plugins import plugin_for
-from suites.cases.vocabulary import Precision
+from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.tf import memory as tf_memory
 from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, host_cpu, replica_devices
 from suites.frameworks.tf.mixed import LossScaling
@@ -63,9 +63,9 @@ class TfTrainStep(Runnable):
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
-        self.trainer = self.plugin.trainer(self._training_setup(
+        self.trainer = self.plugin.trainer(replace(self._training_setup(
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
-            self.case, self.p, strategy)
+            xla=self.case.compile is Compile.XLA), self.case, self.p, strategy)
         machines = self.trainer.machines()
         if machines:
             self.details["machines"] = machines  # every process's provenance (rank 0 stores it)
@@ -84,6 +84,12 @@ class TfTrainStep(Runnable):
 
     def synchronize(self) -> None:
         self.trainer.synchronize()
+
+    def compilations(self) -> int | None:
+        return self.trainer.compilations() if self.case.compile is Compile.XLA else None
+
+    def compile_anew(self) -> None:
+        self.trainer.compile_anew()
 
     def barrier(self) -> None:
         self.trainer.barrier()

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from suites.cases.strategy_plugins import plugin_for
-from suites.frameworks.torch import backend
+from suites.cases.vocabulary import Compile
+from suites.frameworks.torch import backend, compiling
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
@@ -21,8 +22,12 @@ class _TorchKernel(Runnable):
     device_state = ("a", "b", "out", "x", "weight")
     #: torch's settings before `setup` changed them; teardown puts them back.
     _saved_flags: backend.Flags | None = None
+    #: An inductor case's compiler settings, put back at teardown.
+    _cold: compiling.ColdCompiles | None = None
 
     def _prepare(self) -> None:
+        if self.case.compile is Compile.INDUCTOR:
+            self._cold = compiling.ColdCompiles()
         self.device = backend.device_for(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
         self._saved_flags = backend.configure(self.case)
@@ -36,10 +41,29 @@ class _TorchKernel(Runnable):
     def synchronize(self) -> None:
         backend.synchronize(self.device)
 
+    def compilations(self) -> int | None:
+        return compiling.compilations() if self._cold else None
+
+    def compile_anew(self) -> None:
+        if self._cold:
+            compiling.forget()
+
     def teardown(self) -> None:
         backend.release_device_memory(self, self.device_state, getattr(self, "device", None))
         if self._saved_flags is not None:
             self._saved_flags.restore()
+        if self._cold is not None:
+            compiling.forget()  # the next case starts with no graph of this one's
+            self._cold.restore()
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.mm(a, b)
+
+
+def _conv2d(x: torch.Tensor, weight: torch.Tensor, stride: int) -> torch.Tensor:
+    # 'same' padding was applied to the stored inputs (TF's convention), so pad 0 here.
+    return torch.nn.functional.conv2d(x, weight, stride=stride)
 
 
 class TorchMatmul(_TorchKernel):
@@ -63,6 +87,14 @@ class TorchMatmul(_TorchKernel):
         self.a = [draw((m, k)) for _ in range(self.copies)]
         self.b = [draw((k, n)) for _ in range(self.copies)]
         self.out = torch.empty((m, n), device=self.device, dtype=self.dtype)
+        self._compiled = compiling.compiled(self.case, _matmul) if self._cold else None
+
+    def _product(self, i: int) -> torch.Tensor:
+        """Eager: into the preallocated output (no allocation timed); compiled: inductor's
+        graph, which allocates its output itself."""
+        if self._compiled is not None:
+            return self._compiled(self.a[i], self.b[i])
+        return torch.mm(self.a[i], self.b[i], out=self.out)
 
     def _setup_split(self, m: int, n: int, k: int, devices: list[torch.device]) -> None:
         """A and B cut along K, part i on devices[i] (one list of parts per rotated copy)."""
@@ -83,7 +115,7 @@ class TorchMatmul(_TorchKernel):
         if self.split is not None:
             self.split(self.a[i], self.b[i])
         else:
-            torch.mm(self.a[i], self.b[i], out=self.out)
+            self._product(i)
 
     def check(self) -> Check:
         rows = slice(0, CHECK_ROWS)
@@ -92,7 +124,7 @@ class TorchMatmul(_TorchKernel):
             a = np.concatenate([backend.to_numpy(part[rows]) for part in self.a[0]], axis=1)
             b = np.concatenate([backend.to_numpy(part) for part in self.b[0]], axis=0)
         else:
-            out = torch.mm(self.a[0], self.b[0], out=self.out)
+            out = self._product(0)
             a, b = backend.to_numpy(self.a[0][rows]), backend.to_numpy(self.b[0])
         return against_reference(backend.to_numpy(out[rows]), Matmul.reference(a, b), self.case.precision)
 
@@ -147,10 +179,10 @@ class TorchConv2d(_TorchKernel):
         self.weight = backend.to_device(self.filters_hwio.transpose(3, 2, 0, 1), self.device,
                                         self.dtype).contiguous(memory_format=memory_format)
         self.stride = int(p["stride"])
+        self._conv2d = compiling.compiled(self.case, _conv2d)
 
     def _conv(self, x: torch.Tensor) -> torch.Tensor:
-        # 'same' padding was applied to the stored inputs (TF's convention), so pad 0 here.
-        return torch.nn.functional.conv2d(x, self.weight, stride=self.stride)
+        return self._conv2d(x, self.weight, self.stride)
 
     def step(self) -> None:
         with torch.no_grad():

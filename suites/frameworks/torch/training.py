@@ -7,7 +7,9 @@ matmuls/convolutions. The case's strategy plugin (`suites.strategies.torch`) joi
 group of a rank process, wraps the model (and may apply mixed precision itself, FSDP's way), says
 which part of the global batch this process feeds, names the devices `synchronize` waits for and
 supplies the step without its exchange; a strategy that steps the model its own way (a
-pipeline's schedule) supplies that step. Where every rank is one process, the timer's `barrier`
+pipeline's schedule) supplies that step. An inductor case runs what `wrap` returned under
+`torch.compile` (`suites.frameworks.torch.compiling`): forward and backward compiled, the
+optimizer's update eager; the check calls the compiled module too. Where every rank is one process, the timer's `barrier`
 makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
@@ -20,8 +22,8 @@ import numpy as np
 import torch
 
 from suites.cases.strategy_plugins import plugin_for
-from suites.cases.vocabulary import Precision
-from suites.frameworks.torch import backend
+from suites.cases.vocabulary import Compile, Precision
+from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch import memory as torch_memory
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import limit_threads_from_env
@@ -83,9 +85,11 @@ class TorchTrainStep(Runnable):
     workload: TrainStep
     #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
     #: closure that refer to them): released at teardown.
-    device_state = ("model", "trained", "optimizer", "scaler", "batches", "local_step", "strategy_step")
+    device_state = ("model", "wrapped", "trained", "optimizer", "scaler", "batches", "local_step", "strategy_step")
     #: torch's settings before `setup` changed them; teardown puts them back.
     _saved_flags: backend.Flags | None = None
+    #: An inductor case's compiler settings, put back at teardown.
+    _cold: compiling.ColdCompiles | None = None
 
     def setup(self) -> None:
         self.memory_baseline = torch_memory.Baseline.now()  # before anything of the case exists
@@ -100,7 +104,10 @@ class TorchTrainStep(Runnable):
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
-        self.trained = self.plugin.wrap(self.model, self.device, self.case)
+        self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
+        if self.case.compile is Compile.INDUCTOR:
+            self._cold = compiling.ColdCompiles()
+        self.trained = compiling.compiled(self.case, self.wrapped)
         self.devices_in_use = self.plugin.devices_in_use(self.case, self.device)
         # After `wrap`: a strategy that shards the model replaces its parameters.
         self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters())
@@ -110,10 +117,10 @@ class TorchTrainStep(Runnable):
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
         # A strategy that runs its own step (pipeline: its schedule), or None.
-        self.strategy_step = self.plugin.train_step(self.trained, self.optimizer, self.scaler)
+        self.strategy_step = self.plugin.train_step(self.wrapped, self.optimizer, self.scaler)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
-        self.local_step = self.plugin.local_step(self.trained, self.step)
+        self.local_step = self.plugin.local_step(self.wrapped, self.step)
 
     @property
     def rank(self) -> int:
@@ -178,6 +185,13 @@ class TorchTrainStep(Runnable):
     def barrier(self) -> None:
         if self.group:
             self.group.barrier()
+
+    def compilations(self) -> int | None:
+        return compiling.compilations() if self._cold else None
+
+    def compile_anew(self) -> None:
+        if self._cold:
+            compiling.forget()
 
     def gather(self, value: float) -> tuple[float, ...]:
         return self.group.gather(value) if self.group else (value,)
@@ -263,6 +277,9 @@ class TorchTrainStep(Runnable):
     def teardown(self) -> None:
         if self._saved_flags is not None:
             self._saved_flags.restore()
+        if self._cold is not None:
+            compiling.forget()  # the next case starts with no graph of this one's
+            self._cold.restore()
         group = getattr(self, "group", None)
         if group:
             group.destroy()

@@ -9,7 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework, Precision
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
 from suites.strategies.base import Launch, StrategyPlugin, split_reason
 from suites.workloads import workload_of
@@ -27,6 +27,7 @@ TF_BACKENDS = ("auto", "nccl", "ring")
 
 class TfStrategy(StrategyPlugin):
     framework = Framework.TF
+    compilers = frozenset({Compile.NONE, Compile.XLA})
     #: Several devices of one process hold replicas (logical CPU devices when emulated), which
     #: TF must be told about before it initialises: such cases run in a fresh process.
     replicas_in_process: ClassVar[bool] = False
@@ -66,7 +67,10 @@ class TfStrategy(StrategyPlugin):
 
 
 class DistributeStrategy(TfStrategy):
-    """A `tf.distribute` strategy trained with a custom loop (`StrategyTrainer`)."""
+    """A `tf.distribute` strategy trained with a custom loop (`StrategyTrainer`). Under `xla`
+    each replica's forward and backward are one XLA computation; the gradients' all-reduce and
+    the update stay outside it (an XLA computation cannot reach the variables' copies on other
+    devices)."""
 
     #: TPU: reading a step's result is how to wait for it.
     read_back_to_sync: ClassVar[bool] = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason,
                                        nccl_bf16_reason, replicas_reason)
@@ -25,6 +25,7 @@ class Mirrored(DistributeStrategy):
     kinds = frozenset({"training", "collective"})
     launch = Launch.ISOLATED
     replicas_in_process = True
+    compile_modes = frozenset({Compile.NONE, Compile.XLA})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         what = "MirroredStrategy"

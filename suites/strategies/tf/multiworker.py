@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
                                        mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 class MultiWorker(ClusterStrategy):
     strategy = Strategy.MULTIWORKER
+    compile_modes = frozenset({Compile.NONE, Compile.XLA})
     kinds = frozenset({"training", "collective"})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import one_device_reason
 from suites.strategies.tf.base import TfStrategy
 
@@ -19,6 +19,7 @@ class Single(TfStrategy):
     strategy = Strategy.SINGLE
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
+    compile_modes = frozenset({Compile.NONE, Compile.XLA})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         if case.device is DeviceKind.TPU:

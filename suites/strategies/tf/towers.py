@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Strategy
+from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 from suites.workloads.kernels import Matmul
@@ -32,6 +32,8 @@ class Towers(TfStrategy):
     kinds = frozenset({"training", "kernel"})
     launch = Launch.ISOLATED
     replicas_in_process = True
+    compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
+                                   "XLA computation runs on one device"}
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         """Training steps, and of the kernels the matmul (split over K)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Precision, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import TPU_PROCESS
 from suites.strategies.base import Launch, split_reason
@@ -32,6 +32,7 @@ class Tpu(DistributeStrategy):
     devices = frozenset({DeviceKind.TPU})
     launch = Launch.ISOLATED
     read_back_to_sync = True
+    compile_limits = {Compile.XLA: "TPUStrategy compiles every step with XLA already: compile 'none' is the XLA case"}
     #: Before its first step a TPU worker imports TF, loads libtpu, connects and initialises
     #: the TPU system (up to a minute or more) and builds the strategy; the first step's and
     #: the check's XLA compiles come after (the first step has its own allowance).

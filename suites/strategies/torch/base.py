@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Framework
+from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.strategies.base import Launch, StrategyPlugin
 from suites.workloads import workload_of
+from suites.workloads.base import Param
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,9 +22,16 @@ if TYPE_CHECKING:
 
 PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
 
+#: `torch.compile`'s mode, a parameter of inductor cases: "default", or "max-autotune" (which
+#: benchmarks kernel choices while compiling: far longer compiles, on GPUs often faster steps).
+COMPILE_MODE = Param("compile_mode", str, "default", choices=("default", "max-autotune"),
+                     help="torch.compile mode of an inductor case")
+
 
 class TorchStrategy(StrategyPlugin):
     framework = Framework.TORCH
+    compilers = frozenset({Compile.NONE, Compile.INDUCTOR})
+    compile_params = {Compile.INDUCTOR: (COMPILE_MODE,)}
 
     def join(self, case: Case) -> "ProcessGroup | None":
         """This process's process group, joined (one per rank process); None in one process."""

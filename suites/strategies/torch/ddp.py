@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Strategy
+from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.torch.base import RankProcesses
 
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 class Ddp(RankProcesses):
     strategy = Strategy.DDP
     kinds = frozenset({"training", "collective"})
+    #: torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer),
+    #: so the all-reduces still overlap the backward.
+    compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         split = split_reason(case, "ranks")

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Strategy
+from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.stages import (MICROBATCHES, bubble, layer_names, layer_sizes, layers_reason,
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
@@ -68,6 +68,8 @@ def stage_layers(model: "TorchModel") -> list["StageLayer"]:
 # --- the plugin --------------------------------------------------------------------------------
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
+    compile_limits = {Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
+                                        "which torch.compile of the model does not reach"}
     params = (
         Param("schedule", type=str, default="gpipe", choices=tuple(SCHEDULES), minimum=None,
               help="gpipe (all forwards, then all backwards), 1f1b (one forward, one backward), "

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import one_device_reason
 from suites.strategies.torch.base import TorchStrategy
 
@@ -16,6 +16,7 @@ class Single(TorchStrategy):
     strategy = Strategy.SINGLE
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
+    compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         return one_device_reason(case)

@@ -1,0 +1,61 @@
+"""`torch.compile` for inductor cases: what is compiled, how compiles are counted and forgotten.
+
+While an inductor case runs, inductor's caches are off (`force_disable_caches`), so every
+compile is a cold one: the check's compile does not warm the first timed step's through the
+FX-graph or autotuning caches, and `compile_s` is what a first run on a fresh machine pays.
+Dynamo's recompile limit raises instead of silently falling back to eager
+(`fail_on_recompile_limit_hit`): a case that keeps recompiling fails, never times eager steps
+as compiled ones.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, TypeVar
+
+import torch
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Compile
+from suites.workloads import workload_of
+
+Compiled = TypeVar("Compiled", bound=Callable[..., Any])
+
+
+def compiled(case: Case, fn: Compiled) -> Compiled:
+    """`fn` (a function or module) under `torch.compile` in the case's mode; unchanged unless
+    the case's `compile` is inductor."""
+    if case.compile is not Compile.INDUCTOR:
+        return fn
+    mode = str(workload_of(case).p.get("compile_mode", "default"))
+    return torch.compile(fn, mode=None if mode == "default" else mode)  # type: ignore[return-value]
+
+
+def compilations() -> int:
+    """Graphs dynamo has compiled in this process so far (its counter only grows)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def forget() -> None:
+    """Drop every compiled graph: the next call of a compiled function compiles anew."""
+    torch._dynamo.reset()
+
+
+class ColdCompiles:
+    """Turns inductor's caches off and dynamo's recompile limit into an error, for one case;
+    `restore` puts both back."""
+
+    def __init__(self) -> None:
+        import torch._dynamo.config as dynamo_config
+
+        self._saved = (torch.compiler.config.force_disable_caches, dynamo_config.fail_on_recompile_limit_hit)
+        torch.compiler.config.force_disable_caches = True
+        dynamo_config.fail_on_recompile_limit_hit = True
+        # What it says is what this class is for: no line of every run's output.
+        warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+
+    def restore(self) -> None:
+        import torch._dynamo.config as dynamo_config
+
+        torch.compiler.config.force_disable_caches, dynamo_config.fail_on_recompile_limit_hit = self._saved
