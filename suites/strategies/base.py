@@ -134,3 +134,13 @@ def one_device_reason(case: Case) -> str | None:
 def split_reason(case: Case, parts: str) -> str | None:
     """Why the workload's batch cannot be split evenly over the case's devices, or None."""
     return workload_of(case).split_problem(case.n_devices, parts)
+
+
+#: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`
+#: did against the pinned frameworks (Python 3.11, Gloo, no MPI; logs in the README's row).
+HOROVOD_UNSUPPORTED = (
+    "Horovod is not supported: its last release, 0.28.1 (2023), does not build against "
+    "tensorflow-cpu 2.21.0 and torch 2.13.0 (HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 "
+    "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 pip install horovod fails compiling "
+    "horovod/tensorflow/xla_mpi_ops.cc: tensorflow/include/xla/printer.h:29: fatal error: "
+    "highwayhash/arch_specific.h: No such file or directory){torch_only}")
