@@ -137,10 +137,12 @@ def split_reason(case: Case, parts: str) -> str | None:
 
 
 #: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`
-#: did against the pinned frameworks (Python 3.11, Gloo, no MPI; logs in the README's row).
+#: (0.28.1, Gloo, no MPI, Python 3.11, MAKEFLAGS=-j1) did against the pinned frameworks.
 HOROVOD_UNSUPPORTED = (
     "Horovod is not supported: its last release, 0.28.1 (2023), does not build against "
-    "tensorflow-cpu 2.21.0 and torch 2.13.0 (HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 "
-    "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 pip install horovod fails compiling "
+    "tensorflow-cpu 2.21.0 or torch 2.13.0. With HOROVOD_WITH_TENSORFLOW=1 the build stops at "
     "horovod/tensorflow/xla_mpi_ops.cc: tensorflow/include/xla/printer.h:29: fatal error: "
-    "highwayhash/arch_specific.h: No such file or directory){torch_only}")
+    "highwayhash/arch_specific.h: No such file or directory; with HOROVOD_WITHOUT_TENSORFLOW=1 "
+    "HOROVOD_WITH_PYTORCH=1, horovod/torch/mpi_ops_v2.cc is compiled as C++14: "
+    "torch/include/torch/csrc/api/include/torch/all.h:5: error: #error C++17 or later "
+    "compatible compiler is required to use PyTorch")
