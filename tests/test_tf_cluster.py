@@ -13,7 +13,6 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.processes import mark_processes
@@ -260,3 +259,10 @@ def test_horovod_cases_are_unavailable_with_the_build_error_and_versions(framewo
     reason = unavailable_reason(case)
     assert reason.startswith("Horovod is not supported")
     assert "0.28.1" in reason and "torch 2.13.0" in reason and "tensorflow-cpu 2.21.0" in reason
+
+
+def test_the_new_strategy_rules_import_no_framework():
+    code = ("import sys, suites.strategies.tf.parameter_server, suites.strategies.tf.horovod, "
+            "suites.strategies.torch.horovod; "
+            "assert 'tensorflow' not in sys.modules and 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60, check=True)
