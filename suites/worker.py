@@ -1,4 +1,5 @@
-"""`python -m suites.worker`: the process of one case under torchrun (one machine or several).
+"""`python -m suites.worker`: the process of one case under torchrun, or one task of a TF cluster
+started with its own TF_CONFIG (one machine or several).
 
 The same entry point parbench's own launchers start (`suites.run.worker`), under the short
 name the README documents for multi-machine runs.

@@ -114,8 +114,9 @@ def test_strategy_of_another_framework_names_file_entry_and_allowed_combinations
     message = str(error.value)
     assert message.startswith(f"{path}: grid[0].strategy: ") and "is not a strategy of" in message
     assert ("allowed framework x strategy combinations: torch: single, towers, dataparallel, ddp, fsdp, "
-            "tensor, fsdp_tensor, pipeline, model_parallel; "
-            "tf: single, towers, mirrored, multiworker, tpu, pipeline, model_parallel") in message
+            "tensor, fsdp_tensor, pipeline, model_parallel, horovod; "
+            "tf: single, towers, mirrored, multiworker, tpu, pipeline, model_parallel, parameter_server, "
+            "horovod") in message
     assert "\n" not in message
 
 

@@ -323,8 +323,9 @@ def test_strategy_rules_do_not_import_a_framework():
 
 
 def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_path, our_processes):
-    """Only rank 0 of 2 starts: it waits for its peer in the strategy's rendezvous (ignoring
-    SIGTERM) until the launcher's deadline, then is killed; nothing stays running or bound."""
+    """Only rank 0 of 2 starts: it waits for its peer at the rendezvous (`meet`, whose own
+    timeout is longer) until the launcher's deadline, then is killed; nothing stays running or
+    bound."""
     case = train_case("multiworker", n=2)
     rules = plugin_for(case)
     ports = free_ports(2)
@@ -337,7 +338,7 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     assert record.status is Status.FAILED
     # ...and says where it hung, from the stacks it wrote when the deadline came
     assert record.reason.startswith("rank 0 did not finish within 8 s (killed); hung: rank 0 in ")
-    assert record.reason.endswith("via setup > distribute")  # in the strategy's rendezvous
+    assert record.reason.endswith("via setup > distribute > meet > wait_for")  # at the rendezvous
     assert 8.0 <= elapsed < 8.0 + 30.0
     assert our_processes() == []
     with socket.socket() as sock:  # nothing listens on rank 0's gRPC port any more

@@ -1,12 +1,10 @@
 """Run one available case in this process: set up, check numerics, time. Framework-neutral."""
 from __future__ import annotations
 
-import os
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn
+from typing import Any
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
@@ -51,31 +49,6 @@ def failed(error: BaseException, where: str) -> Outcome:
     return Outcome(Status.FAILED, summary[:500],
                    details={"traceback_tail": traceback.format_exc().splitlines()[-12:],
                             FAILED_AT: time.time()})
-
-
-#: Exit status of a process that `abandon` ended.
-ABANDONED_EXIT = 3
-#: What `abandon` does with its outcome before it ends the process; the worker sets it.
-_abandon_handler: list[Callable[[Outcome], None]] = []
-
-
-def on_abandon(handler: Callable[[Outcome], None]) -> None:
-    """Register what `abandon` does with the failed outcome (the worker writes and stores it)."""
-    _abandon_handler[:] = [handler]
-
-
-def abandon(outcome: Outcome) -> NoReturn:
-    """Report `outcome` and end this process now, from any thread.
-
-    For the one case no exception can reach: the main thread blocked in a framework's C code
-    that waits for a peer which never comes (a TF cluster's rendezvous) and ignores SIGTERM.
-    """
-    print(f"parbench: {outcome.reason}", file=sys.stderr, flush=True)
-    try:
-        for handler in _abandon_handler:
-            handler(outcome)
-    finally:
-        os._exit(ABANDONED_EXIT)
 
 
 def unsupported_errors(runnable_class: type) -> tuple[type[BaseException], ...]:

@@ -5,7 +5,11 @@ failed writes its outcome, then exits non-zero (`CASE_FAILED_EXIT`): the launche
 stops its peers at once, instead of leaving them blocked in a collective that waits for it
 until the process group's timeout, and names this rank and its error. Under torchrun (one
 machine or several) give `--results` too: rank 0 then stores the record, with this machine's
-provenance, where `parbench report` finds it.
+provenance, where `parbench report` finds it. The same holds for TF cases whose processes a
+user starts on each machine with their own TF_CONFIG (`multiworker`, `parameter_server`): the
+strategy reads its rank from it (the chief, or worker 0, is rank 0), a parameter-server cluster's
+workers and parameter servers serve until the chief is done (`StrategyPlugin.serve`); every
+rendezvous has a timeout.
 """
 from __future__ import annotations
 
@@ -21,12 +25,21 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
-from suites.run.execute import Outcome, execute_in_process, failed, on_abandon
+from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
 TORCHRUN_SUITE = "torchrun"
+#: ... and of cases whose processes a user started with TF_CONFIG.
+TF_CONFIG_SUITE = "tf_config"
+
+
+def launcher_name() -> str:
+    """What started this process: torchrun, a user's TF_CONFIG, or a plain worker command."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return TORCHRUN_SUITE
+    return TF_CONFIG_SUITE if "TF_CONFIG" in os.environ else "worker"
 #: Exit status of a worker that wrote (or stored) a failed outcome.
 CASE_FAILED_EXIT = 1
 
@@ -55,7 +68,7 @@ def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Pa
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
         outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
-    outcome.details["launcher"] = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "worker"
+    outcome.details["launcher"] = launcher_name()
     store = ResultsStore(results)
     context = RunContext(suite=suite, store=store, timing=timing, label=label)
     record = store_outcome(case, outcome, context)
@@ -72,8 +85,8 @@ def main() -> None:
                              "writes OUT.rank<r>)")
     parser.add_argument("--results", type=Path,
                         help="results directory: rank 0 stores the case's record there")
-    parser.add_argument("--suite", default=TORCHRUN_SUITE,
-                        help=f"suite name stored with the record (default {TORCHRUN_SUITE})")
+    parser.add_argument("--suite", help=f"suite name stored with the record (default {TORCHRUN_SUITE} "
+                                        f"under torchrun, {TF_CONFIG_SUITE} with TF_CONFIG, else worker)")
     parser.add_argument("--label", help="machine label stored with the record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
     args = parser.parse_args()
@@ -97,29 +110,31 @@ def main() -> None:
         sys.exit(f"parbench worker: {error}")
     load_plugins()  # user models registered by the parent process
 
-    def finish(outcome: Outcome) -> None:
-        if pinned:
-            outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
-        if args.out is not None:
-            write_outcome(outcome, args.out, rank)
-        if stores:
-            path = store_record(case, outcome, timing, args.results, args.suite, args.label)
-            print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
-
-    on_abandon(finish)  # a rendezvous that never forms ends the process from another thread
+    outcome: Outcome
     try:
         served = plugin.serve(case)
-        outcome: Outcome = (Outcome(Status.OK, "served the case's cluster") if served
-                            else execute_in_process(case, timing))
-    except Exception as error:  # anything outside the runnable's own stages
-        served, outcome = False, failed(error, "worker")
-    finish(outcome)
-    if outcome.status is Status.FAILED:
+    except Exception as error:  # a serving task whose cluster never formed
+        served, outcome = True, failed(error, "serve")
+    else:
+        try:
+            outcome = (Outcome(Status.OK, "served the case's cluster") if served
+                       else execute_in_process(case, timing))
+        except Exception as error:  # anything outside the runnable's own stages
+            outcome = failed(error, "worker")
+    if pinned:
+        outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
+    if args.out is not None:
+        write_outcome(outcome, args.out, rank)
+    if stores:
+        path = store_record(case, outcome, timing, args.results, args.suite or launcher_name(), args.label)
+        print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
+    code = CASE_FAILED_EXIT if outcome.status is Status.FAILED else 0
+    if code:
         print(f"parbench worker: rank {rank}: {outcome.reason}", file=sys.stderr, flush=True)
-        sys.exit(CASE_FAILED_EXIT)
     if served:  # a TF server cannot be stopped, and may hold up the interpreter's exit
         sys.stdout.flush()
-        os._exit(0)
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -158,3 +158,15 @@ def one_device_reason(case: Case) -> str | None:
 def split_reason(case: Case, parts: str) -> str | None:
     """Why the workload's batch cannot be split evenly over the case's devices, or None."""
     return workload_of(case).split_problem(case.n_devices, parts)
+
+
+#: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`
+#: (0.28.1, Gloo, no MPI, Python 3.11, MAKEFLAGS=-j1) did against the pinned frameworks.
+HOROVOD_UNSUPPORTED = (
+    "Horovod is not supported: its last release, 0.28.1 (2023), does not build against "
+    "tensorflow-cpu 2.21.0 or torch 2.13.0. With HOROVOD_WITH_TENSORFLOW=1 the build stops at "
+    "horovod/tensorflow/xla_mpi_ops.cc: tensorflow/include/xla/printer.h:29: fatal error: "
+    "highwayhash/arch_specific.h: No such file or directory; with HOROVOD_WITHOUT_TENSORFLOW=1 "
+    "HOROVOD_WITH_PYTORCH=1, horovod/torch/mpi_ops_v2.cc is compiled as C++14: "
+    "torch/include/torch/csrc/api/include/torch/all.h:5: error: #error C++17 or later "
+    "compatible compiler is required to use PyTorch")

@@ -4,8 +4,8 @@ the life of a serving task, and what the chief reads from the other tasks.
 TF waits for a missing task in C, forever, and a TF server ignores SIGTERM. So every wait here
 has a deadline (`rendezvous_timeout_s`): where Python polls (a serving task waiting for its
 chief, a chief waiting for its workers and parameter servers) it raises `RendezvousTimeout`;
-where TF blocks (MultiWorkerMirroredStrategy's constructor) `RendezvousWatchdog` reports the
-failure and ends the process. Either way the reason names the tasks that never came.
+where TF would block in C (MultiWorkerMirroredStrategy's constructor) the workers `meet` first.
+Either way the reason names the tasks that never came.
 
 What other tasks hold is read through TF itself, so it works across machines: an op placed on a
 task's CPU runs in that task's process, so `tf.io.read_file` there reads that process's files —
@@ -18,7 +18,6 @@ import os
 import re
 import socket
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,6 @@ import tensorflow as tf  # noqa: E402
 
 from suites.kept.memory import MemoryPeak  # noqa: E402
 from suites.kept.provenance import environment  # noqa: E402
-from suites.cases.vocabulary import Status  # noqa: E402
-from suites.run.execute import FAILED_AT, Outcome, abandon  # noqa: E402
 from suites.run.memory import CLEAR_REFS, RESET_HIGH_WATER_MARK, STATUS, MemoryProbe  # noqa: E402
 from suites.strategies.tf.base import CLUSTER_JOBS, read_tf_config  # noqa: E402
 
@@ -105,30 +102,21 @@ def wait_for(tasks: list[Task], timeout: float | None = None) -> None:
             time.sleep(POLL_S)
 
 
-class RendezvousWatchdog:
-    """Around a TF call that blocks until every task has joined: if it has not returned by the
-    rendezvous timeout, report which tasks are unreachable and end the process (`abandon`)."""
-
-    def __init__(self, timeout: float | None = None) -> None:
-        self.timeout = rendezvous_timeout_s() if timeout is None else timeout
-        self._done = threading.Event()
-
-    def _watch(self) -> None:
-        if self._done.wait(self.timeout):
-            return
-        tasks, me = cluster_tasks()
-        missing = [task for task in tasks if task != me and not task.reachable()]
-        reason = (_missing_reason(missing, self.timeout) if missing else
-                  f"rendezvous timed out: the cluster did not form within {self.timeout:.0f} s, "
-                  "though every task's address answers")
-        abandon(Outcome(Status.FAILED, f"setup: {reason}", details={FAILED_AT: time.time()}))
-
-    def __enter__(self) -> "RendezvousWatchdog":
-        threading.Thread(target=self._watch, name="rendezvous-watchdog", daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
+def meet(tasks: list[Task], me: Task, timeout: float | None = None) -> None:
+    """Before TF starts this task's server: answer on its port with a plain socket, so the
+    other tasks see it; wait (`wait_for`) until every other task has answered once; then free
+    the port for TF. A task's TF server answers on the same port from then on, so a task that
+    looks later still sees it. MultiWorkerMirroredStrategy's constructor waits for every worker
+    in C, holding the GIL, where no timeout of ours could reach it: meeting first turns a
+    missing worker into a `RendezvousTimeout` naming it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("", int(me.address.rsplit(":", 1)[1])))
+        listener.listen()
+        wait_for([task for task in tasks if task != me], timeout)
+    finally:
+        listener.close()
 
 
 # --- a serving task (a parameter-server cluster's workers and parameter servers) ----------

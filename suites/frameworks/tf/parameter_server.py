@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from suites.frameworks.tf import backend  # first: TF's environment before TF loads
-import tensorflow as tf
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
+import tensorflow as tf  # noqa: E402
 
 from suites.frameworks.tf.cluster import (ClusterMemoryProbe, Task, cluster_tasks, own_provenance,
                                           resident_bytes, task_provenance)

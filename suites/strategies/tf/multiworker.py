@@ -46,17 +46,17 @@ class MultiWorker(ClusterStrategy):
         raise Unsupported(f"MultiWorkerMirroredStrategy has no {backend_name!r} collective")
 
     def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
-        """Reads TF_CONFIG (from `rank_env`, or the user's on each machine); blocks until every
-        worker has joined the cluster, or ends the process when the rendezvous times out
-        (`suites.frameworks.tf.cluster.RendezvousWatchdog`)."""
+        """Reads TF_CONFIG (from `rank_env`, or the user's on each machine). The workers meet
+        first, with the rendezvous timeout (`suites.frameworks.tf.cluster.meet`): the strategy's
+        constructor would wait for a missing worker forever."""
         import tensorflow as tf
 
-        from suites.frameworks.tf.cluster import RendezvousWatchdog
+        from suites.frameworks.tf.cluster import cluster_tasks, meet
 
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=self.implementation(case, backend_name))
-        with RendezvousWatchdog():
-            return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        meet(*cluster_tasks())
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
     def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
         from suites.frameworks.tf.distribute import WorkerLockstep

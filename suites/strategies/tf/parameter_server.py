@@ -60,15 +60,13 @@ class ParameterServer(ClusterStrategy):
         server answers, then connect to the cluster."""
         import tensorflow as tf
 
-        from suites.frameworks.tf.cluster import RendezvousWatchdog, cluster_tasks, wait_for
+        from suites.frameworks.tf.cluster import cluster_tasks, wait_for
 
         tasks, me = cluster_tasks()
         if me.job != "chief":
             raise RuntimeError(f"{me.name} serves the cluster; only the chief runs the case")
         wait_for([task for task in tasks if task != me])
-        with RendezvousWatchdog():
-            return tf.distribute.ParameterServerStrategy(
-                tf.distribute.cluster_resolver.TFConfigClusterResolver())
+        return tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":

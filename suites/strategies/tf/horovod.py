@@ -1,0 +1,28 @@
+"""TF `horovod`: Horovod's ring all-reduce (`hvd.DistributedGradientTape`) — not supported.
+
+Horovod's last release (0.28.1, 2023) does not build against the pinned TensorFlow and torch
+(`HOROVOD_UNSUPPORTED`), so every case is unavailable with that reason; parbench does not vendor
+or patch it. `multiworker` is TF's own ring all-reduce over the same worker processes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Strategy
+from suites.strategies.base import HOROVOD_UNSUPPORTED, Launch
+from suites.strategies.tf.base import TfStrategy
+
+if TYPE_CHECKING:
+    from suites.kept.devices import DeviceInfo
+
+
+class Horovod(TfStrategy):
+    strategy = Strategy.HOROVOD
+    launch = Launch.RANKS  # one process per device, as horovodrun would start them
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        return HOROVOD_UNSUPPORTED
+
+
+PLUGIN = Horovod()

@@ -1,0 +1,28 @@
+"""torch `horovod`: Horovod's ring all-reduce (`hvd.DistributedOptimizer`) — not supported.
+
+Horovod's last release (0.28.1, 2023) does not build against the pinned torch and TensorFlow
+(`HOROVOD_UNSUPPORTED`), so every case is unavailable with that reason; parbench does not vendor
+or patch it. `ddp` is torch's own ring all-reduce over the same rank processes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import Strategy
+from suites.strategies.base import HOROVOD_UNSUPPORTED, Launch
+from suites.strategies.torch.base import TorchStrategy
+
+if TYPE_CHECKING:
+    from suites.kept.devices import DeviceInfo
+
+
+class Horovod(TorchStrategy):
+    strategy = Strategy.HOROVOD
+    launch = Launch.RANKS  # one process per device, as horovodrun would start them
+
+    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        return HOROVOD_UNSUPPORTED
+
+
+PLUGIN = Horovod()
