@@ -43,6 +43,14 @@ class StrategyPlugin:
     #: rendezvous, device initialisation); None: the launcher's default
     #: (`suites.run.launchers.STARTUP_ALLOWANCE_S`).
     startup_allowance_s: ClassVar[float | None] = None
+    #: Over which samples a training step computes batch statistics (batch norm): "whole",
+    #: one forward over the global batch; "replicas", each device over its own equal shard (data
+    #: parallelism); None, not declared: a model with batch norm is unavailable under it.
+    statistics_split: ClassVar[str | None] = None
+    #: Whether it can compute them over the global batch across replicas (batch norm "sync").
+    synchronized_statistics: ClassVar[bool] = False
+    #: Why not, where it cannot (`sync_statistics_reason`).
+    no_sync_statistics: ClassVar[str] = "it has no synchronized batch norm here"
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return workload.kind in self.kinds
@@ -101,6 +109,20 @@ class StrategyPlugin:
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
                 "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size)}
+
+    # --- batch statistics (models with batch norm) --------------------------------------------
+    def statistics_groups(self, case: Case) -> int | None:
+        """Into how many equal parts of the global batch a step computes batch statistics, each
+        part on its own, where they are not synchronised; None where `statistics_split` is not
+        declared."""
+        return {"whole": 1, "replicas": case.n_devices}.get(self.statistics_split or "")
+
+    def sync_statistics_reason(self, case: Case) -> str | None:
+        """Why the case cannot compute batch statistics over the global batch, or None (also
+        where one forward sees the whole batch, so local and synchronised are the same)."""
+        if self.statistics_groups(case) == 1 or self.synchronized_statistics:
+            return None
+        return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
 
     # --- analytic figures of the strategy ----------------------------------------------------
     def bubble_fraction(self, case: Case) -> float | None:

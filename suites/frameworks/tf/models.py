@@ -163,8 +163,13 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
     return forward
 
 
+# Models in modules of their own use the helpers above: imported once they exist.
+from suites.frameworks.tf.resnet import resnet_forward  # noqa: E402
+from suites.workloads.resnet import ResNet50  # noqa: E402
+
 FORWARDS: dict[type[ModelSpec], Callable[..., Forward]] = {
-    Mlp: mlp_forward, ResidualCnn: cnn_forward, TransformerBlock: transformer_forward}
+    Mlp: mlp_forward, ResidualCnn: cnn_forward, TransformerBlock: transformer_forward,
+    ResNet50: resnet_forward}
 
 
 def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:

@@ -247,9 +247,13 @@ class TorchUserModel(TorchModel):
         return self.inner(x)
 
 
+# Models in modules of their own build on `TorchModel` above: imported once it exists.
+from suites.frameworks.torch.resnet import TorchResNet50  # noqa: E402
+from suites.workloads.resnet import ResNet50  # noqa: E402
+
 _MODULES: dict[type[ModelSpec], type[TorchModel]] = {
     Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
-    UserModel: TorchUserModel}
+    ResNet50: TorchResNet50, UserModel: TorchUserModel}
 
 
 def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -57,6 +57,10 @@ class TfStrategy(StrategyPlugin):
 class DistributeStrategy(TfStrategy):
     """A `tf.distribute` strategy trained with a custom loop (`StrategyTrainer`)."""
 
+    statistics_split = "replicas"
+    #: Keras' synchronized batch norm: an all-reduce of each layer's sums in the replica context.
+    synchronized_statistics = True
+
     #: TPU: reading a step's result is how to wait for it.
     read_back_to_sync: ClassVar[bool] = False
 
