@@ -99,7 +99,7 @@ def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> T
                                 _cell(f"{own / reference.samples_per_s:.2f}×", f"{own / reference.samples_per_s:012.4f}")])
     return Table(headers=["model", "reference device", "precision", "devices", "published", "source and conditions",
                           "run here", "samples/s here", "here / published"],
-                 rows=rows, numeric=[False, False, False, True, True, False, False, True, True],
+                 rows=rows, numeric=[False, False, False, True, True, False, False, True, True], identifier=[False] * 9,
                  caption="Published reference figures, each beside the matching runs")
 
 
@@ -113,7 +113,7 @@ def unmatched_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> T
                      _cell(str(row["precision"])), _cell(_figure(own), f"{own:020.3f}"),
                      _cell(why_unmatched(references, row))])
     return Table(headers=["model", "run here", "device", "precision", "samples/s", "why no reference row matches"],
-                 rows=rows, numeric=[False, False, False, False, True, False],
+                 rows=rows, numeric=[False, False, False, False, True, False], identifier=[False] * 6,
                  caption="Runs of the same models that match no reference row (not comparable with the figures above)")
 
 
