@@ -79,8 +79,10 @@ def _run(row: pd.Series) -> str:
     emulated = " (emulated)" if row.get("emulated") is True else ""
     batch = row.get("param_batch")
     per_device = "" if batch is None or (isinstance(batch, float) and math.isnan(batch)) else f", batch {int(batch)}/device"
+    mode = row.get("param_batchnorm")
+    batchnorm = f", batchnorm {mode}" if isinstance(mode, str) and mode else ""
     return (f"{row['machine']}: {row['framework']} {row['strategy']}, {row['device']}×{int(row['n_devices'])}"
-            f"{emulated}{per_device}")
+            f"{emulated}{per_device}{batchnorm}")
 
 
 def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> Table:
