@@ -23,7 +23,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.strategy_plugins import plugin_for
+from suites.cases.strategy_plugins import find_plugin, plugin_for
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
@@ -359,9 +359,9 @@ class TrainStep(Workload):
         model asks (a strategy that does not say how it splits the batch; "sync" where the
         strategy has no synchronised batch norm), or None."""
         mode = self.model.batch_statistics
-        if mode is None:
+        plugin = find_plugin(self.case.framework, self.case.strategy)
+        if mode is None or plugin is None:  # no strategy: the strategy rule says so
             return None
-        plugin = plugin_for(self.case)
         if plugin.statistics_groups(self.case) is None:
             return (f"model {self.p['model']!r} has batch norm, and strategy {self.case.strategy!s} "
                     "does not say over which samples a step computes batch statistics")
