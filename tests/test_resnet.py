@@ -122,12 +122,12 @@ def test_torch_and_tf_compute_the_same_resnet_gradients_from_the_same_weights():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework, strategy, mode", [
-    ("torch", "ddp", "local"), ("torch", "ddp", "sync"), ("tf", "mirrored", "sync")])
+@pytest.mark.parametrize("framework, strategy, mode", [("torch", "ddp", "sync"), ("tf", "mirrored", "sync")])
 def test_batch_norm_on_two_emulated_devices_passes_against_its_own_reference(tmp_path, framework, strategy, mode):
-    """Each mode's gradients match the float64 reference that computes the statistics the same
-    way (TF "local" shares its per-shard reference with the parity test above), and the record
-    says which batch norm ran: on a CPU, torch's sync is the all-reduce of per-rank sums."""
+    """Synchronised statistics on 2 ranks / replicas match the float64 reference over the global
+    batch, and the record says which batch norm ran (on a CPU, torch's is the all-reduce of
+    per-rank sums). "local" runs the frameworks' own batch norm per replica; its per-shard
+    reference is the one the parity test above checks (and the standard suite runs it)."""
     pytest.importorskip("torch" if framework == "torch" else "tensorflow")
     from suites.kept.store import ResultsStore
     from suites.run.runner import RunContext, run_case
