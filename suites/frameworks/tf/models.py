@@ -27,6 +27,7 @@ import tensorflow as tf
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
 from suites.run.availability import Unsupported
+from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
@@ -163,13 +164,16 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
     return forward
 
 
-# Models in modules of their own use the helpers above: imported once they exist.
-from suites.frameworks.tf.resnet import resnet_forward  # noqa: E402
-from suites.workloads.resnet import ResNet50  # noqa: E402
-
 FORWARDS: dict[type[ModelSpec], Callable[..., Forward]] = {
-    Mlp: mlp_forward, ResidualCnn: cnn_forward, TransformerBlock: transformer_forward,
-    ResNet50: resnet_forward}
+    Mlp: mlp_forward, ResidualCnn: cnn_forward, TransformerBlock: transformer_forward}
+
+
+def forwards() -> dict[type[ModelSpec], Callable[..., Forward]]:
+    """`FORWARDS` and the forwards of models in modules of their own, which use this module's
+    helpers (so they are imported on first use, not when this module loads)."""
+    from suites.frameworks.tf.resnet import resnet_forward
+
+    return {**FORWARDS, ResNet50: resnet_forward}
 
 
 def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:
@@ -177,10 +181,11 @@ def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forw
     built, so its forward takes `compute_dtype` only; a built-in forward takes any."""
     if isinstance(spec, UserModel):
         return keras_forward(spec, compute_dtype)
-    if type(spec) not in FORWARDS:
-        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in FORWARDS)}) "
+    known = forwards()
+    if type(spec) not in known:
+        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in known)}) "
                           f"and user models with a tf builder; {spec.name!r} has no TF forward here")
-    return FORWARDS[type(spec)](spec)
+    return known[type(spec)](spec)
 
 
 def summed_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

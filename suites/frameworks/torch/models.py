@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.cases.vocabulary import Framework
+from suites.workloads.resnet import ResNet50
 from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
@@ -247,13 +248,17 @@ class TorchUserModel(TorchModel):
         return self.inner(x)
 
 
-# Models in modules of their own build on `TorchModel` above: imported once it exists.
-from suites.frameworks.torch.resnet import TorchResNet50  # noqa: E402
-from suites.workloads.resnet import ResNet50  # noqa: E402
-
 _MODULES: dict[type[ModelSpec], type[TorchModel]] = {
     Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
-    ResNet50: TorchResNet50, UserModel: TorchUserModel}
+    UserModel: TorchUserModel}
+
+
+def modules() -> dict[type[ModelSpec], type[TorchModel]]:
+    """`_MODULES` and the modules of models in modules of their own, which build on
+    `TorchModel` (so they are imported on first use, not when this module loads)."""
+    from suites.frameworks.torch.resnet import TorchResNet50
+
+    return {**_MODULES, ResNet50: TorchResNet50}
 
 
 def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -264,7 +269,7 @@ def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], tor
 def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
           dtype: torch.dtype = torch.float32) -> TorchModel:
     """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout)."""
-    model = _MODULES[type(spec)](spec)
+    model = modules()[type(spec)](spec)
     model.load_canonical(weights)
     return model.to(device=device, dtype=dtype)
 
