@@ -21,6 +21,7 @@ from suites.strategies.base import STATE_BYTES
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)
+from suites.workloads.resnet import ResNet50
 from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock
 from suites.workloads.user_model import UserModel
 
@@ -46,7 +47,8 @@ def test_each_size_parameter_sizes_its_builtin_models_and_defaults_to_the_first_
     transformers = (TransformerBlock, BertBase, Gpt2Small, LlamaBlock)
     assert SIZE_PARAMS == {"hidden": (Mlp,), "depth": (Mlp,), "channels": (ResidualCnn,), "blocks": (ResidualCnn,),
                            "seq": transformers, "d_model": transformers, "heads": transformers,
-                           "ffn": transformers, "layers": transformers, "kv_heads": (LlamaBlock,)}
+                           "ffn": transformers, "layers": transformers, "kv_heads": (LlamaBlock,),
+                           **{name: (ResNet50,) for name in ("image", "width", "resnet_depth", "classes", "batchnorm")}}
     for name, specs in SIZE_PARAMS.items():
         assert TrainStep.param(name).default == getattr(specs[0](), name)
         assert all(spec.name in TrainStep.param(name).help for spec in specs)

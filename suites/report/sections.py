@@ -16,7 +16,10 @@ from suites.report.columns import CONFIG, ENVIRONMENT, config_label
 from suites.report.compilation import compile_pairs
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
+from suites.kept.references import ReferenceRow, load_references
 from suites.report.prices import PriceTable, add_costs
+from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
+from suites.report.references import reference_tables
 from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_ok, usable
@@ -68,6 +71,8 @@ class ReportOptions:
     prices: PriceTable
     baseline: dict[str, str] | None = None
     reference: str | None = None
+    #: Published figures to set the runs beside; None: the shipped table and $PARBENCH_REFERENCES.
+    references: tuple[ReferenceRow, ...] | None = None
 
 
 def _row_class(row: pd.Series) -> str:
@@ -343,6 +348,11 @@ def roofline_section(frame: pd.DataFrame) -> Section:
     return section
 
 
+def references_section(frame: pd.DataFrame, references: tuple[ReferenceRow, ...]) -> Section:
+    return Section("Published reference figures", "references", nav="References", text=list(REFERENCE_TEXT),
+                   tables=reference_tables(frame, references))
+
+
 def not_ok_section(frame: pd.DataFrame) -> Section:
     rows = not_ok(latest(frame)).sort_values(["status", "machine", "case_id"])
     section = Section("Unavailable and failed cases", "not-ok", text=[
@@ -396,7 +406,10 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     current = latest(costed)
     return ReportContent(
         sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
-                  precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed), not_ok_section(costed),
+                  precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed),
+                  references_section(costed, options.references if options.references is not None
+                                     else load_references()),
+                  not_ok_section(costed),
                   environment_section(costed)],
         problems=per_problem(costed, currency),
         counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}

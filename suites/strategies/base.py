@@ -68,6 +68,14 @@ class StrategyPlugin:
             f"the plugin declares no {case.compile} support (its compile_modes: "
             f"{', '.join(sorted(map(str, self.compile_modes)))})")
         return f"{self.framework} strategy '{self.strategy}' does not run under {case.compile}: {why}"
+    #: Over which samples a training step computes batch statistics (batch norm): "whole",
+    #: one forward over the global batch; "replicas", each device over its own equal shard (data
+    #: parallelism); None, not declared: a model with batch norm is unavailable under it.
+    statistics_split: ClassVar[str | None] = None
+    #: Whether it can compute them over the global batch across replicas (batch norm "sync").
+    synchronized_statistics: ClassVar[bool] = False
+    #: Why not, where it cannot (`sync_statistics_reason`).
+    no_sync_statistics: ClassVar[str] = "it has no synchronized batch norm here"
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return workload.kind in self.kinds
@@ -139,6 +147,20 @@ class StrategyPlugin:
         and return True; raise if the case's processes never met. A process that runs the case
         itself returns False at once (the default)."""
         return False
+
+    # --- batch statistics (models with batch norm) --------------------------------------------
+    def statistics_groups(self, case: Case) -> int | None:
+        """Into how many equal parts of the global batch a step computes batch statistics, each
+        part on its own, where they are not synchronised; None where `statistics_split` is not
+        declared."""
+        return {"whole": 1, "replicas": case.n_devices}.get(self.statistics_split or "")
+
+    def sync_statistics_reason(self, case: Case) -> str | None:
+        """Why the case cannot compute batch statistics over the global batch, or None (also
+        where one forward sees the whole batch, so local and synchronised are the same)."""
+        if self.statistics_groups(case) == 1 or self.synchronized_statistics:
+            return None
+        return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
 
     # --- analytic figures of the strategy ----------------------------------------------------
     def bubble_fraction(self, case: Case) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.strategy_plugins import plugin_for
+from suites.cases.strategy_plugins import find_plugin, plugin_for
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
@@ -57,11 +57,14 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
 }
 #: Metadata key of a spec field that is a `train_step` parameter; its value is the help text.
 SIZE_HELP = "train_step size"
+#: Metadata key of the values such a field may take, where they are few.
+SIZE_CHOICES = "train_step size choices"
 
 
-def size(default: int, help: str) -> Any:
-    """A spec field that a `train_step` case may set (a size parameter of that model)."""
-    return field(default=default, metadata={SIZE_HELP: help})
+def size(default: int | str, help: str, choices: tuple[int | str, ...] | None = None) -> Any:
+    """A spec field that a `train_step` case may set (a size parameter of that model, or
+    another choice of it, such as a string mode), of its default's type."""
+    return field(default=default, metadata={SIZE_HELP: help, SIZE_CHOICES: choices})
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,18 @@ class ModelSpec(ABC):
         return "cross_entropy"
 
     @property
+    def num_classes(self) -> int:
+        """Classes of a cross-entropy model's labels."""
+        return NUM_CLASSES
+
+    @property
+    def batch_statistics(self) -> str | None:
+        """How the model's batch normalisation computes its statistics under data parallelism:
+        "local" (per replica) or "sync" (over the global batch); None: it has no batch norm,
+        and its function of a batch does not depend on how the batch is split."""
+        return None
+
+    @property
     def target_shape(self) -> tuple[int, ...]:
         """Shape of one sample's target: () for class labels."""
         return tuple(self.make_batch(1, 0)[1].shape[1:])
@@ -134,7 +149,7 @@ class ModelSpec(ABC):
         """A deterministic random batch: float32 inputs and int64 class labels."""
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((batch, *self.input_shape)).astype(np.float32)
-        y = rng.integers(0, NUM_CLASSES, size=batch).astype(np.int64)
+        y = rng.integers(0, self.num_classes, size=batch).astype(np.int64)
         return x, y
 
 
@@ -283,9 +298,13 @@ class TransformerBlock(ModelSpec):
 # `MODELS` and train_step's size parameters include them (the package imports this module first).
 from suites.workloads.transformers import STANDARD_TRANSFORMERS  # noqa: E402
 
-#: The built-in specs, in the order their size parameters are listed.
-BUILTIN_SPECS: tuple[type[ModelSpec], ...] = (Mlp, ResidualCnn, TransformerBlock, *STANDARD_TRANSFORMERS)
+# ResNet-50 is defined in a module of its own that builds on `ModelSpec` above, so it too is
+# imported here, once that exists, and registered with the ones defined in this module.
+from suites.workloads.resnet import ResNet50  # noqa: E402
 
+#: The built-in model specs, in the order their size parameters are listed.
+BUILTIN_SPECS: tuple[type[ModelSpec], ...] = (Mlp, ResidualCnn, TransformerBlock, *STANDARD_TRANSFORMERS,
+                                              ResNet50)
 #: Model name -> a zero-argument factory of its spec; user models join through `register_model`.
 MODELS: dict[str, Callable[[], ModelSpec]] = {m.name: m for m in BUILTIN_SPECS}
 
@@ -314,7 +333,10 @@ def sized_model(name: str, sizes: Mapping[str, ParamValue]) -> ModelSpec:
 
 
 def _resized(spec: ModelSpec, sizes: Mapping[str, ParamValue]) -> ModelSpec:
-    return replace(spec, **{key: int(value) for key, value in sizes.items()}) if sizes else spec  # type: ignore[arg-type]
+    """`spec` with `sizes` set, each converted to its field's type (an int or a string)."""
+    own = type(spec).size_fields()
+    return replace(spec, **{key: type(own[key].default)(value) for key, value in sizes.items()
+                            if key in own}) if sizes else spec
 
 
 def size_problems(name: str, sizes: Mapping[str, ParamValue]) -> list[str]:
@@ -331,12 +353,14 @@ def size_problems(name: str, sizes: Mapping[str, ParamValue]) -> list[str]:
 
 
 def _size_param(key: str, specs: tuple[type[ModelSpec], ...]) -> Param:
+    declared = specs[0].size_fields()[key]
+    kind = type(declared.default)
     defaults = {spec.name: spec.size_fields()[key].default for spec in specs}
-    help_text = specs[0].size_fields()[key].metadata[SIZE_HELP]
     shown = ", ".join(f"{name} {value}" for name, value in defaults.items())
     # The default of the model that declared it first; each model's own default applies to it.
-    return Param(key, default=defaults[specs[0].name],
-                 help=f"{', '.join(defaults)} only: {help_text} (default: {shown})")
+    return Param(key, type=kind, default=declared.default, choices=declared.metadata.get(SIZE_CHOICES),
+                 minimum=1 if kind is int else None,
+                 help=f"{', '.join(defaults)} only: {declared.metadata[SIZE_HELP]} (default: {shown})")
 
 
 class TrainStep(Workload):
@@ -346,8 +370,7 @@ class TrainStep(Workload):
     name = "train_step"
     kind = "training"
     params = (
-        Param("model", type=str, minimum=None, help="a built-in model (mlp, cnn, transformer, bert_base, gpt2_small, llama_block) "
-                   "or a registered user model"),
+        Param("model", type=str, minimum=None, help=f"a built-in model ({', '.join(MODELS)}) or a registered user model"),
         Param("batch", help="per-device batch (weak scaling) or global batch (strong scaling)"),
         Param("scaling", type=str, default="weak", choices=("weak", "strong"), minimum=None),
         Param("placement", type=str, default="replicated", choices=("replicated", "param_server"),
@@ -381,7 +404,42 @@ class TrainStep(Workload):
         builders = getattr(self.model, "builders", None)
         if builders is not None and self.case.framework not in builders:
             return f"user model {self.p['model']!r} has no {self.case.framework} builder"
-        return None
+        return self._batch_statistics_reason()
+
+    def _batch_statistics_reason(self) -> str | None:
+        """Why the case's strategy cannot compute the model's batch statistics the way the
+        model asks (a strategy that does not say how it splits the batch; "sync" where the
+        strategy has no synchronised batch norm), or None."""
+        mode = self.model.batch_statistics
+        plugin = find_plugin(self.case.framework, self.case.strategy)
+        if mode is None or plugin is None:  # no strategy: the strategy rule says so
+            return None
+        if plugin.statistics_groups(self.case) is None:
+            return (f"model {self.p['model']!r} has batch norm, and strategy {self.case.strategy!s} "
+                    "does not say over which samples a step computes batch statistics")
+        return plugin.sync_statistics_reason(self.case) if mode == "sync" else None
+
+    @property
+    def statistics_groups(self) -> int:
+        """Into how many equal parts of the global batch the step computes batch statistics,
+        each part on its own: the strategy's replicas (or micro-batches) for a model whose batch
+        norm is "local", 1 for "sync" and for a model without batch norm. The numerics check's
+        float64 reference computes them over the same parts."""
+        if self.model.batch_statistics != "local":
+            return 1
+        return plugin_for(self.case).statistics_groups(self.case) or 1
+
+    def statistics_detail(self) -> str:
+        """How the check's reference computed batch statistics, for its detail ("" for a model
+        without batch norm)."""
+        mode = self.model.batch_statistics
+        if mode is None:
+            return ""
+        groups = self.statistics_groups
+        if groups == 1:
+            return f"; batchnorm {mode}: reference batch statistics over the global batch of {self.global_batch}"
+        return (f"; batchnorm {mode}: reference batch statistics per shard, {groups} shards of "
+                f"{self.global_batch // groups}, as the replicas compute them")
 
     @property
     def model(self) -> ModelSpec:

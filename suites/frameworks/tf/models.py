@@ -27,6 +27,7 @@ import tensorflow as tf
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
 from suites.run.availability import Unsupported
+from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
@@ -222,12 +223,24 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
 
 
 
+def whole_forwards() -> dict[type[ModelSpec], Callable[..., Forward]]:
+    """The models built as one forward rather than a sequence of layers (so model and pipeline
+    parallelism do not split them), in modules of their own that use this module's helpers
+    (so they are imported on first use, not when this module loads)."""
+    from suites.frameworks.tf.resnet import resnet_forward
+
+    return {ResNet50: resnet_forward}
+
+
 def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:
     """The spec's forward. A user model's Keras layers fix their compute dtype when they are
     built, so its forward takes `compute_dtype` only; a built-in forward takes any: its layers
-    (`layer_forwards`) in turn."""
+    (`layer_forwards`) in turn, or its `whole_forwards` entry."""
     if isinstance(spec, UserModel):
         return keras_forward(spec, compute_dtype)
+    whole = whole_forwards()
+    if type(spec) in whole:
+        return whole[type(spec)](spec)
     return sequential(layer_forwards(spec))
 
 

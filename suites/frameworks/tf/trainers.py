@@ -39,7 +39,7 @@ from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import build_forward, summed_loss
 from suites.frameworks.tf.optimizers import Slots, optimizer_for
-from suites.workloads.training import NUM_CLASSES, ModelSpec
+from suites.workloads.training import ModelSpec
 
 if TYPE_CHECKING:
     from suites.run.memory import MemoryProbe
@@ -61,6 +61,10 @@ class TrainingSetup:
     optimizer: str = "sgd"
     #: Compile with XLA (`jit_compile=True`): the case's `compile` is `xla`.
     xla: bool = False
+    #: Equal parts of each batch the model is applied to one by one, so that batch statistics
+    #: are each part's own (`TrainStep.statistics_groups`): what the numerics references of a
+    #: data-parallel case with "local" batch norm compute on one device.
+    statistics_groups: int = 1
 
 
 class Trainer(ABC):
@@ -125,8 +129,11 @@ class Trainer(ABC):
 
     def _local_loss(self, weights: Mapping[str, tf.Tensor], x: tf.Tensor, y: tf.Tensor,
                     divisor: int) -> tf.Tensor:
-        logits = self.forward(weights, x, self.setup.compute_dtype)
-        return tf.cast(self.loss_function(logits, y), self.setup.variable_dtype) / divisor
+        groups = self.setup.statistics_groups
+        parts = zip(tf.split(x, groups), tf.split(y, groups)) if groups > 1 else [(x, y)]
+        summed = tf.add_n([self.loss_function(self.forward(weights, part_x, self.setup.compute_dtype), part_y)
+                           for part_x, part_y in parts])
+        return tf.cast(summed, self.setup.variable_dtype) / divisor
 
     def _random_local_batch(self, seed: tf.Tensor, replica: tf.Tensor | int) -> tuple[tf.Tensor, tf.Tensor]:
         """Random inputs and targets, drawn where the enclosing device scope puts them."""
@@ -138,7 +145,8 @@ class Trainer(ABC):
         """Standard normal targets of the spec's target shape (mse), or class labels."""
         if self.setup.spec.loss == "mse":
             return tf.random.stateless_normal((self.local_batch, *self.target_shape), seeds)
-        return tf.random.stateless_uniform((self.local_batch,), seeds, 0, NUM_CLASSES, dtype=tf.int32)
+        return tf.random.stateless_uniform((self.local_batch,), seeds, 0, self.setup.spec.num_classes,
+                                           dtype=tf.int32)
 
     def _update(self, variable: tf.Variable, grad: tf.Tensor, slots: Slots,
                 finite: tf.Tensor | None = None) -> tf.Operation:

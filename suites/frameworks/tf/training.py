@@ -40,6 +40,11 @@ DATA_SEED = 1
 #: Check batches are `spec.make_batch(global batch, CHECK_SEED + step)` (as in the torch training step).
 CHECK_SEED = 100
 MIXED = (Precision.FP16, Precision.BF16)
+#: What a model's batch norm runs, by its `batchnorm` mode (`suites.frameworks.tf.resnet`).
+BATCHNORM_DETAILS = {
+    "local": "local: each replica's own statistics (keras.ops.moments)",
+    "sync": "sync: keras.ops.moments(synchronized=True), an all-reduce over the replicas "
+            "(as keras.layers.BatchNormalization(synchronized=True))"}
 
 
 class TfTrainStep(Runnable):
@@ -53,6 +58,8 @@ class TfTrainStep(Runnable):
         self.details.update(backend.cudnn_details(self.case))
         backend.set_matmul_precision(self.case.precision)
         self.spec = self.workload.model
+        if self.spec.batch_statistics is not None:
+            self.details["batchnorm"] = BATCHNORM_DETAILS[self.spec.batch_statistics]
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
         strategy = self.plugin.distribute(self.case)
@@ -75,9 +82,10 @@ class TfTrainStep(Runnable):
         self._order = itertools.cycle(range(count))
 
     def _training_setup(self, compute_dtype: tf.DType, scaling: LossScaling,
-                        variable_dtype: tf.DType = tf.float32) -> TrainingSetup:
+                        variable_dtype: tf.DType = tf.float32, statistics_groups: int = 1) -> TrainingSetup:
         return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
-                             scaling, variable_dtype, optimizer=self.workload.optimizer)
+                             scaling, variable_dtype, optimizer=self.workload.optimizer,
+                             statistics_groups=statistics_groups)
 
     def step(self) -> None:
         self.trainer.step(self.batches[next(self._order)])
@@ -121,11 +129,14 @@ class TfTrainStep(Runnable):
             check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
 
     def _reference(self, dtype: tf.DType) -> SingleDeviceTrainer:
-        return SingleDeviceTrainer(self._training_setup(dtype, LossScaling(False), dtype), self.reference_device)
+        """One device, the whole global batch, batch statistics over the parts the case's
+        replicas compute them over."""
+        setup = self._training_setup(dtype, LossScaling(False), dtype, self.workload.statistics_groups)
+        return SingleDeviceTrainer(setup, self.reference_device)
 
     def _describe(self) -> str:
         return (f"{self.plugin.describe(self.case, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
-                f"global batch {self.workload.global_batch}")
+                f"global batch {self.workload.global_batch}{self.workload.statistics_detail()}")
 
     def _gradient_check(self) -> Check:
         """Every copy's applied first-step gradient against the float64 full-batch gradient."""

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.cases.vocabulary import Framework
+from suites.workloads.resnet import ResNet50
 from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
@@ -313,10 +314,12 @@ _MODULES: dict[type[ModelSpec], type[TorchModel]] = {
 
 def module_class(spec: ModelSpec) -> type[TorchModel]:
     """The torch module of `spec`: its class's, or its nearest base class's (BERT and GPT-2 are
-    transformers with other choices); the Llama stack's lives in `suites.frameworks.torch.llm`."""
-    from suites.frameworks.torch.llm import LLM_MODULES  # it builds on this module
+    transformers with other choices); the Llama stack's and ResNet-50's live in modules of their
+    own, which build on `TorchModel` (so they are imported on first use, not when this loads)."""
+    from suites.frameworks.torch.llm import LLM_MODULES
+    from suites.frameworks.torch.resnet import TorchResNet50
 
-    modules = {**_MODULES, **LLM_MODULES}
+    modules = {**_MODULES, **LLM_MODULES, ResNet50: TorchResNet50}
     return next(modules[kind] for kind in type(spec).__mro__ if kind in modules)
 
 

@@ -24,6 +24,7 @@ import torch
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
+from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory as torch_memory
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import limit_threads_from_env
@@ -31,7 +32,7 @@ from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_re
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
-from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, NUM_CLASSES, OPTIMIZERS, ModelSpec, TrainStep
+from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS, ModelSpec, TrainStep
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
@@ -39,13 +40,24 @@ DATA_SEED = 1
 CHECK_SEED = 100
 
 
+def grouped_loss(model: torch.nn.Module, spec: ModelSpec, inputs: torch.Tensor, target: torch.Tensor,
+                 groups: int = 1) -> torch.Tensor:
+    """The mean loss over the batch, the model applied to each of `groups` equal parts of it
+    on its own: what a data-parallel step computes where each replica's batch statistics are
+    its own (`TrainStep.statistics_groups`); with one group, the plain full-batch loss."""
+    loss = torch_models.loss_function(spec)
+    parts = zip(inputs.chunk(groups), target.chunk(groups))
+    return sum(loss(model(x), y) for x, y in parts) / groups  # type: ignore[return-value]
+
+
 def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.ndarray,
-                        y: np.ndarray) -> dict[str, np.ndarray]:
-    """Single-device full-batch gradients in float64 on the CPU (canonical layout)."""
+                        y: np.ndarray, groups: int = 1) -> dict[str, np.ndarray]:
+    """Single-device full-batch gradients in float64 on the CPU (canonical layout), batch
+    statistics over `groups` equal parts of the batch (`grouped_loss`)."""
     model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
     inputs = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double()
     target = torch.from_numpy(y)
-    torch_models.loss_function(spec)(model(inputs), target.double() if target.is_floating_point() else target).backward()
+    grouped_loss(model, spec, inputs, target.double() if target.is_floating_point() else target, groups).backward()
     return model.canonical_gradients()
 
 
@@ -61,19 +73,18 @@ def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter]) -> torch
 
 def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
                      batches: list[tuple[np.ndarray, np.ndarray]], applied: list[bool],
-                     device: torch.device, optimizer_name: str = "sgd") -> list[float]:
-    """The fp32 loss trajectory: single device, full batches, the case's optimizer, TF32 off.
-    Steps that fp16 loss scaling skipped (`applied` false: gradients overflowed) are skipped
-    here too."""
+                     device: torch.device, optimizer_name: str = "sgd", groups: int = 1) -> list[float]:
+    """The fp32 loss trajectory: single device, full batches (batch statistics over `groups`
+    parts, `grouped_loss`), the case's optimizer, TF32 off. Steps that fp16 loss scaling
+    skipped (`applied` false: gradients overflowed) are skipped here too."""
     backend.set_matmul_precision(Precision.FP32)
     model = torch_models.build(spec, weights, device)
     optimizer = make_optimizer(optimizer_name, model.parameters())
     losses = []
     for (x, y), update in zip(batches, applied):
         optimizer.zero_grad(set_to_none=True)
-        loss = torch_models.loss_function(spec)(
-            model(backend.to_device(model.input_from_canonical(x), device, torch.float32)),
-            torch.from_numpy(y).to(device))
+        loss = grouped_loss(model, spec, backend.to_device(model.input_from_canonical(x), device, torch.float32),
+                            torch.from_numpy(y).to(device), groups)
         loss.backward()
         if update:
             optimizer.step()
@@ -104,6 +115,7 @@ class TorchTrainStep(Runnable):
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
+        self._batch_statistics()
         self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
         if self.case.compile is Compile.INDUCTOR:
             self._cold = compiling.ColdCompiles()
@@ -121,6 +133,17 @@ class TorchTrainStep(Runnable):
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
         self.local_step = self.plugin.local_step(self.wrapped, self.step)
+
+    def _batch_statistics(self) -> None:
+        """A model with batch norm: synchronised across the ranks where the case asks for it
+        (before the strategy wraps the model), and the record says which kind it runs."""
+        mode = self.spec.batch_statistics
+        if mode is None:
+            return
+        if mode == "sync" and self.group:
+            self.details["batchnorm"] = torch_batchnorm.synchronize_batch_norm(self.model, self.device)
+        else:
+            self.details["batchnorm"] = torch_batchnorm.LOCAL if self.group else f"{mode}: one process"
 
     @property
     def rank(self) -> int:
@@ -149,7 +172,7 @@ class TorchTrainStep(Runnable):
         if self.spec.loss == "mse":
             return torch.randn((self.local_batch, *self.spec.target_shape), generator=generator,
                                device=self.device)
-        return torch.randint(0, NUM_CLASSES, (self.local_batch,), generator=generator,
+        return torch.randint(0, self.spec.num_classes, (self.local_batch,), generator=generator,
                              device=self.device)
 
     def _precision_context(self) -> contextlib.AbstractContextManager:
@@ -232,11 +255,13 @@ class TorchTrainStep(Runnable):
             self.strategy_step.backward(x_local, y_local)
         else:
             self.loss(self.trained(x_local), y_local).backward()
+        groups = self.workload.statistics_groups
         check = gradients_against_reference(
             self.plugin.gradients(self.model),
-            reference_gradients(self.spec, self.weights, x, y), self.case.precision,
+            reference_gradients(self.spec, self.weights, x, y, groups), self.case.precision,
             f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
-            f"vs float64 single-device, global batch {self.workload.global_batch}")
+            f"vs float64 single-device, global batch {self.workload.global_batch}"
+            f"{self.workload.statistics_detail()}")
         self.optimizer.zero_grad(set_to_none=True)
         return self._from_root(check)
 
@@ -252,12 +277,14 @@ class TorchTrainStep(Runnable):
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
-                                     applied, self.device, self.workload.optimizer)
+                                     applied, self.device, self.workload.optimizer,
+                                     self.workload.statistics_groups)
         backend.set_matmul_precision(self.case.precision)
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")
         check = loss_trajectory_check(losses, reference, self.case.precision,
-                                      f"{self.case.strategy}, {self.workload.optimizer}{skipped}")
+                                      f"{self.case.strategy}, {self.workload.optimizer}{skipped}"
+                                      f"{self.workload.statistics_detail()}")
         if not any(applied):
             check = Check(False, check.metric, float("inf"), check.tolerance,
                           "loss scaling skipped every step: no update was checked")

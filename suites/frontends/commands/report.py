@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the tidy table as OUTPUT/results.parquet (needs pyarrow)")
     parser.add_argument("--prices", type=Path,
                         help="price table overriding suites/prices.toml (default $PARBENCH_PRICES if set)")
+    parser.add_argument("--references", type=Path,
+                        help="published reference figures whose rows come before suites/references.toml's "
+                             "(default $PARBENCH_REFERENCES if set)")
     parser.add_argument("--baseline", action="append", metavar="COLUMN=VALUE",
                         help="baseline of the speedup table, e.g. device=cpu, strategy=single, precision=fp32, "
                              "machine=LABEL; repeat for several columns (default: the reference machine, or "
@@ -38,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.loading import load_files, result_files
     from suites.report.prices import PriceTable
     from suites.report.sections import ReportOptions, build_content
+    from suites.kept.references import load_references
 
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
@@ -47,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     prices = PriceTable.load(args.prices)
+    references = load_references(str(args.references) if args.references else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResultsWarning)
         files = result_files(args.paths)
@@ -58,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"no results found under {', '.join(map(str, args.paths))}; run `parbench run` first, "
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     try:
-        content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference))
+        content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
+                                                     references=references))
     except ValueError as error:
         raise UserError(str(error)) from None
     path = write(render(content, args.title, len(files), problems), args.output)

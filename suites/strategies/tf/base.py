@@ -72,6 +72,10 @@ class DistributeStrategy(TfStrategy):
     the update stay outside it (an XLA computation cannot reach the variables' copies on other
     devices)."""
 
+    statistics_split = "replicas"
+    #: Keras' synchronized batch norm: an all-reduce of each layer's sums in the replica context.
+    synchronized_statistics = True
+
     #: TPU: reading a step's result is how to wait for it.
     read_back_to_sync: ClassVar[bool] = False
 

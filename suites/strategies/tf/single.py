@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 class Single(TfStrategy):
     strategy = Strategy.SINGLE
+    statistics_split = "whole"
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.XLA})

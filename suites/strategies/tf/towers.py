@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 class Towers(TfStrategy):
     strategy = Strategy.TOWERS
     kinds = frozenset({"training", "kernel"})
+    statistics_split = "replicas"
+    no_sync_statistics = ("manual towers run each tower's forward on its own, so no tower sees "
+                          "another's statistics; synchronized batch norm needs tf.distribute's "
+                          "replica context (strategy mirrored)")
     launch = Launch.ISOLATED
     replicas_in_process = True
     compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "

@@ -32,6 +32,9 @@ def device_ids(case: Case) -> list[int]:
 
 class DataParallel(TorchStrategy):
     strategy = Strategy.DATAPARALLEL
+    statistics_split = "replicas"
+    no_sync_statistics = ("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one "
+                          "process per device); nn.DataParallel's replicas each compute their own")
     launch = Launch.ISOLATED
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:

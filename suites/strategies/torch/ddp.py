@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 class Ddp(RankProcesses):
     strategy = Strategy.DDP
+    statistics_split = "replicas"
+    #: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the same all-reduce of
+    #: each layer's statistics (`suites.frameworks.torch.batchnorm`).
+    synchronized_statistics = True
     kinds = frozenset({"training", "collective"})
     #: torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer),
     #: so the all-reduces still overlap the backward.

@@ -113,6 +113,8 @@ def parameter_counts(case: Case) -> dict[str, int]:
 
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
+    statistics_split = "replicas"
+    no_sync_statistics = "SyncBatchNorm is wired to ddp only here (use strategy ddp)"
     params = (RESHARD,)
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 class Single(TorchStrategy):
     strategy = Strategy.SINGLE
+    statistics_split = "whole"
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
