@@ -1,4 +1,5 @@
-"""Shared fixtures: fast timing for tests, an isolated results directory."""
+"""Shared fixtures: fast timing for tests, an isolated results directory, the processes a test
+started."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from suites.cases.timing_config import TimingConfig  # noqa: E402
+from tests.processes import mark_processes  # noqa: E402
 
 #: Enough to exercise every stage of the timer in a fraction of a second.
 FAST = TimingConfig(warmup_s=0.02, min_warmup_steps=2, block_min_s=0.002, min_samples=3,
@@ -22,3 +24,9 @@ def fast_timing() -> TimingConfig:
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"
+
+
+@pytest.fixture
+def our_processes(monkeypatch):
+    """Lists the still-running processes this test started (other tests run workers too)."""
+    return mark_processes(monkeypatch)

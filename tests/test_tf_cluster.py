@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import mark_processes
 
 tf = pytest.importorskip("tensorflow")
 
@@ -49,10 +48,6 @@ def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
     store.ensure_writable()
     return RunContext(suite="test", store=store, timing=timing)
 
-
-@pytest.fixture
-def our_processes(monkeypatch):
-    return mark_processes(monkeypatch)
 
 
 # --- parameter_server: the rules ------------------------------------------------------------

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.processes import mark_processes
 
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
@@ -50,11 +49,6 @@ def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
     store.ensure_writable()
     return RunContext(suite="test", store=store, timing=timing)
 
-
-@pytest.fixture
-def our_processes(monkeypatch):
-    """Lists the still-running processes this test started (other tests run workers too)."""
-    return mark_processes(monkeypatch)
 
 
 # --- the TF models compute the specs' functions -------------------------------------------------

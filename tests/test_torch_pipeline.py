@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
@@ -51,11 +50,6 @@ def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
     store.ensure_writable()
     return RunContext(suite="test", store=store, timing=timing)
 
-
-@pytest.fixture
-def our_processes(monkeypatch):
-    """Lists the processes this test started that are still alive (others may run workers)."""
-    return mark_processes(monkeypatch)
 
 
 # --- the theory: bubble, split, state -------------------------------------------------------

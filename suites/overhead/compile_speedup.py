@@ -16,7 +16,6 @@ Compilation section gives the same figures from a suite's records, one run of ea
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ class Interleaved:
     @property
     def speedup(self) -> float:
         ratios = self.round_ratios
-        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return statistics.geometric_mean(ratios)
 
     @property
     def eager_step_s(self) -> float:

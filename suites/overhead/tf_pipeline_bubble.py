@@ -15,7 +15,7 @@ and free communication — and the bubble (p - 1) / (m + p - 1).
 from __future__ import annotations
 
 import argparse
-import math
+import statistics
 import time
 
 from suites.cases.case import Case
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{tf.config.threading.get_inter_op_parallelism_threads()} (0: TF's default)")
     print("microbatches  bubble  predicted step/step(m=1)  measured (geo. mean)  rounds' range  step (ms, mean)")
     for m, case_ratios, steps in zip(counts, ratios, medians):
-        geo = math.exp(sum(math.log(r) for r in case_ratios) / len(case_ratios))
+        geo = statistics.geometric_mean(case_ratios)
         print(f"{m:12d}  {bubble(p, m):6.3f}  {(m + p - 1) / (m * p):24.3f}  {geo:20.3f}  "
               f"{min(case_ratios):.3f}-{max(case_ratios):.3f}  {1e3 * sum(steps) / len(steps):14.2f}")
 
