@@ -234,6 +234,23 @@ def fake_launch(outcome: Outcome):
     return launch
 
 
+def test_sequence_models_track_tokens_per_second_and_others_do_not(tmp_path, monkeypatch):
+    generated = classes(LAUNCHED_GRID.replace('params = { model = "mlp", batch = 8 }', (
+        'params = [{ model = "mlp", batch = 8 }, '
+        '{ model = "gpt2_small", batch = 8, seq = 8, d_model = 16, heads = 2, ffn = 32, layers = 1 }]')), tmp_path)
+    bench = generated["TrainStepLaunched"]()
+    assert hasattr(bench, "track_tokens_per_s")
+    assert not hasattr(classes(LAUNCHED_GRID, tmp_path)["TrainStepLaunched"](), "track_tokens_per_s")
+    case_id = next(c for c in bench.case_ids if "gpt2_small" in c)
+    axes = axis_values(Case.from_id(case_id))
+    ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
+    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.OK, measurement=ranks)))
+    workload = workload_of(Case.from_id(case_id))
+    tokens = workload.tokens_per_step()
+    assert tokens == workload.global_batch * 8  # every sample is a sequence of 8 tokens
+    assert bench.track_tokens_per_s(*axes) == pytest.approx(tokens / 0.011)
+
+
 def test_launched_benchmark_reports_what_the_ranks_measured(tmp_path, monkeypatch):
     generated = classes(LAUNCHED_GRID, tmp_path)
     bench = generated["TrainStepLaunched"]()

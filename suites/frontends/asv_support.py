@@ -5,7 +5,7 @@ One class per workload and launch kind, holding the selected suite's cases of th
 
 - `<Workload>` (e.g. `Matmul`): cases timed in the asv process. `time_step` is timed by asv's
   own timer (setup: set-up, numerics check and the core's warm-up; the timed call: one step
-  plus device synchronisation); `track_tflops` / `track_samples_per_s` time the same prepared
+  plus device synchronisation); `track_tflops` / `track_samples_per_s` (/ `track_tokens_per_s`) time the same prepared
   case with the core's adaptive loop (`suites.run.timing.measure`).
 - `<Workload>Launched` (e.g. `TrainStepLaunched`): cases of strategies that run in their own
   processes (launch kind ISOLATED or RANKS). asv's timer would time process start-up, so every
@@ -158,6 +158,13 @@ class TrackSamplesPerS:
     track_samples_per_s.unit = METRICS["samples_per_s"].unit  # type: ignore[attr-defined]
 
 
+class TrackTokensPerS:
+    def track_tokens_per_s(self: Any, *axes: str) -> float:
+        return self._metric(axes, "tokens_per_s")
+
+    track_tokens_per_s.unit = METRICS["tokens_per_s"].unit  # type: ignore[attr-defined]
+
+
 class TrackPeakMemory:
     def track_peak_memory_bytes(self: Any, *axes: str) -> float:
         return self._metric(axes, "peak_memory_bytes")
@@ -186,6 +193,8 @@ def _metric_mixins(workload: type[Workload], cases: list[Case]) -> tuple[type, .
         mixins.append(TrackTflops)
     if any(w.samples_per_step() for w in instances):
         mixins.append(TrackSamplesPerS)
+    if any(w.tokens_per_step() for w in instances):  # the sequence models
+        mixins.append(TrackTokensPerS)
     if workload.kind == "training":  # the runnables' memory probes measure training steps
         mixins.append(TrackPeakMemory)
     if any(case.compile is not Compile.NONE for case in cases):
