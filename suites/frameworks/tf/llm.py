@@ -12,13 +12,13 @@ from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment
 import numpy as np
 import tensorflow as tf
 
-from suites.frameworks.tf.models import Layer, Weights, _dense, _logits_dtype, attend, pooled_head, split_heads
+from suites.frameworks.tf.models import Layer, Weights, attend, dense, logits_dtype, pooled_head, split_heads
 from suites.workloads.training import ModelSpec
 from suites.workloads.transformers import LlamaBlock
 
 
 def rms_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, epsilon: float) -> tf.Tensor:
-    stats = _logits_dtype(dtype)
+    stats = logits_dtype(dtype)
     x32 = tf.cast(x, stats)
     normed = x32 * tf.math.rsqrt(tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True) + epsilon)
     return tf.cast(normed * tf.cast(weights[f"{name}.gamma"], stats), dtype)
@@ -44,16 +44,16 @@ def llama_layers(spec: LlamaBlock) -> list[Layer]:
     eps = spec.rms_norm_eps
 
     def attention(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False), spec.seq, spec.d_head)
+        q, k, v = (split_heads(dense(weights, f"{prefix}attn.{p}", h, dtype, bias=False), spec.seq, spec.d_head)
                    for p in "qkv")
         cos, sin = tf.constant(cos64, dtype), tf.constant(sin64, dtype)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k, v = (tf.repeat(t, group, axis=1) for t in (k, v))  # kv head j serves query heads j*group...
-        return _dense(weights, f"{prefix}attn.o", attend(q, k, v, True, dtype), dtype, bias=False)
+        return dense(weights, f"{prefix}attn.o", attend(q, k, v, True, dtype), dtype, bias=False)
 
     def feed_forward(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        gate = tf.nn.silu(_dense(weights, f"{prefix}ffn.gate", h, dtype, bias=False))
-        return _dense(weights, f"{prefix}ffn.down", gate * _dense(weights, f"{prefix}ffn.up", h, dtype, bias=False),
+        gate = tf.nn.silu(dense(weights, f"{prefix}ffn.gate", h, dtype, bias=False))
+        return dense(weights, f"{prefix}ffn.down", gate * dense(weights, f"{prefix}ffn.up", h, dtype, bias=False),
                       dtype, bias=False)
 
     def block(i: int) -> Layer:

@@ -40,7 +40,7 @@ Forward = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
 Layer = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
 
 
-def _dense(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, bias: bool = True) -> tf.Tensor:
+def dense(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, bias: bool = True) -> tf.Tensor:
     y = tf.matmul(x, tf.cast(weights[f"{name}.kernel"], dtype))
     return y + tf.cast(weights[f"{name}.bias"], dtype) if bias else y
 
@@ -53,7 +53,7 @@ def _conv3x3(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType) -> tf.T
 def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType,
                 epsilon: float = LAYER_NORM_EPSILON) -> tf.Tensor:
     """LayerNorm over the last axis with biased variance, statistics in at least float32."""
-    stats_dtype = _logits_dtype(dtype)
+    stats_dtype = logits_dtype(dtype)
     x32 = tf.cast(x, stats_dtype)
     mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
     normed = (x32 - mean) * tf.math.rsqrt(variance + epsilon)
@@ -64,10 +64,10 @@ def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType,
 def mlp_layers(spec: Mlp) -> list[Layer]:
     """Each dense layer with its ReLU; the last one's logits have none."""
     def hidden(i: int) -> Layer:
-        return lambda weights, h, dtype: tf.nn.relu(_dense(weights, f"dense{i}", tf.cast(h, dtype), dtype))
+        return lambda weights, h, dtype: tf.nn.relu(dense(weights, f"dense{i}", tf.cast(h, dtype), dtype))
 
     def logits(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        return tf.cast(_dense(weights, f"dense{spec.depth}", tf.cast(h, dtype), dtype), _logits_dtype(dtype))
+        return tf.cast(dense(weights, f"dense{spec.depth}", tf.cast(h, dtype), dtype), logits_dtype(dtype))
     return [*(hidden(i) for i in range(spec.depth)), logits]
 
 
@@ -85,7 +85,7 @@ def cnn_layers(spec: ResidualCnn) -> list[Layer]:
 
     def head(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         pooled = tf.reduce_mean(tf.cast(h, dtype), axis=[1, 2])
-        return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
+        return tf.cast(dense(weights, "head", pooled, dtype), logits_dtype(dtype))
     return [stem, *(block(b) for b in range(spec.blocks)), head]
 
 
@@ -98,7 +98,7 @@ def attend(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, causal: bool, dtype: tf.DTy
     """softmax(Q K^T / sqrt(d_head) + mask) V over (batch, heads, seq, d_head), the softmax in at
     least float32; `causal`: position i attends to positions <= i. Back to (batch, seq, features)."""
     seq, d_head = q.shape[2], q.shape[3]
-    scores = tf.cast(tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype), _logits_dtype(dtype))
+    scores = tf.cast(tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype), logits_dtype(dtype))
     if causal:
         future = tf.linalg.band_part(tf.ones((seq, seq), tf.bool), 0, -1) & ~tf.eye(seq, dtype=tf.bool)
         scores = tf.where(future, tf.constant(-math.inf, scores.dtype), scores)
@@ -109,7 +109,7 @@ def attend(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, causal: bool, dtype: tf.DTy
 
 def pooled_head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """The mean over the sequence, then the head, as float32 (float64) logits."""
-    return tf.cast(_dense(weights, "head", tf.reduce_mean(x, axis=1), dtype), _logits_dtype(dtype))
+    return tf.cast(dense(weights, "head", tf.reduce_mean(x, axis=1), dtype), logits_dtype(dtype))
 
 
 def transformer_layers(spec: TransformerBlock) -> list[Layer]:
@@ -120,13 +120,13 @@ def transformer_layers(spec: TransformerBlock) -> list[Layer]:
     eps = spec.layer_norm_eps
 
     def attention(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        q, k, v = (split_heads(_dense(weights, f"{prefix}attn.{p}", h, dtype, bias=spec.qkv_bias), spec.seq, d_head)
+        q, k, v = (split_heads(dense(weights, f"{prefix}attn.{p}", h, dtype, bias=spec.qkv_bias), spec.seq, d_head)
                    for p in "qkv")
-        return _dense(weights, f"{prefix}attn.o", attend(q, k, v, spec.causal, dtype), dtype)
+        return dense(weights, f"{prefix}attn.o", attend(q, k, v, spec.causal, dtype), dtype)
 
     def feed_forward(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        h = tf.nn.gelu(_dense(weights, f"{prefix}ffn.in", h, dtype), approximate=spec.gelu_tanh)
-        return _dense(weights, f"{prefix}ffn.out", h, dtype)
+        h = tf.nn.gelu(dense(weights, f"{prefix}ffn.in", h, dtype), approximate=spec.gelu_tanh)
+        return dense(weights, f"{prefix}ffn.out", h, dtype)
 
     def block(i: int) -> Layer:
         prefix = f"block{i}."
@@ -161,7 +161,7 @@ def sequential(layers: list[Layer]) -> Forward:
     return forward
 
 
-def _logits_dtype(dtype: tf.DType) -> tf.DType:
+def logits_dtype(dtype: tf.DType) -> tf.DType:
     """Logits (and softmaxes) in float32, or float64 for a float64 reference run."""
     return tf.float64 if dtype == tf.float64 else tf.float32
 
@@ -218,7 +218,7 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
                              f"not {dtype.name}")
         outputs, _ = model.stateless_call(list(weights.values()), non_trainable, tf.cast(x, dtype),
                                           training=True)
-        return tf.cast(outputs, _logits_dtype(dtype))
+        return tf.cast(outputs, logits_dtype(dtype))
     return forward
 
 

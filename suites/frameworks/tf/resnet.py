@@ -15,7 +15,7 @@ from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment
 import keras
 import tensorflow as tf
 
-from suites.frameworks.tf.models import Forward, Weights, _dense, _logits_dtype
+from suites.frameworks.tf.models import Forward, Weights, dense, logits_dtype
 from suites.workloads.resnet import BATCH_NORM_EPSILON, Conv, ResNet50, parameter_prefixes
 
 
@@ -63,5 +63,5 @@ def resnet_forward(spec: ResNet50) -> Forward:
             h = tf.nn.relu(out + shortcut)
             index += 4 if has_down else 3
         pooled = tf.reduce_mean(h, axis=[1, 2])
-        return tf.cast(_dense(weights, "head", pooled, dtype), _logits_dtype(dtype))
+        return tf.cast(dense(weights, "head", pooled, dtype), logits_dtype(dtype))
     return forward
