@@ -190,12 +190,14 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def config_label(frame: pd.DataFrame) -> pd.Series:
-    """e.g. 'box-a · gpu×4 · torch ddp bf16' (compiled: 'bf16+inductor'): where and how a row
-    ran, for tables and figures."""
+    """e.g. 'box-a · gpu×4 · torch ddp bf16' (compiled: 'bf16+inductor'; emulated devices:
+    '... fp32 (emulated)'): where and how a row ran, for tables and figures."""
     compiled = frame["compile"].where(frame["compile"].isin(["", str(Compile.NONE)]).eq(False), "")
+    emulated = (frame["emulated"].fillna(False).astype(bool) if "emulated" in frame
+                else pd.Series(False, index=frame.index))
     return (frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str) + " · "
             + frame["framework"] + " " + frame["strategy"] + " " + frame["precision"]
-            + compiled.map(lambda name: f"+{name}" if name else ""))
+            + compiled.map(lambda name: f"+{name}" if name else "") + emulated.map({True: " (emulated)", False: ""}))
 
 
 def samples_json(samples: tuple[float, ...]) -> str:

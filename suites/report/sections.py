@@ -11,13 +11,13 @@ import pandas as pd
 
 from suites.kept.metric_registry import METRICS
 from suites.report import figures
-from suites.report.choice import choices, cost_per_unit, sentence
+from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
 from suites.report.compilation import compile_pairs
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.kept.references import ReferenceRow, load_references
-from suites.report.prices import PriceTable, add_costs
+from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.references import reference_tables
 from suites.report.relative import relative_performance
@@ -92,18 +92,36 @@ def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(devices=frame["device"] + "×" + frame["n_devices"].astype(str))
 
 
+def not_ranked_text(frame: pd.DataFrame) -> list[str]:
+    """One line per problem with emulated rows: they are named, and not ranked."""
+    ranked = set(choices(frame)["problem"])
+    return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU, so they measure the "
+            f"emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
+            for problem, labels in emulated_configs(frame).items()]
+
+
+def no_price_text(frame: pd.DataFrame) -> list[str]:
+    """Why configurations that could be chosen have no price (each device and reason once)."""
+    rows = candidates(frame)
+    rows = rows[rows["price_per_hour"].isna()]
+    named = (rows["device"] + " " + rows["device_name"].where(rows["device_name"].ne(""), "(unnamed)"))
+    return [f"No price for {device} on {machine}: {rule.removeprefix(NO_PRICE + ': ')}."
+            for device, machine, rule in sorted(set(zip(named, rows["machine"], rows["price_rule"])))]
+
+
 def summary(frame: pd.DataFrame, currency: str) -> Section:
     table = choices(frame)
-    section = Section("Summary: what to choose", "summary", nav="Summary",
-                      text=[sentence(row, currency) for _, row in table.iterrows()] or
-                      ["No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
+    text = [sentence(row, currency) for _, row in table.iterrows()] + not_ranked_text(frame) + no_price_text(frame)
+    section = Section("Summary: what to choose", "summary", nav="Summary", text=text or [
+        "No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
     section.tables.append(build(table, [
         ("problem", "problem", fmt_text), ("fastest", "fastest", fmt_text), ("throughput", "throughput", fmt_number),
         ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
         ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
         ("most efficient", "most_efficient", fmt_text), ("throughput per W", "per_watt", fmt_number),
-        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem"))
+        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem, on real hardware "
+                "(emulated rows are not ranked)"))
     return section
 
 
@@ -193,7 +211,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
+            ("price", "price_rule", fmt_text), (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
             ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
