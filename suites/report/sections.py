@@ -76,8 +76,9 @@ class ReportOptions:
 
 
 def _row_class(row: pd.Series) -> str:
+    """CSS classes of a table row; a contended row is shaded as a noisy one (its figure is as doubtful)."""
     return " ".join(name for name, on in (("emulated", row.get("emulated") is True),
-                                          ("noisy", row.get("noisy") is True),
+                                          ("noisy", row.get("noisy") is True or row.get("contended") is True),
                                           ("bad", row.get("status") == "failed")) if on)
 
 
@@ -212,7 +213,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
             ("price", "price_rule", fmt_text), (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
-            ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
+            ("noisy", "noisy", fmt_flag), ("contended", "contention", fmt_text), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
         if memory:
