@@ -118,9 +118,9 @@ def summary(frame: pd.DataFrame, currency: str) -> Section:
     section.tables.append(build(table, [
         ("problem", "problem", fmt_text), ("fastest", "fastest", fmt_text), ("throughput", "throughput", fmt_number),
         ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
-        ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
+        ("× runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-        ("most efficient", "most_efficient", fmt_text), ("throughput per W", "per_watt", fmt_number),
+        ("most efficient", "most_efficient", fmt_text), ("per W", "per_watt", fmt_number),
         ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem, on real hardware "
                 "(emulated rows are not ranked)"))
     return section
