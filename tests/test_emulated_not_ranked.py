@@ -12,7 +12,8 @@ from suites.kept.metric_registry import METRICS, Work
 from suites.report.choice import choices
 from suites.report.columns import config_label
 from suites.report.prices import PriceTable, add_costs
-from suites.report.sections import summary
+from suites.report.relative import relative_performance
+from suites.report.sections import per_problem, summary
 from tests.test_report_analysis import matmul, row, table, train
 
 SMALL_DDP = Case.make("train_step", "torch", "cpu", strategy="ddp", n_devices=2,
@@ -84,3 +85,18 @@ def test_the_report_puts_an_older_emulated_records_doubled_roof_right():
     assert by_machine.loc["vm", "roofline_bound_tflops"] == pytest.approx(0.2)
     assert by_machine.loc["vm", "roofline_fraction"] == pytest.approx(0.5)
     assert by_machine.loc["gpus", "roofline_bound_tflops"] == pytest.approx(0.4)
+
+
+def test_relative_performance_compares_real_hardware_only():
+    summary_table, reference = relative_performance(mixed_frame(), None)
+    assert not summary_table["hardware"].str.startswith("vm").any()
+    assert reference == "real-a · cpu×1"
+
+
+def test_per_problem_of_fastest_is_against_real_hardware():
+    sections = {section.title: section for section in per_problem(mixed_frame(), "USD")}
+    (problem,) = [title for title in sections if title.startswith("train_step") and "batch=64" in title]
+    result = sections[problem].tables[0]
+    column, machine = result.headers.index("of fastest"), result.headers.index("machine")
+    of_fastest = {cells[machine].text: cells[column].text for cells in result.rows}
+    assert of_fastest["real-a"] == "1.00×" and of_fastest["vm"] == "4.00×"  # twice the samples (weak scaling) in half the time

@@ -14,7 +14,7 @@ import pandas as pd
 
 from suites.report.columns import config_label
 from suites.report.comparison import noise_columns
-from suites.report.selection import latest, usable
+from suites.report.selection import latest, real_hardware, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
 
@@ -27,9 +27,8 @@ def cost_per_unit(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 def candidates(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows that may be chosen: the latest, usable, not emulated."""
-    rows = usable(latest(frame))
-    return rows[~rows["emulated"].fillna(False).astype(bool)].copy()
+    """The rows that may be chosen: the latest, usable, on real hardware."""
+    return real_hardware(usable(latest(frame))).copy()
 
 
 def emulated_configs(frame: pd.DataFrame) -> dict[str, list[str]]:

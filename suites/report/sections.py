@@ -22,7 +22,7 @@ from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.references import reference_tables
 from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
-from suites.report.selection import latest, not_ok, usable
+from suites.report.selection import latest, not_ok, real_hardware, usable
 from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
                                   fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
                                   fmt_watts)
@@ -131,7 +131,8 @@ def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str |
     table, chosen = relative_performance(frame, reference)
     section = Section("Relative performance", "relative", text=[
         f"Reference: {chosen} = 1.00. Per problem and precision, each hardware's best throughput over frameworks and "
-        f"strategies divided by the reference's; the geometric mean over the problems both measured."
+        f"strategies divided by the reference's; the geometric mean over the problems both measured. Emulated "
+        f"rows are left out: several logical devices sharing one CPU are not hardware."
         if chosen else "No usable results to compare."])
     section.tables.append(build(table, [("hardware", "hardware", fmt_text), ("precision", "precision", fmt_text),
                                         ("relative performance", "relative", fmt_ratio),
@@ -189,12 +190,14 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
     sections = []
     for index, (problem, group) in enumerate(rows.groupby("problem", sort=True)):
         group = group.sort_values("throughput", ascending=False)
-        group["vs_fastest"] = group["throughput"] / group["throughput"].max()
+        real = real_hardware(group)["throughput"]  # an emulated row is never the fastest
+        group["vs_fastest"] = group["throughput"] / (real.max() if not real.empty else group["throughput"].max())
         unit = group["throughput_unit"].iloc[0]
         section = Section(problem, f"problem-{index}", text=[
             f"Throughput in {unit} from the median step (rankings and noise use it); 'sustained' is the same "
             f"figure at seconds timed / steps timed, what a long run keeps up, and costs use it. Sorted fastest "
-            f"first. Click a column header to sort."])
+            f"first; 'of fastest' is against the fastest row on real hardware (an emulated row badged 'emulated' "
+            f"measures the emulation). Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
