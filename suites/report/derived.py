@@ -48,10 +48,11 @@ def _known(value: float) -> float | None:
 def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, pd.Series]:
     """Each median-step metric of the registry for every row; NaN where it does not apply or the
     row has no step time."""
-    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), emulated=emulated is True,
+    emulated = frame["emulated"].fillna(False).astype(bool)
+    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), emulated=bool(shared),
                   **{name: _known(value) for name, value in zip(CASE_WORK, counts)})
-             for t, n, emulated, *counts in zip(frame["median_s"], frame["n_devices"], frame["emulated"],
-                                                *(per_row[name] for name in CASE_WORK))]
+             for t, n, shared, *counts in zip(frame["median_s"], frame["n_devices"], emulated,
+                                              *(per_row[name] for name in CASE_WORK))]
     return {name: pd.Series([metric.value(work) if work.median_s > 0 else None for work in works],
                             index=frame.index, dtype="float64")
             for name, metric in METRICS.items() if metric.from_median_step}
