@@ -19,6 +19,7 @@ class Work:
     (a workload that counts no FLOP, a run without a timed span, a device without a known peak)."""
     median_s: float
     n_devices: int | None = None
+    emulated: bool = False  # the n_devices are logical devices or ranks sharing one physical device
     flops_per_step: float | None = None  # analytic, all devices together
     samples_per_step: float | None = None  # all devices together
     tokens_per_step: float | None = None  # sequence models: samples x sequence length, all devices
@@ -84,9 +85,15 @@ def tflops(work: Work) -> float:
     return work.flops_per_step / work.median_s / 1e12
 
 
+def physical_devices(work: Work) -> int:
+    """How many devices' peaks the case can reach: its n_devices, or 1 where they are emulated
+    (logical devices or ranks sharing one CPU share that one CPU's peak and bandwidth)."""
+    return 1 if work.emulated else work.n_devices
+
+
 def pct_of(peak_tflops: float | None, work: Work) -> float | None:
-    """% of the peak of all the case's devices together; None without a peak."""
-    return 100 * tflops(work) / (peak_tflops * work.n_devices) if peak_tflops else None
+    """% of the peak of all the case's physical devices together; None without a peak."""
+    return 100 * tflops(work) / (peak_tflops * physical_devices(work)) if peak_tflops else None
 
 
 def break_even_steps(work: Work) -> float | None:
@@ -108,10 +115,15 @@ def arithmetic_intensity(work: Work) -> float:
     return work.flops_per_step / work.min_bytes_per_step
 
 
+def roof_of_one_device(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
+    """TFLOP/s one device allows at an arithmetic intensity (FLOP/byte): min(peak, AI x bandwidth)."""
+    return min(peak_tflops, intensity * bandwidth_gbs / 1000.0)
+
+
 def roofline_bound(work: Work) -> float:
-    """TFLOP/s the case's devices allow at its arithmetic intensity: min(peak, AI x bandwidth)."""
-    per_device = min(work.roof_peak_tflops, arithmetic_intensity(work) * work.roof_bandwidth_gbs / 1000.0)
-    return per_device * work.n_devices
+    """TFLOP/s the case's physical devices allow at its arithmetic intensity."""
+    one = roof_of_one_device(arithmetic_intensity(work), work.roof_peak_tflops, work.roof_bandwidth_gbs)
+    return one * physical_devices(work)
 
 
 JOULES_PER_KWH = 3.6e6
@@ -123,11 +135,12 @@ _REGISTRY = (
            "transformers per token 2N + 4 layers seq d_model, N the dense layers' weights; training step 3x forward)",
            "TFLOP/s from analytic FLOP counts", tflops, needs=("flops_per_step",), from_median_step=True),
     Metric("pct_peak_table", "%",
-           "100 * tflops / (n_devices * peak of one device in this precision, peaks.toml)",
+           "100 * tflops / (physical devices * peak of one device in this precision, peaks.toml); physical devices: "
+           "n_devices, 1 where emulated (logical devices or ranks share one CPU)",
            "% of the peaks table's figure for these devices and precision",
            lambda work: pct_of(work.peak_table_tflops, work), needs=("flops_per_step", "n_devices")),
     Metric("pct_peak_measured", "%",
-           "100 * tflops / (n_devices * this machine's calibrated peak, `parbench calibrate`)",
+           "100 * tflops / (physical devices * this machine's calibrated peak, `parbench calibrate`)",
            "% of this machine's calibrated peak (`parbench calibrate`)",
            lambda work: pct_of(work.peak_measured_tflops, work), needs=("flops_per_step", "n_devices")),
     Metric("samples_per_s", "samples/s", "samples per step (all devices) / median step time",
@@ -143,7 +156,7 @@ _REGISTRY = (
            "sequence models: tokens per second, all devices together, from the median step time",
            lambda work: work.tokens_per_step / work.median_s, needs=("tokens_per_step",), from_median_step=True),
     Metric("mfu_pct", "%",
-           "sequence models: 100 * model FLOP/s / (n_devices * peak of one device in this precision: peaks.toml, "
+           "sequence models: 100 * model FLOP/s / (physical devices * peak of one device in this precision: peaks.toml, "
            "else `parbench calibrate`'s); model FLOPs per token = 6 N + 12 layers seq d_model (N: weights of the "
            "dense layers; attention's QK^T and AV, no saving for a causal mask; PaLM's accounting), so MFU = "
            "tokens/s x that / peak",
@@ -237,7 +250,8 @@ _REGISTRY = (
            "the roofline's slope: one device's memory bandwidth",
            lambda work: work.roof_bandwidth_gbs, needs=("min_bytes_per_step", "roof_bandwidth_gbs")),
     Metric("roofline_bound_tflops", "TFLOP/s",
-           "n_devices x min(roof_peak_tflops, arithmetic_intensity x roof_bandwidth_gbs / 1000)",
+           "physical devices x min(roof_peak_tflops, arithmetic_intensity x roof_bandwidth_gbs / 1000) (physical "
+           "devices: n_devices, 1 where emulated)",
            "kernels: the TFLOP/s the roofline allows at the case's arithmetic intensity",
            roofline_bound, needs=ROOFLINE),
     Metric("roofline_fraction", "fraction",

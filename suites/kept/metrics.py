@@ -46,7 +46,9 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
         if counts["min_bytes_per_step"]:
             bandwidth = measured_bandwidth(results_dir, machine, device) or peaks.bandwidth_gbs(device)
     energy = measurement.energy
-    work = Work(median_s=measurement.median, n_devices=case.n_devices, **counts,
+    plugin = find_plugin(case.framework, case.strategy)
+    emulated = bool(plugin and plugin.emulated(case))
+    work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated, **counts,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
                 peak_memory_bytes=measurement.peak_memory_bytes,

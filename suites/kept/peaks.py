@@ -105,27 +105,32 @@ class PeakTable:
         return float(entry["bandwidth_gbs"]) if entry and entry.get("bandwidth_gbs") else None
 
     def gpu_entry(self, name: str) -> dict[str, Any] | None:
-        """The GPU entry for a device name, or None.
+        """The GPU entry for a device name, or None (`best_match`; PARBENCH_PEAKS's entries win)."""
+        return best_match(name, self.gpu, self.user_gpu)
 
-        An entry matches when every token of its `match` is a whole token of the name
-        (`name_tokens`, so case and separators do not matter): "L4" matches "NVIDIA L4" but not
-        "NVIDIA L40S", "A100" matches "NVIDIA A100-SXM4-80GB" but not "NVIDIA RTX A1000". Among
-        the matches, an entry from PARBENCH_PEAKS beats a shipped one; then the most specific
-        wins (more tokens, then more characters), so "H100 NVL" beats "H100" for an H100 NVL;
-        then the first in the file. A MIG slice matches only entries that themselves name MIG:
-        the whole GPU's entry does not describe a slice of it.
-        """
-        tokens = set(name_tokens(name))
-        mig = MIG_TOKEN in tokens
-        best: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
-        for index, entry in enumerate(self.gpu):
-            wanted = name_tokens(str(entry.get("match", "")))
-            if not wanted or not tokens.issuperset(wanted) or (mig and MIG_TOKEN not in wanted):
-                continue
-            rank = (0 if index < self.user_gpu else 1, -len(wanted), -sum(map(len, wanted)), index)
-            if best is None or rank < best[0]:
-                best = (rank, entry)
-        return best[1] if best else None
+
+def best_match(name: str, entries: tuple[dict[str, Any], ...], user_entries: int = 0) -> dict[str, Any] | None:
+    """The entry of a table (peaks, prices) whose `match` names the device `name`, or None.
+
+    An entry matches when every token of its `match` is a whole token of the name
+    (`name_tokens`, so case and separators do not matter): "L4" matches "NVIDIA L4" but not
+    "NVIDIA L40S", "A100" matches "NVIDIA A100-SXM4-80GB" but not "NVIDIA RTX A1000". Among
+    the matches, one of the first `user_entries` entries (the user's file) beats a shipped one;
+    then the most specific wins (more tokens, then more characters), so "H100 NVL" beats "H100"
+    for an H100 NVL; then the first in the table. A MIG slice matches only entries that
+    themselves name MIG: the whole GPU's entry does not describe a slice of it.
+    """
+    tokens = set(name_tokens(name))
+    mig = MIG_TOKEN in tokens
+    best: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
+    for index, entry in enumerate(entries):
+        wanted = name_tokens(str(entry.get("match", "")))
+        if not wanted or not tokens.issuperset(wanted) or (mig and MIG_TOKEN not in wanted):
+            continue
+        rank = (0 if index < user_entries else 1, -len(wanted), -sum(map(len, wanted)), index)
+        if best is None or rank < best[0]:
+            best = (rank, entry)
+    return best[1] if best else None
 
 
 def cpu_clock_ghz() -> float | None:

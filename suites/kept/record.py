@@ -24,6 +24,9 @@ Schema version 1, one JSON object per line:
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
+  contention    {load_before, load_after (1-minute load averages), steal_fraction, cores, contended,
+                why}: whether other work competed for the CPU over the case (suites.kept.contention);
+                null where the case did not run here or in older records
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
                 samples_per_kwh}] where energy was read
@@ -44,6 +47,7 @@ from typing import Any
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.kept.check import Check
+from suites.kept.contention import Contention
 from suites.kept.measurement import Measurement
 
 SCHEMA_VERSION = 1
@@ -63,6 +67,7 @@ class Record:
     metrics: dict[str, float | None] = field(default_factory=dict)
     check: Check | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    contention: Contention | None = None
 
     @property
     def machine(self) -> str:
@@ -76,6 +81,7 @@ class Record:
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "metrics": self.metrics, "check": self.check.to_dict() if self.check else None,
             "details": self.details, "environment": self.environment,
+            "contention": self.contention.to_dict() if self.contention else None,
         }
 
     @classmethod
@@ -91,4 +97,5 @@ class Record:
             metrics=data.get("metrics") or {},
             check=Check.from_dict(data["check"]) if data.get("check") else None,
             details=data.get("details") or {},
+            contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
         )

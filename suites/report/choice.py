@@ -1,6 +1,9 @@
 """The decision rows: per problem, the fastest configuration and the cheapest per unit of work.
 
-Only rows that ran and passed their numerics check compete. The fastest is compared with the
+Only rows that ran and passed their numerics check compete, and only on real hardware: emulated
+rows (several logical devices or ranks sharing one CPU) measure the emulation, so they never
+win a ranking or a price comparison; `emulated_configs` names them for the summary to list
+apart. A problem with one configuration ranks nothing: its sentence says so. The fastest is compared with the
 runner-up (noise rule: suites.report.noise), so "X is fastest" says when X and the runner-up
 are within each other's spread. Cheapest is per million samples where the workload counts
 samples, else per PFLOP. Most efficient is the highest throughput per watt, where energy was read.
@@ -11,7 +14,7 @@ import pandas as pd
 
 from suites.report.columns import config_label
 from suites.report.comparison import noise_columns
-from suites.report.selection import latest, usable
+from suites.report.selection import latest, real_hardware, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
 
@@ -23,9 +26,22 @@ def cost_per_unit(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return cost, unit.where(cost.notna(), "")
 
 
+def candidates(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows that may be chosen: the latest, usable, on real hardware."""
+    return real_hardware(usable(latest(frame))).copy()
+
+
+def emulated_configs(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Per problem, the labels of its usable emulated rows (left out of `choices`)."""
+    rows = usable(latest(frame))
+    rows = rows[rows["emulated"].fillna(False).astype(bool)]
+    return {str(problem): sorted(config_label(group)) for problem, group in rows.groupby("problem", sort=True)}
+
+
 def choices(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem: fastest, runner-up with the noise verdict, cheapest. Needs cost columns."""
-    rows = usable(latest(frame)).copy()
+    """One row per problem with real hardware: fastest, runner-up with the noise verdict, cheapest.
+    Needs cost columns."""
+    rows = candidates(frame)
     if rows.empty:
         return pd.DataFrame(columns=["problem", "fastest", "throughput", "throughput_unit", "runner_up",
                                      "margin", "beyond_noise", "noise_test", "cheapest", "cost", "cost_unit",
@@ -53,7 +69,11 @@ def choices(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def sentence(row: pd.Series, currency: str) -> str:
-    """'On matmul k=512,..., X is fastest (1.3x the runner-up Y, beyond noise); Z is cheapest ...'."""
+    """'On matmul k=512,..., X is fastest (1.3x the runner-up Y, beyond noise); Z is cheapest ...';
+    with one configuration: 'On ..., only X ran (...): nothing to rank it against.'."""
+    if row["configs"] == 1:
+        return (f"On {row['problem']}, only {row['fastest']} ran on real hardware ({row['throughput']:.4g} "
+                f"{row['throughput_unit']}): nothing to rank it against.")
     text = f"On {row['problem']}, {row['fastest']} is fastest ({row['throughput']:.4g} {row['throughput_unit']}"
     if isinstance(row.get("runner_up"), str):
         text += f"; {row['margin']:.2f}x {row['runner_up']}, {row['noise_test']}"

@@ -42,6 +42,9 @@ COLUMNS: dict[str, str] = {
     "n": "number of timing samples",
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
+    "contended": "other work competed for the CPU while the case ran (load average above the cores, or steal "
+                 "time: suites.kept.contention); empty where not recorded (older records, asv, pytest-benchmark)",
+    "contention": "why the row is contended, e.g. 'load average 4.1 on 2 cores'; '' otherwise",
     "samples_per_s": METRICS["samples_per_s"].description,
     "tokens_per_s": METRICS["tokens_per_s"].description,
     "mfu_pct": METRICS["mfu_pct"].description,
@@ -109,7 +112,7 @@ FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput
                  "check_value",
                  "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib"]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
-BOOL_COLUMNS = ["emulated", "noisy", "straggler", "check_passed", "memory_fits"]
+BOOL_COLUMNS = ["emulated", "noisy", "contended", "straggler", "check_passed", "memory_fits"]
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -190,12 +193,14 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def config_label(frame: pd.DataFrame) -> pd.Series:
-    """e.g. 'box-a · gpu×4 · torch ddp bf16' (compiled: 'bf16+inductor'): where and how a row
-    ran, for tables and figures."""
+    """e.g. 'box-a · gpu×4 · torch ddp bf16' (compiled: 'bf16+inductor'; emulated devices:
+    '... fp32 (emulated)'): where and how a row ran, for tables and figures."""
     compiled = frame["compile"].where(frame["compile"].isin(["", str(Compile.NONE)]).eq(False), "")
+    emulated = (frame["emulated"].fillna(False).astype(bool) if "emulated" in frame
+                else pd.Series(False, index=frame.index))
     return (frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str) + " · "
             + frame["framework"] + " " + frame["strategy"] + " " + frame["precision"]
-            + compiled.map(lambda name: f"+{name}" if name else ""))
+            + compiled.map(lambda name: f"+{name}" if name else "") + emulated.map({True: " (emulated)", False: ""}))
 
 
 def samples_json(samples: tuple[float, ...]) -> str:

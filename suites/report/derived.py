@@ -22,7 +22,7 @@ import pandas as pd
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.kept.metric_registry import METRICS, Work
+from suites.kept.metric_registry import METRICS, Work, roof_of_one_device
 from suites.kept.metrics import CASE_WORK, case_work
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
@@ -48,10 +48,11 @@ def _known(value: float) -> float | None:
 def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, pd.Series]:
     """Each median-step metric of the registry for every row; NaN where it does not apply or the
     row has no step time."""
-    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n),
+    emulated = frame["emulated"].fillna(False).astype(bool)
+    works = [Work(median_s=t, n_devices=None if pd.isna(n) else int(n), emulated=bool(shared),
                   **{name: _known(value) for name, value in zip(CASE_WORK, counts)})
-             for t, n, *counts in zip(frame["median_s"], frame["n_devices"],
-                                      *(per_row[name] for name in CASE_WORK))]
+             for t, n, shared, *counts in zip(frame["median_s"], frame["n_devices"], emulated,
+                                              *(per_row[name] for name in CASE_WORK))]
     return {name: pd.Series([metric.value(work) if work.median_s > 0 else None for work in works],
                             index=frame.index, dtype="float64")
             for name, metric in METRICS.items() if metric.from_median_step}
@@ -74,10 +75,29 @@ def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     frame["roofline_fraction"] *= rescale
     for name, column in filled.items():
         frame[name] = column
+    frame = roofline_of_physical_devices(frame)
     frame["noisy"] = frame["noisy"].where(frame["source"] == "parbench",
                                           frame["iqr_s"] / frame["median_s"] > TimingConfig.target_rel_iqr)
     frame["noisy"] = frame["noisy"].fillna(False).astype("boolean")
     return memory_fit(frame)
+
+
+def roofline_of_physical_devices(frame: pd.DataFrame) -> pd.DataFrame:
+    """The roofline bound and the share of it reached, from each row's one-device roof (peak and
+    bandwidth) times its physical devices: n_devices, 1 where emulated. Records written before
+    emulated rows were given one device's roof stored n_devices x it; this puts them right."""
+    frame = frame.copy()
+    roofed = frame[["arithmetic_intensity", "roof_peak_tflops", "roof_bandwidth_gbs", "n_devices"]].notna().all(axis=1)
+    if not roofed.any():
+        return frame
+    rows = frame[roofed]
+    physical = rows["n_devices"].where(~rows["emulated"].fillna(False).astype(bool), 1)
+    bound = pd.Series([roof_of_one_device(*roof) for roof in zip(
+        rows["arithmetic_intensity"], rows["roof_peak_tflops"], rows["roof_bandwidth_gbs"])],
+        index=rows.index, dtype="float64") * physical
+    frame.loc[roofed, "roofline_bound_tflops"] = bound
+    frame.loc[roofed, "roofline_fraction"] = rows["tflops"] / bound
+    return frame
 
 
 def memory_fit(frame: pd.DataFrame) -> pd.DataFrame:

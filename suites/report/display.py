@@ -78,6 +78,8 @@ def record_table(records: Iterable[Record], title: str = "results") -> Table:
             status.append(" cut short", style="magenta")
         if m is not None and m.straggler:
             status.append(" straggler", style="magenta")
+        if record.contention is not None and record.contention.contended:
+            status.append(f" contended ({record.contention.why})", style="magenta")
         if m is not None and m.exchange_share is not None:
             status.append(f" all-reduce {m.exchange_share:.0%}", style="cyan")
         peak = f"{number(x.get('pct_peak_table'), 2)} / {number(x.get('pct_peak_measured'), 2)}"

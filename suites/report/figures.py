@@ -38,9 +38,8 @@ def _colors(keys: pd.Series) -> list[str]:
 
 
 def _labels(rows: pd.DataFrame, with_problem: bool = False) -> pd.Series:
-    """Configuration labels; emulated rows say so, in figures as in tables."""
-    labels = config_label(rows) + (" · " + rows["problem"] if with_problem else "")
-    return labels + np.where(rows["emulated"].fillna(False).astype(bool), " (emulated)", "")
+    """Configuration labels; emulated rows say so (`config_label`), in figures as in tables."""
+    return config_label(rows) + (" · " + rows["problem"] if with_problem else "")
 
 
 def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, title: str,

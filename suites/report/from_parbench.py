@@ -25,6 +25,8 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
         "reason": record.reason, **timing,
+        "contended": record.contention.contended if record.contention else None,
+        "contention": record.contention.why if record.contention else "",
         **{name: metrics.get(name) for name in TIDY_METRICS},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None, "run_id": record.run_id,

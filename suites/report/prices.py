@@ -4,8 +4,10 @@ cost per million samples = price per hour / 3600 / sustained samples_per_s * 1e6
 cost per PFLOP           = price per hour / 3600 * 1000 / sustained TFLOP/s
 (sustained: at steps timed / seconds timed, what a long run pays for; see report.derived)
 Price per hour of a row: its machine label's entry in [machines] if any (the whole machine),
-else n_devices x the first [[device]] whose `match` occurs in the device name (GPU/TPU), else
-for CPU cases [cpu] per_core_hour x the cores the run could use.
+else n_devices x the [[device]] row that names the device (GPU/TPU: whole words, as the peaks
+table matches: `suites.kept.peaks.best_match`), else for CPU cases [cpu] per_core_hour x the
+cores the run could use. A row without `per_hour` gives no price, and its `no_price_reason` says
+why; so does a device no row names.
 """
 from __future__ import annotations
 
@@ -18,8 +20,11 @@ import numpy as np
 import pandas as pd
 
 from suites.cases.user_files import shipped_table, user_table
+from suites.kept.peaks import best_match
 
 PRICES_ENV = "PARBENCH_PRICES"
+#: How `price_rule` begins where a row has no price; the reason follows.
+NO_PRICE = "no price"
 COST_COLUMNS = ["price_per_hour", "price_rule", "cost_per_m_samples", "cost_per_pflop"]
 
 
@@ -30,12 +35,14 @@ class PriceTable:
     devices: tuple[dict[str, Any], ...]
     cpu_per_core_hour: float | None
     sources: tuple[str, ...]
+    user_devices: int = 0  # how many of `devices`' leading rows came from the user's file (they win)
 
     @classmethod
     def load(cls, user_file: str | Path | None = None) -> "PriceTable":
         """The shipped table, overridden by `user_file` or else by $PARBENCH_PRICES."""
         data = shipped_table("prices.toml")
-        sources = ["suites/prices.toml"]
+        sources = [f"suites/prices.toml (read {data['date']})" if data.get("date") else "suites/prices.toml"]
+        user_devices = 0
         user_file = user_file or os.environ.get(PRICES_ENV)
         if user_file:
             user = user_table(user_file, "price table", f"fix the file, or drop --prices / unset {PRICES_ENV}")
@@ -44,24 +51,28 @@ class PriceTable:
                     "device": [*user.get("device", []), *data.get("device", [])],
                     "cpu": {**data.get("cpu", {}), **user.get("cpu", {})}}
             sources.insert(0, str(user_file))
+            user_devices = len(user.get("device", []))
         return cls(currency=str(data.get("currency", "USD")),
                    machines={str(k): float(v) for k, v in data.get("machines", {}).items()},
                    devices=tuple(data.get("device", [])),
-                   cpu_per_core_hour=data.get("cpu", {}).get("per_core_hour"), sources=tuple(sources))
+                   cpu_per_core_hour=data.get("cpu", {}).get("per_core_hour"), sources=tuple(sources),
+                   user_devices=user_devices)
 
     def per_hour(self, machine: str, device: str, device_name: str, n_devices: int,
                  cpu_cores: float) -> tuple[float, str]:
-        """(price per hour, which rule gave it); NaN and '' when no rule applies."""
+        """(price per hour, which rule gave it); NaN and "no price: <why>" when none applies."""
         if machine in self.machines:
             return self.machines[machine], f"machine {machine}"
         if device == "cpu":
             if self.cpu_per_core_hour is not None and cpu_cores == cpu_cores and cpu_cores:
                 return self.cpu_per_core_hour * cpu_cores, f"{cpu_cores:g} cores x {self.cpu_per_core_hour:g}/h"
-            return np.nan, ""
-        for entry in self.devices:
-            if entry["match"] in device_name:
-                return entry["per_hour"] * n_devices, f"{n_devices} x {entry['match']} {entry['per_hour']:g}/h"
-        return np.nan, ""
+            return np.nan, f"{NO_PRICE}: no [cpu] per_core_hour, or the machine's cores are unknown"
+        entry = best_match(device_name, self.devices, self.user_devices)
+        if entry is not None and entry.get("per_hour") is not None:
+            return entry["per_hour"] * n_devices, f"{n_devices} x {entry['match']} {entry['per_hour']:g}/h"
+        if entry is not None:
+            return np.nan, f"{NO_PRICE}: {entry.get('no_price_reason') or 'its row gives no per_hour'}"
+        return np.nan, f"{NO_PRICE}: no row of the price table names the device {device_name!r}"
 
 
 def add_costs(frame: pd.DataFrame, table: PriceTable) -> pd.DataFrame:

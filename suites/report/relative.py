@@ -3,7 +3,8 @@
 For each problem (workload + parameters) and precision, a hardware configuration's best
 throughput (over frameworks and strategies) is divided by the reference configuration's on
 the same problem and precision; the summary is the geometric mean of those ratios over the
-problems both measured. 1.0 = as fast as the reference. A geometric mean, because ratios
+problems both measured. 1.0 = as fast as the reference. Emulated rows are left out: several
+logical devices sharing one CPU are not hardware (`selection.real_hardware`). A geometric mean, because ratios
 multiply: a config twice as fast on one problem and half as fast on another averages to 1.0.
 """
 from __future__ import annotations
@@ -11,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.selection import latest, usable
+from suites.report.selection import latest, real_hardware, usable
 
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)
 
 
 def best_per_problem(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = usable(latest(frame)).assign(hardware=lambda f: hardware_label(f))
+    rows = real_hardware(usable(latest(frame))).assign(hardware=lambda f: hardware_label(f))
     return rows.groupby(["machine", "hardware", "precision", "problem"], as_index=False)["throughput"].max()
 
 

@@ -11,18 +11,18 @@ import pandas as pd
 
 from suites.kept.metric_registry import METRICS
 from suites.report import figures
-from suites.report.choice import choices, cost_per_unit, sentence
+from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
 from suites.report.compilation import compile_pairs
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.kept.references import ReferenceRow, load_references
-from suites.report.prices import PriceTable, add_costs
+from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.references import reference_tables
 from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
-from suites.report.selection import latest, not_ok, usable
+from suites.report.selection import latest, not_ok, real_hardware, usable
 from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
                                   fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
                                   fmt_watts)
@@ -76,8 +76,9 @@ class ReportOptions:
 
 
 def _row_class(row: pd.Series) -> str:
+    """CSS classes of a table row; a contended row is shaded as a noisy one (its figure is as doubtful)."""
     return " ".join(name for name, on in (("emulated", row.get("emulated") is True),
-                                          ("noisy", row.get("noisy") is True),
+                                          ("noisy", row.get("noisy") is True or row.get("contended") is True),
                                           ("bad", row.get("status") == "failed")) if on)
 
 
@@ -92,18 +93,36 @@ def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(devices=frame["device"] + "×" + frame["n_devices"].astype(str))
 
 
+def not_ranked_text(frame: pd.DataFrame) -> list[str]:
+    """One line per problem with emulated rows: they are named, and not ranked."""
+    ranked = set(choices(frame)["problem"])
+    return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU, so they measure the "
+            f"emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
+            for problem, labels in emulated_configs(frame).items()]
+
+
+def no_price_text(frame: pd.DataFrame) -> list[str]:
+    """Why configurations that could be chosen have no price (each device and reason once)."""
+    rows = candidates(frame)
+    rows = rows[rows["price_per_hour"].isna()]
+    named = (rows["device"] + " " + rows["device_name"].where(rows["device_name"].ne(""), "(unnamed)"))
+    return [f"No price for {device} on {machine}: {rule.removeprefix(NO_PRICE + ': ')}."
+            for device, machine, rule in sorted(set(zip(named, rows["machine"], rows["price_rule"])))]
+
+
 def summary(frame: pd.DataFrame, currency: str) -> Section:
     table = choices(frame)
-    section = Section("Summary: what to choose", "summary", nav="Summary",
-                      text=[sentence(row, currency) for _, row in table.iterrows()] or
-                      ["No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
+    text = [sentence(row, currency) for _, row in table.iterrows()] + not_ranked_text(frame) + no_price_text(frame)
+    section = Section("Summary: what to choose", "summary", nav="Summary", text=text or [
+        "No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
     section.tables.append(build(table, [
         ("problem", "problem", fmt_text), ("fastest", "fastest", fmt_text), ("throughput", "throughput", fmt_number),
         ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
-        ("fastest / runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
+        ("× runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-        ("most efficient", "most_efficient", fmt_text), ("throughput per W", "per_watt", fmt_number),
-        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem"))
+        ("most efficient", "most_efficient", fmt_text), ("per W", "per_watt", fmt_number),
+        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem, on real hardware "
+                "(emulated rows are not ranked)"))
     return section
 
 
@@ -112,7 +131,8 @@ def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str |
     table, chosen = relative_performance(frame, reference)
     section = Section("Relative performance", "relative", text=[
         f"Reference: {chosen} = 1.00. Per problem and precision, each hardware's best throughput over frameworks and "
-        f"strategies divided by the reference's; the geometric mean over the problems both measured."
+        f"strategies divided by the reference's; the geometric mean over the problems both measured. Emulated "
+        f"rows are left out: several logical devices sharing one CPU are not hardware."
         if chosen else "No usable results to compare."])
     section.tables.append(build(table, [("hardware", "hardware", fmt_text), ("precision", "precision", fmt_text),
                                         ("relative performance", "relative", fmt_ratio),
@@ -170,12 +190,14 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
     sections = []
     for index, (problem, group) in enumerate(rows.groupby("problem", sort=True)):
         group = group.sort_values("throughput", ascending=False)
-        group["vs_fastest"] = group["throughput"] / group["throughput"].max()
+        real = real_hardware(group)["throughput"]  # an emulated row is never the fastest
+        group["vs_fastest"] = group["throughput"] / (real.max() if not real.empty else group["throughput"].max())
         unit = group["throughput_unit"].iloc[0]
         section = Section(problem, f"problem-{index}", text=[
             f"Throughput in {unit} from the median step (rankings and noise use it); 'sustained' is the same "
             f"figure at seconds timed / steps timed, what a long run keeps up, and costs use it. Sorted fastest "
-            f"first. Click a column header to sort."])
+            f"first; 'of fastest' is against the fastest row on real hardware (an emulated row badged 'emulated' "
+            f"measures the emulation). Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
@@ -193,8 +215,8 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
-            ("noisy", "noisy", fmt_flag), ("straggler", "straggler", fmt_flag),
+            ("price", "price_rule", fmt_text), (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
+            ("noisy", "noisy", fmt_flag), ("contended", "contention", fmt_text), ("straggler", "straggler", fmt_flag),
             ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
         if memory:

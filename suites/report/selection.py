@@ -23,3 +23,9 @@ def usable(frame: pd.DataFrame) -> pd.DataFrame:
 def not_ok(frame: pd.DataFrame) -> pd.DataFrame:
     """Unavailable and failed cases, each with its reason: listed, never dropped."""
     return frame[frame["status"].ne("ok")]
+
+
+def real_hardware(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured on real devices: emulated ones (several logical devices or ranks sharing one
+    CPU) measure the emulation, so no hardware ranking or price comparison takes them."""
+    return frame[~frame["emulated"].fillna(False).astype(bool)]

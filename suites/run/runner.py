@@ -1,6 +1,7 @@
 """Run cases end to end: availability, launch, record. Every finished case is stored at once."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -8,6 +9,7 @@ from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
+from suites.kept.contention import Contention, judge, read_cpu
 from suites.kept.metrics import case_work, derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
@@ -35,13 +37,18 @@ class RunContext:
 
 def run_case(case: Case, context: RunContext,
              execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> Record:
-    """Run `case` if it is available here (else keep the reason), then store its record."""
+    """Run `case` if it is available here (else keep the reason), then store its record with
+    what competed for the CPU while it ran."""
     reason = unavailable_reason(case)
-    outcome = Outcome(Status.UNAVAILABLE, reason) if reason else execute(case, context.timing)
-    return store_outcome(case, outcome, context)
+    if reason:
+        return store_outcome(case, Outcome(Status.UNAVAILABLE, reason), context)
+    before = read_cpu()
+    outcome = execute(case, context.timing)
+    return store_outcome(case, outcome, context, judge(before, read_cpu(), os.cpu_count() or 1))
 
 
-def store_outcome(case: Case, outcome: Outcome, context: RunContext) -> Record:
+def store_outcome(case: Case, outcome: Outcome, context: RunContext,
+                  contention: Contention | None = None) -> Record:
     """Attach provenance and derived metrics to what running `case` produced; store the record."""
     metrics = {}
     details = outcome.details
@@ -57,7 +64,7 @@ def store_outcome(case: Case, outcome: Outcome, context: RunContext) -> Record:
                                                       "accelerators": discovered_accelerators()},
                     reason=outcome.reason, emulated=plugin_for(case).emulated(case),
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
-                    details=details)
+                    details=details, contention=contention)
     context.store.append(record)
     return record
 

@@ -24,6 +24,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.kept.contention import Contention, judge, read_cpu
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
@@ -61,7 +62,7 @@ def write_outcome(outcome: Outcome, out: Path, rank: int = 0) -> None:
 
 
 def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
-                 suite: str, label: str | None) -> Path:
+                 suite: str, label: str | None, contention: Contention | None = None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
     from suites.kept.store import ResultsStore
     from suites.run.runner import RunContext, store_outcome
@@ -71,7 +72,7 @@ def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Pa
     outcome.details["launcher"] = launcher_name()
     store = ResultsStore(results)
     context = RunContext(suite=suite, store=store, timing=timing, label=label)
-    record = store_outcome(case, outcome, context)
+    record = store_outcome(case, outcome, context, contention)
     return store.path_for(record.machine)
 
 
@@ -111,6 +112,7 @@ def main() -> None:
     load_plugins()  # user models registered by the parent process
 
     outcome: Outcome
+    before = read_cpu()
     try:
         served = plugin.serve(case)
     except Exception as error:  # a serving task whose cluster never formed
@@ -126,7 +128,8 @@ def main() -> None:
     if args.out is not None:
         write_outcome(outcome, args.out, rank)
     if stores:
-        path = store_record(case, outcome, timing, args.results, args.suite or launcher_name(), args.label)
+        path = store_record(case, outcome, timing, args.results, args.suite or launcher_name(), args.label,
+                            judge(before, read_cpu(), os.cpu_count() or 1))
         print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
     code = CASE_FAILED_EXIT if outcome.status is Status.FAILED else 0
     if code:

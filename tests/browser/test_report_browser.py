@@ -98,3 +98,10 @@ def test_screenshot(page, tmp_path):
     path = tmp_path / "report.png"
     page.screenshot(path=str(path), full_page=False)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def test_summary_table_fits_a_1400_px_window(page):
+    """Every column of "what to choose" (the last is "configs") is in view without scrolling sideways."""
+    wrap = page.locator("#summary .table-wrap")
+    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
+    assert page.locator("#summary th").last.evaluate("h => h.getBoundingClientRect().right <= window.innerWidth")
