@@ -9,7 +9,6 @@ for CPU cases [cpu] per_core_hour x the cores the run could use.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 
 PRICES_ENV = "PARBENCH_PRICES"
@@ -36,7 +36,7 @@ class PriceTable:
         """The shipped table, overridden by `user_file` or else by $PARBENCH_PRICES."""
         data = shipped_table("prices.toml")
         sources = ["suites/prices.toml"]
-        user_file = user_file or os.environ.get(PRICES_ENV)
+        user_file = user_file or knobs.read(PRICES_ENV)
         if user_file:
             user = user_table(user_file, "price table", f"fix the file, or drop --prices / unset {PRICES_ENV}")
             data = {**data, **{k: v for k, v in user.items() if k not in ("machines", "device", "cpu")},

@@ -13,6 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
 
@@ -23,9 +24,9 @@ THREADS_ENV = "PARBENCH_THREADS"
 
 def limit_threads_from_env() -> None:
     """Use the launcher's share of the cores (set where several ranks share one CPU)."""
-    threads = os.environ.get(THREADS_ENV)
+    threads = knobs.read(THREADS_ENV)
     if threads:
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
@@ -22,6 +23,7 @@ from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
            "CPU's memory bandwidth (for the roofline)")
 SIZES = (2048, 4096)
+KNOBS: tuple[str, ...] = ("PARBENCH_MACHINE", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS", "PARBENCH_PEAKS")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    knobs.check_label(args.label)
     if args.stream_mib < 1:
         raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
     console = terminal()

@@ -15,6 +15,7 @@ from suites.kept.store import DEFAULT_RESULTS_DIR
 from suites.report.display import seconds, terminal
 
 SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
+KNOBS: tuple[str, ...] = ()
 
 STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
 

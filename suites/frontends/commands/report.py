@@ -10,6 +10,7 @@ from suites.kept.store import ResultsWarning
 from suites.report.display import terminal
 
 SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
+KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_REFERENCES", "PARBENCH_PEAKS")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
