@@ -97,7 +97,7 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
 
 def _remember_plugin(functions: Any) -> None:
     """Put the defining file in PARBENCH_PLUGINS so worker processes register the model too."""
-    paths = [p for p in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if p]
+    paths = knobs.read(PLUGINS_ENV)
     for function in functions:
         source = inspect.getsourcefile(function)
         if source and source not in paths:
