@@ -136,6 +136,11 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 )}
 
 
+#: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
+CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
+              "PARBENCH_CPUS", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
+
+
 def knob(name: str) -> Knob:
     return KNOBS[name]
 

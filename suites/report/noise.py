@@ -68,7 +68,7 @@ def slower_beyond(threshold: float, a_samples: Sequence[float], a_quartiles: tup
     The threshold is part of the test, not applied to medians afterwards: A's samples are scaled
     by 1 + threshold and B must still be slower by the Mann-Whitney test, in median, and in its
     fastest sample (interference only ever adds time, so a busy neighbour during one run slows
-    its median but rarely its best step). A side flagged noisy or contended must moreover have
+    its median but rarely its best step). A side flagged noisy must moreover have
     its interquartile range apart from the other's scaled one; without raw samples that is the
     whole rule.
     """

@@ -18,8 +18,8 @@ from suites.report.comparison import noise_columns
 from suites.report.loading import load_results
 from suites.report.noise import slower_beyond
 
-#: Record flags that make a side's spread untrustworthy (present where the loader provides them).
-NOISE_FLAGS = ("noisy", "noisy_base", "contended", "contended_base")
+#: Flags of B's and A's record that make their spread untrustworthy.
+NOISE_FLAGS = ("noisy", "noisy_base")
 SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
                 "q1_s", "q3_s", "samples_s", "noisy", "emulated", "check_passed", "timestamp"]
 
@@ -91,7 +91,7 @@ def regressions(pairs: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise (`noise.slower_beyond`,
     on step times: a case does the same work on both sides), or that B failed and A ran."""
     def slower(row: pd.Series) -> bool:
-        noisy = any(_flag(row.get(column)) for column in NOISE_FLAGS)
+        noisy = any(_flag(row[column]) for column in NOISE_FLAGS)
         return slower_beyond(threshold, row["samples_s_base"], (row["q1_s_base"], row["q3_s_base"]),
                              row["samples_s"], (row["q1_s"], row["q3_s"]), noisy)
     judged = pairs["verdict"].eq("B slower")

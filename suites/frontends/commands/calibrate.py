@@ -23,7 +23,7 @@ from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
            "CPU's memory bandwidth (for the roofline)")
 SIZES = (2048, 4096)
-KNOBS: tuple[str, ...] = ("PARBENCH_MACHINE", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS", "PARBENCH_PEAKS")
+KNOBS = knobs.CASE_KNOBS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

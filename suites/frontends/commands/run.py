@@ -21,8 +21,7 @@ from suites.run.eta import Eta, duration_text
 from suites.run.runner import RunContext, run_cases
 
 SUMMARY = "run a suite (default: quick) and store its records"
-KNOBS: tuple[str, ...] = ("PARBENCH_MACHINE", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS", "PARBENCH_CPUS",
-                          "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
+KNOBS = knobs.CASE_KNOBS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
