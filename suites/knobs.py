@@ -91,18 +91,14 @@ class Knob:
     parse: Callable[[str], Any]
     #: What a valid value is, said in the error line.
     accepted: str
+    #: What it does, and its default where it has one (the reader supplies it).
     meaning: str
-    default: Any = None
-
-    def raw(self) -> str | None:
-        """The value as set, or None when unset or empty."""
-        return os.environ.get(self.name) or None
 
     def read(self) -> Any:
-        """The parsed value, or `default` when unset; UserError when set to something invalid."""
-        raw = self.raw()
-        if raw is None:
-            return self.default
+        """The parsed value, or None when unset or empty; UserError when set to something invalid."""
+        raw = os.environ.get(self.name)
+        if not raw:
+            return None
         try:
             return self.parse(raw)
         except ValueError:
@@ -114,7 +110,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
     Knob("PARBENCH_MACHINE", machine_label, f"1 to {MAX_LABEL_CHARS} printable characters without '/'",
          "machine label stored with every record; default the hostname"),
     Knob("PARBENCH_PLUGINS", path_list, "':'-separated .py files or importable module names",
-         "files or modules that register user models (`suites.user_model`)", []),
+         "files or modules that register user models (`suites.user_model`)"),
     Knob("PARBENCH_ROTATION_BYTES", non_negative_int, "a whole number of bytes >= 0",
          "span of a kernel's rotated input copies; 0 turns rotation off"),
     Knob("PARBENCH_THREADS", positive_int, "a whole number >= 1",
@@ -139,10 +135,6 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 #: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
 CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
               "PARBENCH_CPUS", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
-
-
-def knob(name: str) -> Knob:
-    return KNOBS[name]
 
 
 def read(name: str) -> Any:

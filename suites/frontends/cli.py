@@ -8,7 +8,7 @@ import warnings
 
 from suites import knobs
 from suites.errors import UserError
-from suites.workloads.user_model import PLUGINS_ENV, load_plugins
+from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
 #: before it starts), `add_arguments(parser)` and `run(args) -> int`.
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line  # one line per warning, no source location
     args = build_parser().parse_args(argv)
     try:
-        knobs.check((PLUGINS_ENV, *args.knobs))
+        knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
         return int(args.handler(args) or 0)
     except UserError as error:

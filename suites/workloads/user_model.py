@@ -97,7 +97,7 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
 
 def _remember_plugin(functions: Any) -> None:
     """Put the defining file in PARBENCH_PLUGINS so worker processes register the model too."""
-    paths = knobs.read(PLUGINS_ENV)
+    paths = knobs.read(PLUGINS_ENV) or []
     for function in functions:
         source = inspect.getsourcefile(function)
         if source and source not in paths:
@@ -109,7 +109,7 @@ def load_plugins() -> None:
     """Import every file or module named in PARBENCH_PLUGINS (the CLI and worker processes).
 
     A plugin that cannot be imported, or that registers no model, is a UserError naming it."""
-    for entry in knobs.read(PLUGINS_ENV):
+    for entry in knobs.read(PLUGINS_ENV) or ():
         registered = set(MODELS)
         try:
             loaded = _load_plugin(entry)
