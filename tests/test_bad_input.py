@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from suites import knobs
@@ -184,3 +185,25 @@ def test_a_gpu_rank_on_a_machine_without_a_gpu_is_unavailable_with_the_reason(mo
         rank_device(case, local_rank=1)
     assert rank_device(Case.make("train_step", "torch", "cpu", strategy="ddp", n_devices=2,
                                  params={"model": "mlp", "batch": 32}), 1) == torch.device("cpu")
+
+
+def test_compare_gate_passes_noisy_overlap_and_fails_a_clear_regression(tmp_path, capsys):
+    """The gate end to end on stored records: same case, A's noisy samples against B's."""
+    from suites.kept.measurement import Measurement
+
+    steps = 1e-3 * np.random.default_rng(9).uniform(0.75, 1.25, 30)
+    others = 1e-3 * np.random.default_rng(109).uniform(0.75, 1.25, 30)
+
+    def results(name: str, samples: np.ndarray) -> str:
+        measured = Record(case=KEPT, status=Status.OK, run_id=f"run-{name}", timestamp="2026-01-01T00:00:00+00:00",
+                          suite="t", environment={"machine": name}, measurement=Measurement(samples=tuple(samples)))
+        stored(tmp_path / name, measured)
+        return str(tmp_path / name)
+
+    a = results("a", steps)
+    ten_percent = results("b", others * 1.10 * np.median(steps) / np.median(others))
+    half_slower = results("c", steps * 1.5)
+    assert main(["compare", a, ten_percent, "--fail-on-regression", "0.05"]) == 0
+    assert "no regression" in capsys.readouterr().out
+    assert main(["compare", a, half_slower, "--fail-on-regression", "0.05"]) == 1
+    assert f"1 regression(s) beyond 5% and noise: {KEPT.id}" in capsys.readouterr().out
