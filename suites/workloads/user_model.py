@@ -115,7 +115,7 @@ def load_plugins() -> None:
             loaded = _load_plugin(entry)
         except Exception as error:  # a user's file: any error of it is theirs to fix
             sys.modules.pop(_module_name(Path(entry)), None)
-            raise UserError(f"{PLUGINS_ENV}: {entry}: {_import_problem(error)}; fix it, or remove it "
+            raise UserError(f"{PLUGINS_ENV}: {entry}: {_import_problem(entry, error)}; fix it, or remove it "
                             f"from {PLUGINS_ENV}") from None
         if loaded and set(MODELS) == registered:
             raise UserError(f"{PLUGINS_ENV}: {entry} registers no model; call suites.user_model(...) at module "
@@ -147,13 +147,13 @@ def _load_plugin(entry: str) -> bool:
     return True
 
 
-def _import_problem(error: Exception) -> str:
+def _import_problem(entry: str, error: Exception) -> str:
     if isinstance(error, SyntaxError):
         return f"syntax error at line {error.lineno}: {error.msg}"
     if isinstance(error, FileNotFoundError):
         return str(error)
-    if isinstance(error, ModuleNotFoundError) and error.name and not error.name.startswith("parbench_plugin"):
-        return f"no module named {error.name!r} (give a .py file path or an importable module name)"
+    if isinstance(error, ModuleNotFoundError) and error.name == entry:
+        return f"no module named {entry!r} (give a .py file path or an importable module name)"
     return f"importing it raised {type(error).__name__}: {error}"
 
 
