@@ -55,3 +55,9 @@ def test_peak_table_is_editable_through_an_environment_file(tmp_path, monkeypatc
     monkeypatch.delenv("PARBENCH_PEAKS")
     default = PeakTable.load().peak_tflops(cpu, Precision.FP32)
     assert peak is not None and default is not None and peak > 10 * default
+
+
+def test_a_slow_precision_prints_a_figure_not_zero():
+    from suites.frontends.commands.calibrate import tflops_text
+    assert tflops_text(0.000312) == "0.000312 TFLOP/s"
+    assert tflops_text(0.157) == "0.157 TFLOP/s" and tflops_text(989.4) == "989 TFLOP/s"

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "suites"
 
 #: Bottom to top.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("what a case is", ("suites", "suites.errors", "suites.cases", "suites.workloads", "suites.grids")),
+    ("what a case is", ("suites", "suites.errors", "suites.knobs", "suites.cases", "suites.workloads", "suites.grids")),
     ("what is kept", ("suites.kept",)),
     ("how it is run", ("suites.run", "suites.strategies", "suites.frameworks")),
     ("reports", ("suites.report",)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suites.report.noise import MIN_SAMPLES, average_ranks, mann_whitney_p, verdict
+from suites.report.noise import MIN_SAMPLES, average_ranks, mann_whitney_p, slower_beyond, verdict
 
 
 def test_average_ranks_share_ties():
@@ -39,3 +39,44 @@ def test_few_samples_fall_back_to_iqr_overlap():
     assert verdict(few, (1.0, 1.2), [], (1.3, 1.4)).beyond_noise
     assert not verdict(few, (1.0, 1.35), [], (1.3, 1.4)).beyond_noise
     assert verdict([], (float("nan"), float("nan")), [], (1.0, 1.1)).method == ""
+
+
+def quartiles(samples: np.ndarray) -> tuple[float, float]:
+    return tuple(np.percentile(samples, [25, 75]))
+
+
+def noisy_steps(median: float, seed: int, n: int = 30) -> np.ndarray:
+    """Step times of a shared machine: ±25% jitter around `median`."""
+    return median * np.random.default_rng(seed).uniform(0.75, 1.25, n)
+
+
+def test_overlapping_noisy_samples_ten_percent_apart_are_no_regression_at_five_percent():
+    a, b = noisy_steps(1.0, seed=9), noisy_steps(1.0, seed=109)
+    b = b * (1.10 * np.median(a) / np.median(b))  # medians exactly 10% apart
+    assert np.median(b) / np.median(a) == pytest.approx(1.10)
+    assert mann_whitney_p(a, b) < 0.01  # "different", but not by 5% beyond the noise
+    assert not slower_beyond(0.05, a, quartiles(a), b, quartiles(b))
+
+
+def test_a_contended_run_slowing_some_steps_is_no_regression():
+    """Interference only adds time: B's best steps are as fast as A's, its median is not."""
+    a = noisy_steps(1.0, seed=3) * 0.2 + 0.8  # a quiet run: ±5%
+    b = a.copy()
+    b[::2] *= 1.6  # every other step waited for a busy neighbour
+    assert np.median(b) > 1.1 * np.median(a) and mann_whitney_p(a, b) < 0.01
+    assert not slower_beyond(0.05, a, quartiles(a), b, quartiles(b))
+
+
+def test_a_clear_regression_fails_and_a_noisy_flag_needs_iqrs_apart():
+    a = noisy_steps(1.0, seed=4)
+    assert slower_beyond(0.05, a, quartiles(a), a * 1.5, quartiles(a * 1.5))
+    assert slower_beyond(0.05, a, quartiles(a), a * 1.5, quartiles(a * 1.5), noisy=True)
+    # 20% slower beyond noise by the test, but the noisy side's IQRs still overlap A's scaled ones
+    assert slower_beyond(0.05, a, quartiles(a), a * 1.2, quartiles(a * 1.2))
+    assert not slower_beyond(0.05, a, quartiles(a), a * 1.2, quartiles(a * 1.2), noisy=True)
+
+
+def test_without_samples_a_regression_needs_iqrs_apart_by_the_threshold():
+    assert slower_beyond(0.05, (), (1.0, 1.1), (), (1.2, 1.3))
+    assert not slower_beyond(0.05, (), (1.0, 1.1), (), (1.15, 1.3))  # 1.15 < 1.1 * 1.05
+    assert not slower_beyond(0.05, (), (float("nan"),) * 2, (), (1.2, 1.3))

@@ -104,3 +104,18 @@ def test_killing_a_run_keeps_every_finished_record(results_dir):
     assert len(lines) > 5
     for line in lines:
         Record.from_dict(json.loads(line))  # raises if any line were partial
+
+
+def test_append_after_a_torn_line_starts_a_new_line_and_both_good_records_load(results_dir):
+    store = ResultsStore(results_dir)
+    store.ensure_writable()
+    path = store.append(make_record(0))
+    with open(path, "a") as handle:
+        handle.write('{"schema": 1, "case": {"workl')  # a write cut short: no newline
+    with pytest.warns(ResultsWarning, match="ends in a partial line"):
+        store.append(make_record(1))
+    with pytest.warns(ResultsWarning, match=f"{path}:2: not a parbench record"):
+        records = store.load()
+    assert [r.case for r in records] == [make_record(0).case, make_record(1).case]
+    store.append(make_record(2))  # the file ends in a newline again: no warning, no blank line
+    assert path.read_text().count("\n") == 4

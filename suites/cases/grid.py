@@ -22,6 +22,7 @@ Grid syntax (see README and suites/grids/*.toml)::
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -93,8 +94,8 @@ def _timing(source: str, table: Any) -> TimingConfig:
     allowed = set(TimingConfig.__dataclass_fields__)
     _reject_unknown(source, "timing", table, allowed)
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise GridError(source, f"timing.{key}", f"must be a positive number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise GridError(source, f"timing.{key}", f"must be a finite positive number, got {value!r}")
     return TimingConfig.from_mapping(table)
 
 

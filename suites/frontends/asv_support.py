@@ -25,13 +25,13 @@ invalidates its old results.
 """
 from __future__ import annotations
 
-import os
 import types
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
@@ -58,7 +58,7 @@ BENCHMARK_PREFIXES = ("time_", "track_")
 
 
 def selected_suite() -> Suite:
-    return load_suite(os.environ.get(SUITE_ENV) or DEFAULT_SUITE)
+    return load_suite(knobs.read(SUITE_ENV) or DEFAULT_SUITE)
 
 
 class NotACase(NotImplementedError):

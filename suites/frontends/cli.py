@@ -6,10 +6,12 @@ import importlib
 import sys
 import warnings
 
+from suites import knobs
 from suites.errors import UserError
 from suites.workloads.user_model import load_plugins
 
-#: Subcommand modules; each has `help`, `add_arguments(parser)` and `run(args) -> int`.
+#: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
+#: before it starts), `add_arguments(parser)` and `run(args) -> int`.
 COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare")
 
 
@@ -23,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         # argparse %-formats `help` (not `description`): a literal % must be doubled there.
         command = sub.add_parser(name, help=module.SUMMARY.replace("%", "%%"), description=module.SUMMARY)
         module.add_arguments(command)
-        command.set_defaults(handler=module.run)
+        command.set_defaults(handler=module.run, knobs=module.KNOBS)
     return parser
 
 
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line  # one line per warning, no source location
     args = build_parser().parse_args(argv)
     try:
+        knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
         return int(args.handler(args) or 0)
     except UserError as error:

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.errors import UserError
@@ -45,16 +46,12 @@ Step = Callable[[], None]
 
 def threshold_from(value: float | str | None) -> float:
     """The threshold given (CLI), else $PARBENCH_GATE_THRESHOLD, else 20%; a fraction > 0."""
-    raw = value if value is not None else os.environ.get(THRESHOLD_ENV)
-    if raw is None or raw == "":
-        return DEFAULT_THRESHOLD
+    if value is None:
+        return knobs.read(THRESHOLD_ENV) or DEFAULT_THRESHOLD
     try:
-        threshold = float(raw)
+        return knobs.fraction(str(value))
     except ValueError:
-        raise UserError(f"gate threshold must be a fraction such as 0.2 (20%), got {raw!r}") from None
-    if not 0 < threshold < 10:
-        raise UserError(f"gate threshold must be a fraction such as 0.2 (20%), got {raw!r}")
-    return threshold
+        raise UserError(f"gate threshold must be a fraction such as 0.2 (20%), got {value!r}") from None
 
 
 #: Environment that makes frameworks loaded afterwards use one thread for their kernels.

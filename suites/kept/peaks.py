@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.kept.devices import DeviceInfo
@@ -51,7 +52,7 @@ class PeakTable:
         data = shipped_table("peaks.toml")
         gpu, cpu = list(data.get("gpu", [])), list(data.get("cpu", []))
         user_gpu = 0
-        user_file = os.environ.get(PEAKS_ENV)
+        user_file = knobs.read(PEAKS_ENV)
         if user_file:
             user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
             user_gpu = len(user.get("gpu", []))

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from suites import knobs
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.kept.devices import cpu_last_level_cache_bytes, cpu_model, descriptor, discovered
 
@@ -31,7 +32,7 @@ def now_iso() -> str:
 
 def machine_label(explicit: str | None = None) -> str:
     """The name results are grouped under: --label, else $PARBENCH_MACHINE, else the hostname."""
-    return explicit or os.environ.get(MACHINE_LABEL_ENV) or socket.gethostname()
+    return explicit or knobs.read(MACHINE_LABEL_ENV) or socket.gethostname()
 
 
 def library_versions() -> dict[str, str]:

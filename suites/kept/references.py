@@ -6,10 +6,10 @@ conditions. Which records it matches is `ReferenceRow.matches`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping
 
+from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.errors import UserError
 from suites.kept.peaks import name_tokens
@@ -59,7 +59,7 @@ class ReferenceRow:
 def load_references(user_file: str | None = None) -> tuple[ReferenceRow, ...]:
     """The user's rows (`user_file`, else $PARBENCH_REFERENCES) first, then the shipped ones."""
     rows: list[ReferenceRow] = []
-    user_file = user_file or os.environ.get(REFERENCES_ENV)
+    user_file = user_file or knobs.read(REFERENCES_ENV)
     if user_file:
         data = user_table(user_file, f"reference table ({REFERENCES_ENV})", f"fix the file or unset {REFERENCES_ENV}")
         rows += _rows(data, user_file)

@@ -2,7 +2,9 @@
 
 Every record is written with one `write` on an O_APPEND descriptor under an exclusive lock,
 then flushed and fsync'ed: killing a run at any moment leaves every finished record intact,
-and two runs appending to the same file interleave whole lines, never parts of them.
+and two runs appending to the same file interleave whole lines, never parts of them. A file
+left ending in a partial line (a machine that died mid-write, a full disk) gets a newline
+before the next record, so the torn line costs only itself.
 Loading is data-only (json), skips a corrupt line with a warning naming file and line.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from suites.errors import UserError
+from suites.knobs import MAX_LABEL_CHARS
 from suites.kept.record import Record
 
 DEFAULT_RESULTS_DIR = Path("results")
@@ -27,7 +30,7 @@ class ResultsWarning(UserWarning):
 
 
 def _safe_name(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._") or "machine"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._")[:MAX_LABEL_CHARS] or "machine"
 
 
 class ResultsStore:
@@ -52,9 +55,14 @@ class ResultsStore:
     def append(self, record: Record) -> Path:
         path = self.path_for(record.machine)
         line = (json.dumps(record.to_dict(), allow_nan=True) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            if _ends_in_partial_line(fd):
+                warnings.warn(f"{path} ends in a partial line (a write cut short); the new record starts on "
+                              f"a line of its own and the partial line is skipped when loading",
+                              ResultsWarning, stacklevel=2)
+                line = b"\n" + line
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -66,6 +74,12 @@ class ResultsStore:
 
     def load(self) -> list[Record]:
         return list(load_records(self.files()))
+
+
+def _ends_in_partial_line(fd: int) -> bool:
+    """Whether the file is non-empty and its last byte is not a newline."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def load_records(paths: Iterable[Path]) -> Iterator[Record]:

@@ -5,7 +5,8 @@
 torch: parbench's median for an fp32 CPU matmul vs `torch.utils.benchmark.Timer(...).blocked_autorange()`
 on the same op (torch.mm with out=). TF: parbench's median vs a bare `tf.function` loop timed by hand.
 The two timers alternate for several rounds (so drift of a shared machine hits both) and the
-median ratio is printed; 0.98-1.02 means the harness neither adds nor hides time.
+median ratio is printed; 0.98-1.02 means the harness neither adds nor hides time, and the script
+exits 1 when a framework's ratio falls outside it.
 
 parbench rotates inputs through copies spanning twice the last-level cache (at least 64 MiB) so a
 kernel is not timed with its operands hot in cache; the reference timers reuse one set. The harness
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 from suites.cases.case import Case
@@ -26,6 +28,8 @@ from suites.run.execute import execute_in_process
 from suites.workloads.kernels import ROTATION_ENV
 
 TIMING = TimingConfig(budget_s=2.0)
+#: The ratio parbench/reference within which the harness neither adds nor hides time.
+AGREEMENT = (0.98, 1.02)
 
 
 def parbench_median(framework: str, size: int, rotate: bool) -> float:
@@ -87,21 +91,29 @@ def compare(framework: str, size: int, rounds: int) -> float:
               f"{name} {theirs * 1e3:.4f} ms, ratio {ours / theirs:.4f}; "
               f"parbench with rotated inputs {rotated * 1e3:.4f} ms")
     ratio = statistics.median(ratios)
-    verdict = "within" if 0.98 <= ratio <= 1.02 else "OUTSIDE"
-    print(f"{framework}: median ratio parbench/{name} = {ratio:.4f} ({verdict} 0.98-1.02); "
+    low, high = AGREEMENT
+    verdict = "within" if low <= ratio <= high else "OUTSIDE"
+    print(f"{framework}: median ratio parbench/{name} = {ratio:.4f} ({verdict} {low}-{high}); "
           f"rotated/hot inputs = {statistics.median(rotation_effects):.4f} (cache effect)")
     return ratio
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """0 when every framework's ratio is within AGREEMENT, else 1."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--framework", choices=["torch", "tf"], action="append")
-    args = parser.parse_args()
-    for framework in args.framework or ["torch", "tf"]:
-        compare(framework, args.size, args.rounds)
+    args = parser.parse_args(argv)
+    low, high = AGREEMENT
+    outside = [framework for framework in args.framework or ["torch", "tf"]
+               if not low <= compare(framework, args.size, args.rounds) <= high]
+    if outside:
+        print(f"harness overhead: {', '.join(outside)} outside {low}-{high}: the harness adds or hides time there",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

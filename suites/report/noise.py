@@ -7,6 +7,8 @@ Rule, per comparison:
 - otherwise (asv or pytest-benchmark results saved without samples, tiny runs): the
   interquartile ranges [q1, q3]; beyond noise when they do not overlap.
 
+A regression (`slower_beyond`) must be beyond noise *and* beyond its threshold in the same test.
+
 Step times are compared per unit of work (seconds / work per step), so that two cases doing
 different amounts of work per step (weak scaling's global batch grows with N) compare fairly.
 """
@@ -57,6 +59,28 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
         return 1.0
     z = (abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(variance)
     return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+
+
+def slower_beyond(threshold: float, a_samples: Sequence[float], a_quartiles: tuple[float, float],
+                  b_samples: Sequence[float], b_quartiles: tuple[float, float], noisy: bool = False) -> bool:
+    """Whether B's step times exceed A's by more than `threshold` (0.05 = 5%) beyond noise.
+
+    The threshold is part of the test, not applied to medians afterwards: A's samples are scaled
+    by 1 + threshold and B must still be slower by the Mann-Whitney test, in median, and in its
+    fastest sample (interference only ever adds time, so a busy neighbour during one run slows
+    its median but rarely its best step). A side flagged noisy must moreover have
+    its interquartile range apart from the other's scaled one; without raw samples that is the
+    whole rule.
+    """
+    scale = 1.0 + threshold
+    (a1, a3), (b1, b3) = a_quartiles, b_quartiles
+    apart = b1 > a3 * scale  # False when a quartile is NaN
+    if len(a_samples) < MIN_SAMPLES or len(b_samples) < MIN_SAMPLES:
+        return apart
+    a_scaled, b = np.asarray(a_samples, dtype=float) * scale, np.asarray(b_samples, dtype=float)
+    beyond = (mann_whitney_p(a_scaled, b) < ALPHA and np.median(b) > np.median(a_scaled)
+              and b.min() > a_scaled.min())
+    return bool(beyond and (apart or not noisy))
 
 
 def verdict(a_samples: Sequence[float], a_quartiles: tuple[float, float],

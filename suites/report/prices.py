@@ -11,7 +11,6 @@ why; so does a device no row names.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.kept.peaks import best_match
 
@@ -43,7 +43,7 @@ class PriceTable:
         data = shipped_table("prices.toml")
         sources = [f"suites/prices.toml (read {data['date']})" if data.get("date") else "suites/prices.toml"]
         user_devices = 0
-        user_file = user_file or os.environ.get(PRICES_ENV)
+        user_file = user_file or knobs.read(PRICES_ENV)
         if user_file:
             user = user_table(user_file, "price table", f"fix the file, or drop --prices / unset {PRICES_ENV}")
             data = {**data, **{k: v for k, v in user.items() if k not in ("machines", "device", "cpu")},

@@ -3,7 +3,8 @@
 A and B are each a results path, or a machine label or run id (or its unique prefix) within
 a results folder. Rows pair by case id; ratio = throughput(B) / throughput(A), so > 1 means B
 is faster; `verdict` is "B faster"/"B slower" only beyond noise, else "same". A regression is a case B runs slower than A by more than a threshold *and* beyond
-noise (suites.report.noise), or a case that was ok in A and failed in B.
+noise in one test (suites.report.noise.slower_beyond), or a case that was ok in A and failed in B.
+A gate fails when one side holds no records or the sides share no case: it judged nothing.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import pandas as pd
 from suites.errors import UserError
 from suites.report.comparison import noise_columns
 from suites.report.loading import load_results
+from suites.report.noise import slower_beyond
 
+#: Flags of B's and A's record that make their spread untrustworthy.
+NOISE_FLAGS = ("noisy", "noisy_base")
 SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
                 "q1_s", "q3_s", "samples_s", "noisy", "emulated", "check_passed", "timestamp"]
 
@@ -84,7 +88,32 @@ def verdicts(pairs: pd.DataFrame, both_ok: pd.Series) -> pd.Series:
 
 
 def regressions(pairs: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise, or that B failed and A ran."""
-    slower = pairs["verdict"].eq("B slower") & (1.0 / pairs["ratio"] - 1.0).gt(threshold)
+    """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise (`noise.slower_beyond`,
+    on step times: a case does the same work on both sides), or that B failed and A ran."""
+    def slower(row: pd.Series) -> bool:
+        noisy = any(_flag(row[column]) for column in NOISE_FLAGS)
+        return slower_beyond(threshold, row["samples_s_base"], (row["q1_s_base"], row["q3_s_base"]),
+                             row["samples_s"], (row["q1_s"], row["q3_s"]), noisy)
+    judged = pairs["verdict"].eq("B slower")
+    regressed = pd.Series(False, index=pairs.index)
+    if judged.any():
+        regressed[judged] = pairs[judged].apply(slower, axis=1).astype(bool)
     broke = pairs["status"].eq("failed") & pairs["status_base"].eq("ok")
-    return pairs[slower | broke]
+    return pairs[regressed | broke]
+
+
+def gate_problem(pairs: pd.DataFrame, a: str, b: str) -> str | None:
+    """Why a regression gate over `pairs` would judge nothing (None when it judges something)."""
+    common = pairs[pairs["side"].eq("both")]
+    if common.empty:
+        return (f"{a} and {b} have no case in common, so the gate judged nothing; compare results of "
+                f"the same suite")
+    broke = common["status_base"].eq("ok") & common["status"].eq("failed")
+    if not (common["ratio"].notna() | broke).any():
+        return (f"no case in common ran ok in both {a} and {b}, so the gate judged nothing; compare runs "
+                f"whose cases ran")
+    return None
+
+
+def _flag(value: object) -> bool:
+    return False if value is None or pd.isna(value) else bool(value)

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
@@ -104,10 +105,9 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
 def pin_from_env() -> list[int] | None:
     """In a rank process: pin to the cores the launcher chose (before any framework starts
     its threads, which inherit the affinity). Returns them, or None when not pinned."""
-    value = os.environ.get(CPUS_ENV)
-    if not value:
+    cpus = knobs.read(CPUS_ENV)
+    if not cpus:
         return None
-    cpus = [int(cpu) for cpu in value.split(",")]
     os.sched_setaffinity(0, cpus)
     return cpus
 

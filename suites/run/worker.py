@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
@@ -91,6 +92,11 @@ def main() -> None:
     parser.add_argument("--label", help="machine label stored with the record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
     args = parser.parse_args()
+    try:
+        knobs.check(knobs.CASE_KNOBS)
+        knobs.check_label(args.label)
+    except UserError as error:
+        sys.exit(f"parbench worker: {error}")
     pinned = pin_from_env()  # first: framework thread pools inherit the affinity
     # At a case's deadline the launcher asks for every thread's stack (into the log it keeps),
     # to say where the case hung.
@@ -107,9 +113,9 @@ def main() -> None:
         if stores:
             from suites.kept.store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
+        load_plugins()  # user models registered by the parent process
     except (UserError, NoSuchStrategy, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
-    load_plugins()  # user models registered by the parent process
 
     outcome: Outcome
     before = read_cpu()

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import ClassVar, Mapping
 
 import numpy as np
 
+from suites import knobs
 from suites.cases.case import ParamValue
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
@@ -37,9 +37,9 @@ CHECK_IMAGES = 2
 def rotation_span_bytes(cache_bytes: int | None) -> int:
     """The bytes a kernel's input copies span on a device whose last-level cache holds
     `cache_bytes` (None: unknown)."""
-    override = os.environ.get(ROTATION_ENV)
+    override = knobs.read(ROTATION_ENV)
     if override is not None:
-        return int(override)
+        return override
     return max(ROTATION_BYTES, CACHE_MULTIPLE * (cache_bytes or 0))
 
 
@@ -53,7 +53,7 @@ def rotation_count(bytes_per_input_set: int, cache_bytes: int | None) -> int:
 
 def batch_rotation_count(bytes_per_batch: int) -> int:
     """How many random batches a training step rotates through (see BATCH_ROTATION)."""
-    span = int(os.environ.get(ROTATION_ENV, ROTATION_BYTES))
+    span = rotation_span_bytes(None)
     return max(1, min(BATCH_ROTATION, math.ceil(span / max(bytes_per_batch, 1))))
 
 

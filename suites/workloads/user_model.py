@@ -22,8 +22,10 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from suites import knobs
 from suites.cases.vocabulary import Framework
-from suites.workloads.training import ModelSpec, register_model
+from suites.errors import UserError
+from suites.workloads.training import MODELS, ModelSpec, register_model
 
 PLUGINS_ENV = "PARBENCH_PLUGINS"
 LOSSES = ("mse", "cross_entropy")
@@ -95,7 +97,7 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
 
 def _remember_plugin(functions: Any) -> None:
     """Put the defining file in PARBENCH_PLUGINS so worker processes register the model too."""
-    paths = [p for p in os.environ.get(PLUGINS_ENV, "").split(os.pathsep) if p]
+    paths = knobs.read(PLUGINS_ENV) or []
     for function in functions:
         source = inspect.getsourcefile(function)
         if source and source not in paths:
@@ -104,20 +106,55 @@ def _remember_plugin(functions: Any) -> None:
 
 
 def load_plugins() -> None:
-    """Import every file or module named in PARBENCH_PLUGINS (in worker processes)."""
-    for entry in filter(None, os.environ.get(PLUGINS_ENV, "").split(os.pathsep)):
-        path = Path(entry)
-        if path.suffix == ".py" and path.is_file():
-            module_name = f"parbench_plugin_{path.stem}"
-            if module_name in sys.modules or _already_loaded(path):
-                continue
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            spec.loader.exec_module(module)
-        else:
-            importlib.import_module(entry)
+    """Import every file or module named in PARBENCH_PLUGINS (the CLI and worker processes).
+
+    A plugin that cannot be imported, or that registers no model, is a UserError naming it."""
+    for entry in knobs.read(PLUGINS_ENV) or ():
+        registered = set(MODELS)
+        try:
+            loaded = _load_plugin(entry)
+        except Exception as error:  # a user's file: any error of it is theirs to fix
+            sys.modules.pop(_module_name(Path(entry)), None)
+            raise UserError(f"{PLUGINS_ENV}: {entry}: {_import_problem(entry, error)}; fix it, or remove it "
+                            f"from {PLUGINS_ENV}") from None
+        if loaded and set(MODELS) == registered:
+            raise UserError(f"{PLUGINS_ENV}: {entry} registers no model; call suites.user_model(...) at module "
+                            f"level in it, or remove it from {PLUGINS_ENV}")
+
+
+def _module_name(path: Path) -> str:
+    return f"parbench_plugin_{path.stem}"
+
+
+def _load_plugin(entry: str) -> bool:
+    """Import `entry` (a .py file or a module name); False when it was already imported."""
+    path = Path(entry)
+    if path.suffix != ".py":
+        if entry in sys.modules:
+            return False
+        importlib.import_module(entry)
+        return True
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file {path}")
+    module_name = _module_name(path)
+    if module_name in sys.modules or _already_loaded(path):
+        return False
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return True
+
+
+def _import_problem(entry: str, error: Exception) -> str:
+    if isinstance(error, SyntaxError):
+        return f"syntax error at line {error.lineno}: {error.msg}"
+    if isinstance(error, FileNotFoundError):
+        return str(error)
+    if isinstance(error, ModuleNotFoundError) and error.name == entry:
+        return f"no module named {entry!r} (give a .py file path or an importable module name)"
+    return f"importing it raised {type(error).__name__}: {error}"
 
 
 def _already_loaded(path: Path) -> bool:

@@ -14,7 +14,6 @@ its own /proc/self/status (peak resident set) and the provenance it wrote at sta
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import tempfile
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suites import knobs
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
@@ -38,8 +38,7 @@ POLL_S = 0.2
 
 
 def rendezvous_timeout_s() -> float:
-    value = os.environ.get(RENDEZVOUS_TIMEOUT_ENV, "")
-    return float(value) if value else RENDEZVOUS_TIMEOUT_S
+    return knobs.read(RENDEZVOUS_TIMEOUT_ENV) or RENDEZVOUS_TIMEOUT_S
 
 
 class RendezvousTimeout(RuntimeError):

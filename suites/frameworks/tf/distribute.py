@@ -33,20 +33,22 @@ import numpy as np
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
+from suites import knobs  # noqa: E402
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
-#: Environment variables the launcher sets to split the cores between rank processes.
-THREAD_VARIABLES = ("PARBENCH_THREADS", "OMP_NUM_THREADS")
+#: Set by the launcher to split the cores between rank processes.
+THREADS_ENV = "PARBENCH_THREADS"
 
 
 def threads_from_env() -> int | None:
-    for name in THREAD_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return None
+    """The launcher's share of the cores: $PARBENCH_THREADS, else a positive $OMP_NUM_THREADS."""
+    threads = knobs.read(THREADS_ENV)
+    if threads:
+        return threads
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def configure_runtime(case: Case) -> None:

@@ -13,8 +13,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
+from suites.kept.devices import cuda_visible_devices_reason
+from suites.run.availability import Unsupported
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
 RENDEZVOUS_TIMEOUT_S = 120.0
@@ -23,9 +26,9 @@ THREADS_ENV = "PARBENCH_THREADS"
 
 def limit_threads_from_env() -> None:
     """Use the launcher's share of the cores (set where several ranks share one CPU)."""
-    threads = os.environ.get(THREADS_ENV)
+    threads = knobs.read(THREADS_ENV)
     if threads:
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,16 @@ class RankEnv:
 
 
 def rank_device(case: Case, local_rank: int) -> torch.device:
-    """CPU, or this node's GPU number `local_rank` (round-robin when gloo ranks share GPUs)."""
+    """CPU, or this node's GPU number `local_rank` (round-robin when gloo ranks share GPUs).
+
+    A GPU case in a process that sees no GPU (a rank started by hand, e.g. under torchrun, on a
+    CPU machine) is unavailable here, with the reason."""
     if case.device is DeviceKind.GPU:
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        visible = torch.cuda.device_count()
+        if not visible:
+            hidden = cuda_visible_devices_reason()
+            raise Unsupported(f"no GPU visible to this rank ({hidden or 'torch.cuda.device_count() is 0'})")
+        return torch.device("cuda", local_rank % visible)
     if case.device is DeviceKind.CPU:
         return torch.device("cpu")
     raise ValueError(f"torch.distributed in parbench runs on cpu or gpu, not {case.device}")

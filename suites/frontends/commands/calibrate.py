@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 
+from suites import knobs
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
@@ -22,6 +23,7 @@ from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
            "CPU's memory bandwidth (for the roofline)")
 SIZES = (2048, 4096)
+KNOBS = knobs.CASE_KNOBS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    knobs.check_label(args.label)
+    if any(size < 1 for size in args.sizes):
+        raise UserError(f"--sizes must be positive matrix sizes such as 2048, got {' '.join(map(str, args.sizes))}")
     if args.stream_mib < 1:
         raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
     console = terminal()
@@ -61,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
                         console.print(f"[red]{case.id}[/]: {outcome.reason}")
                         continue
                     tflops = 2.0 * size**3 / outcome.measurement.median / 1e12
-                    console.print(f"{case.id}: {tflops:.3f} TFLOP/s")
+                    console.print(f"{case.id}: {tflops_text(tflops)}")
                     if best is None or tflops > best[0]:
                         best = (tflops, case)
             if best:
                 tflops, case = best
                 path = save_calibration(args.results, machine, discover(case.framework, kind), precision,
                                         tflops, case.id)
-                console.print(f"[green]{kind} {precision} peak {tflops:.3f} TFLOP/s[/] ({case.id}) -> {path}")
+                console.print(f"[green]{kind} {precision} peak {tflops_text(tflops)}[/] ({case.id}) -> {path}")
                 stored += 1
         if kind is DeviceKind.CPU:
             cache = cpu_last_level_cache_bytes()
@@ -83,6 +88,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("nothing could be calibrated: no requested device/precision is available here; "
                         "see `parbench devices`")
     return 0
+
+
+def tflops_text(tflops: float) -> str:
+    """Three significant digits, so a slow precision (bf16 emulated on an AVX2 CPU) reads as a figure, not 0.000."""
+    return f"{tflops:.3g} TFLOP/s"
 
 
 def _cpu() -> DeviceInfo:

@@ -15,6 +15,7 @@ from suites.kept.store import DEFAULT_RESULTS_DIR
 from suites.report.display import seconds, terminal
 
 SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
+KNOBS: tuple[str, ...] = ()
 
 STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where machine labels and run ids are looked up (default results/)")
     parser.add_argument("--fail-on-regression", type=float, metavar="THRESHOLD",
                         help="exit 1 if B is slower than A by more than THRESHOLD (0.05 = 5%%) beyond noise on "
-                             "any case, or a case ok in A failed in B")
+                             "any case, or a case ok in A failed in B; exit 2 if A and B share no case that ran")
 
 
 def _value(value: float | None, render: Callable[[float], str]) -> str:
@@ -63,17 +64,24 @@ def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suites.report.runs import compare, regressions, select
+    from suites.report.runs import compare, gate_problem, regressions, select
 
     if args.fail_on_regression is not None and args.fail_on_regression < 0:
         raise UserError(f"--fail-on-regression must be >= 0 (0.05 = 5%), got {args.fail_on_regression}")
     loaded: dict = {}
     a, b = select(args.a, args.results, loaded), select(args.b, args.results, loaded)
+    for side, spec in ((a, args.a), (b, args.b)):
+        if side.frame.empty:
+            raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "
+                            f"machine label or run id with parbench, asv or pytest-benchmark records")
     pairs = compare(a.frame, b.frame)
+    problem = gate_problem(pairs, "A", "B") if args.fail_on_regression is not None else None
     console = terminal()
     console.print(table(pairs, a.description, b.description))
     counts = pairs["verdict"].value_counts()
     console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()), markup=False)
+    if problem:
+        raise UserError(problem)
     if args.fail_on_regression is None:
         return 0
     regressed = regressions(pairs, args.fail_on_regression)

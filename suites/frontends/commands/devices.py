@@ -13,6 +13,7 @@ from suites.report.display import terminal
 from suites.run.energy import meter_for
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
+KNOBS: tuple[str, ...] = ()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

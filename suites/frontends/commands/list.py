@@ -10,6 +10,7 @@ from suites.cases.grid import builtin_suite_names, load_suite
 from suites.report.display import terminal
 
 SUMMARY = "list the built-in suites, or the cases of one suite (--suite)"
+KNOBS: tuple[str, ...] = ()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

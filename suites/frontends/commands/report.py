@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from suites.kept.store import ResultsWarning
 from suites.report.display import terminal
 
 SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
+KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_REFERENCES", "PARBENCH_PEAKS")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", default="parbench report", help="report title")
 
 
+def make_output_folder(folder: Path) -> None:
+    """Create the output folder before any work, or say in one line why it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"-o {folder}: is a file, not a folder; pass a folder (the report is written as "
+                        f"FOLDER/index.html)") from None
+    except OSError as error:
+        raise UserError(f"-o {folder}: cannot create it ({error.strerror}); pass a folder you can write") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"-o {folder}: not writable; pass a folder you can write")
+
+
 def run(args: argparse.Namespace) -> int:
     from suites.report.comparison import parse_baseline
     from suites.report.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
@@ -46,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
         raise UserError(PARQUET_MISSING)
+    make_output_folder(args.output)
     try:
         baseline = parse_baseline(args.baseline) if args.baseline else None
     except ValueError as error:

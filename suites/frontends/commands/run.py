@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from suites import knobs
 from suites.cases.filters import __doc__ as filter_help
 from suites.cases.filters import select
 from suites.cases.grid import DEFAULT_SUITE, load_suite
@@ -19,6 +21,7 @@ from suites.run.eta import Eta, duration_text
 from suites.run.runner import RunContext, run_cases
 
 SUMMARY = "run a suite (default: quick) and store its records"
+KNOBS = knobs.CASE_KNOBS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    knobs.check_label(args.label)
     suite = load_suite(args.suite)
     cases = select(suite.cases, args.filter, suite.name)
     timing = suite.timing
     if args.budget is not None:
-        if args.budget <= 0:
-            raise UserError(f"--budget must be a positive number of seconds, got {args.budget}")
+        if not 0 < args.budget < math.inf:
+            raise UserError(f"--budget must be a finite positive number of seconds, got {args.budget}")
         timing = replace(timing, budget_s=args.budget)
     store = ResultsStore(args.results)
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)

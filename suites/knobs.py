@@ -1,0 +1,147 @@
+"""Every `PARBENCH_*` environment variable parbench reads: its parser, meaning and default.
+
+This is the one place they are read. The CLI checks the ones a command uses before the command
+starts (`check`), so a bad value stops it with one line naming the variable, the value and what
+is accepted, instead of failing every case later (a rank process reading the same knob then
+finds it valid).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from suites.errors import UserError
+
+#: Longest machine label: it becomes part of a file name (most file systems allow 255 bytes).
+MAX_LABEL_CHARS = 100
+
+
+def machine_label(value: str) -> str:
+    """A machine label (`--label`, $PARBENCH_MACHINE): printable, no path separator, short."""
+    if not value or len(value) > MAX_LABEL_CHARS:
+        raise ValueError(f"a label of 1 to {MAX_LABEL_CHARS} characters")
+    if "/" in value or "\\" in value or not value.isprintable():
+        raise ValueError("a label without '/', '\\' or control characters")
+    return value
+
+
+def check_label(value: str | None, option: str = "--label") -> None:
+    """UserError unless `value` (an option's value; None when not given) is a valid machine label."""
+    if value is None:
+        return
+    try:
+        machine_label(value)
+    except ValueError as error:
+        shown = repr(value if len(value) <= 40 else value[:40] + "...")
+        raise UserError(f"{option} {shown} ({len(value)} characters) is not valid: expected {error}") from None
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("a whole number >= 1")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("a whole number >= 0")
+    return number
+
+
+def positive_seconds(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("a finite number of seconds > 0")
+    return number
+
+
+def fraction(value: str) -> float:
+    number = float(value)
+    if not 0 < number < 10:
+        raise ValueError("a fraction such as 0.2 (20%)")
+    return number
+
+
+def cpu_list(value: str) -> list[int]:
+    cpus = [int(cpu) for cpu in value.split(",")]
+    if any(cpu < 0 for cpu in cpus):
+        raise ValueError("CPU numbers >= 0")
+    return cpus
+
+
+def existing_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise ValueError("the path of an existing file")
+    return path
+
+
+def path_list(value: str) -> list[str]:
+    return [entry for entry in value.split(os.pathsep) if entry]
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    parse: Callable[[str], Any]
+    #: What a valid value is, said in the error line.
+    accepted: str
+    #: What it does, and its default where it has one (the reader supplies it).
+    meaning: str
+
+    def read(self) -> Any:
+        """The parsed value, or None when unset or empty; UserError when set to something invalid."""
+        raw = os.environ.get(self.name)
+        if not raw:
+            return None
+        try:
+            return self.parse(raw)
+        except ValueError:
+            raise UserError(f"${self.name}={raw!r} is not valid: expected {self.accepted} ({self.meaning}); "
+                            f"fix it or unset it") from None
+
+
+KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
+    Knob("PARBENCH_MACHINE", machine_label, f"1 to {MAX_LABEL_CHARS} printable characters without '/'",
+         "machine label stored with every record; default the hostname"),
+    Knob("PARBENCH_PLUGINS", path_list, "':'-separated .py files or importable module names",
+         "files or modules that register user models (`suites.user_model`)"),
+    Knob("PARBENCH_ROTATION_BYTES", non_negative_int, "a whole number of bytes >= 0",
+         "span of a kernel's rotated input copies; 0 turns rotation off"),
+    Knob("PARBENCH_THREADS", positive_int, "a whole number >= 1",
+         "threads per rank process; set by the launcher where ranks share a CPU"),
+    Knob("PARBENCH_CPUS", cpu_list, "comma-separated CPU numbers such as 0,1",
+         "cores a rank process is pinned to; set by the launcher"),
+    Knob("PARBENCH_RENDEZVOUS_TIMEOUT_S", positive_seconds, "a finite number of seconds > 0",
+         "how long the tasks of a TF cluster wait for each other; default 120 s"),
+    Knob("PARBENCH_GATE_THRESHOLD", fraction, "a fraction such as 0.2 (20%)",
+         "pytest-benchmark gate threshold; default 0.2"),
+    Knob("PARBENCH_PEAKS", existing_file, "the path of an existing TOML file",
+         "device peaks table read before suites/peaks.toml"),
+    Knob("PARBENCH_PRICES", existing_file, "the path of an existing TOML file",
+         "price table overriding suites/prices.toml"),
+    Knob("PARBENCH_REFERENCES", existing_file, "the path of an existing TOML file",
+         "published reference figures read before suites/references.toml"),
+    Knob("PARBENCH_ASV_SUITE", str, "a built-in suite name or a .toml grid path",
+         "the suite asv benchmarks; default quick"),
+)}
+
+
+#: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
+CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
+              "PARBENCH_CPUS", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
+
+
+def read(name: str) -> Any:
+    return KNOBS[name].read()
+
+
+def check(names: Iterable[str]) -> None:
+    """Parse each named knob that is set; the first invalid one raises UserError."""
+    for name in names:
+        KNOBS[name].read()
