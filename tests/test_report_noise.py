@@ -80,3 +80,20 @@ def test_without_samples_a_regression_needs_iqrs_apart_by_the_threshold():
     assert slower_beyond(0.05, (), (1.0, 1.1), (), (1.2, 1.3))
     assert not slower_beyond(0.05, (), (1.0, 1.1), (), (1.15, 1.3))  # 1.15 < 1.1 * 1.05
     assert not slower_beyond(0.05, (), (float("nan"),) * 2, (), (1.2, 1.3))
+
+
+@pytest.mark.parametrize("flag", ["noisy", "contended", "contended_base"])
+def test_compare_treats_a_contended_record_like_a_noisy_one(flag):
+    """A record taken while other work competed for the CPU needs its IQRs apart, like a noisy one."""
+    import pandas as pd
+
+    from suites.report.runs import regressions
+
+    a = noisy_steps(1.0, seed=4)
+    b = a * 1.2
+    row = {"case_id": "c", "verdict": "B slower", "status": "ok", "status_base": "ok",
+           "samples_s": list(b), "q1_s": quartiles(b)[0], "q3_s": quartiles(b)[1],
+           "samples_s_base": list(a), "q1_s_base": quartiles(a)[0], "q3_s_base": quartiles(a)[1],
+           "noisy": False, "noisy_base": False, "contended": False, "contended_base": False}
+    assert len(regressions(pd.DataFrame([row]), 0.05)) == 1
+    assert regressions(pd.DataFrame([{**row, flag: True}]), 0.05).empty

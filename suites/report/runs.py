@@ -18,10 +18,11 @@ from suites.report.comparison import noise_columns
 from suites.report.loading import load_results
 from suites.report.noise import slower_beyond
 
-#: Flags of B's and A's record that make their spread untrustworthy.
-NOISE_FLAGS = ("noisy", "noisy_base")
+#: Flags of B's and A's record that make their spread untrustworthy: a noisy spread, or other work
+#: competing for the CPU while the case ran (interference only adds time, so it can fake a regression).
+NOISE_FLAGS = ("noisy", "noisy_base", "contended", "contended_base")
 SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
-                "q1_s", "q3_s", "samples_s", "noisy", "emulated", "check_passed", "timestamp"]
+                "q1_s", "q3_s", "samples_s", "noisy", "contended", "emulated", "check_passed", "timestamp"]
 
 
 @dataclass(frozen=True)
