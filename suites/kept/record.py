@@ -20,10 +20,18 @@ Schema version 1, one JSON object per line:
                  blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
                  joules_per_step, watts, reason — why there are no devices where there are
                  none}: suites.kept.energy; absent in older records), recompiles (a compiled
-                 case's compilations after its first step's, in warm-up; null otherwise)} or null
+                 case's compilations after its first step's, in warm-up; null otherwise), telemetry
+                 (GPU cases, over the timed blocks: {gpus[] {device, rank, samples, sm_clock_mhz,
+                 mem_clock_mhz, power_w, temperature_c, utilization_pct (each {min, median, max}),
+                 power_limit_w, max_sm_clock_mhz, reasons[] (NVML clock-event reasons seen)},
+                 kernel_s_per_step (profiler), reason}: suites.kept.telemetry), burst_gain (first
+                 timed block's speed over the median's - 1, where beyond the spread)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
+  bound_by      ok records: what limits the figure, {verdict (compute | memory | power | launch |
+                communication | unknown), reason, evidence {figure: value}}: suites.kept.bound_by;
+                absent in older records
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
                 samples_per_kwh}] where energy was read
@@ -43,6 +51,7 @@ from typing import Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
+from suites.kept.bound_by import BoundBy
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 
@@ -63,6 +72,8 @@ class Record:
     metrics: dict[str, float | None] = field(default_factory=dict)
     check: Check | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: What limits the figure (ok records; None in older records and where not ok).
+    bound_by: BoundBy | None = None
 
     @property
     def machine(self) -> str:
@@ -76,6 +87,7 @@ class Record:
             "measurement": self.measurement.to_dict() if self.measurement else None,
             "metrics": self.metrics, "check": self.check.to_dict() if self.check else None,
             "details": self.details, "environment": self.environment,
+            "bound_by": self.bound_by.to_dict() if self.bound_by else None,
         }
 
     @classmethod
@@ -91,4 +103,5 @@ class Record:
             metrics=data.get("metrics") or {},
             check=Check.from_dict(data["check"]) if data.get("check") else None,
             details=data.get("details") or {},
+            bound_by=BoundBy.from_dict(data["bound_by"]) if data.get("bound_by") else None,
         )

@@ -1,0 +1,54 @@
+"""The device's kernel time per step, from torch's profiler: how busy the GPU was within a step.
+
+A step whose kernels keep the GPU busy for a small share of its wall time measures the host
+launching them, not the GPU (`suites.kept.bound_by`'s `launch`). The busy time is the union of
+the device activities' intervals (kernels, copies, sets), so kernels overlapping on several
+streams count once. The profiled steps come after the timed ones; only their device time is
+used, which the profiler's host-side overhead does not inflate.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+
+from suites.cases.vocabulary import DeviceKind
+
+#: Steps profiled at most: enough to average over, few enough to keep the trace small.
+PROFILED_STEPS = 20
+
+
+def busy_microseconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def kernel_seconds_per_step(step: Callable[[], None], synchronize: Callable[[], None], steps: int) -> float:
+    """Device busy seconds per step over `steps` (at most `PROFILED_STEPS`) profiled steps."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    steps = max(1, min(steps, PROFILED_STEPS))
+    step()  # the profiler's own start-up lands on an untimed step
+    synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        for _ in range(steps):
+            step()
+        synchronize()
+    intervals = [(event.time_range.start, event.time_range.end) for event in profiler.events()
+                 if event.device_type == DeviceType.CUDA]
+    return busy_microseconds(intervals) / 1e6 / steps
+
+
+class ProfiledKernels:
+    """Mixin of a torch runnable: its GPU cases' kernel time per step (`Runnable.kernel_seconds_per_step`)."""
+
+    def kernel_seconds_per_step(self, steps: int) -> float | None:
+        if self.case.device is not DeviceKind.GPU or not torch.cuda.is_available():  # type: ignore[attr-defined]
+            return None
+        return kernel_seconds_per_step(self.step, self.synchronize, steps)  # type: ignore[attr-defined]
