@@ -8,6 +8,7 @@ from suites.kept.metric_registry import TIDY_METRICS
 from suites.kept.record import Record
 from suites.kept.store import load_records
 from suites.report.columns import case_fields, environment_fields
+from suites.report.limit_columns import limit_fields
 
 SOURCE = "parbench"
 
@@ -24,7 +25,7 @@ def row(record: Record, path: Path) -> dict[str, Any]:
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
-        "reason": record.reason, **timing,
+        "reason": record.reason, **timing, **limit_fields(record),
         **{name: metrics.get(name) for name in TIDY_METRICS},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None, "run_id": record.run_id,
