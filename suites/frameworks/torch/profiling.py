@@ -2,7 +2,7 @@
 
 A step whose kernels keep the GPU busy for a small share of its wall time measures the host
 launching them, not the GPU (`suites.kept.bound_by`'s `launch`). The busy time is the union of
-the device activities' intervals (kernels, copies, sets), so kernels overlapping on several
+the device activities' intervals (kernels, copies, sets; not annotations), so kernels overlapping on several
 streams count once. The profiled steps come after the timed ones; only their device time is
 used, which the profiler's host-side overhead does not inflate.
 """
@@ -40,8 +40,9 @@ def kernel_seconds_per_step(step: Callable[[], None], synchronize: Callable[[], 
         for _ in range(steps):
             step()
         synchronize()
+    # A user annotation (record_function) spans the kernels it wraps on the GPU's timeline too.
     intervals = [(event.time_range.start, event.time_range.end) for event in profiler.events()
-                 if event.device_type == DeviceType.CUDA]
+                 if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)]
     return busy_microseconds(intervals) / 1e6 / steps
 
 
