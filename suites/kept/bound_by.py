@@ -14,6 +14,10 @@ The verdicts, tried in this order (the first whose evidence holds wins):
   intensity is on. A case without a byte count (training steps) is `compute` when near the
   clock-scaled peak.
 - ``unknown``, with the reason: none of the above holds, or the evidence is missing.
+
+No verdict says ``input``: every workload feeds batches already on its device, so no input
+pipeline is timed; a step bound by its host is ``launch`` (on a GPU) or, on a CPU, shows as
+``unknown`` far below its roof.
 """
 from __future__ import annotations
 
