@@ -77,6 +77,11 @@ class Signals:
     gpus: Sequence[GpuTelemetry] = ()
 
 
+def _pct(fraction: float) -> str:
+    """0.62 -> '62%', 0.0021 -> '0.21%': a small share keeps two significant digits."""
+    return f"{fraction:.0%}" if fraction >= 0.1 else f"{100 * fraction:.2g}%"
+
+
 def _median(values: Sequence[float | None]) -> float | None:
     known = sorted(value for value in values if value is not None)
     return known[len(known) // 2] if known else None
@@ -123,20 +128,20 @@ def diagnose(signals: Signals) -> BoundBy:
     if signals.exchange_share is not None:
         evidence["exchange_share"] = signals.exchange_share
         if signals.exchange_share >= EXCHANGE_SHARE:
-            return BoundBy("communication", f"the cross-rank exchange takes {signals.exchange_share:.0%} of the "
+            return BoundBy("communication", f"the cross-rank exchange takes {_pct(signals.exchange_share)} of the "
                            "step (the slowest rank's no_sync step explains the rest)", evidence)
     busy, source = busy_share(signals)
     if busy is not None:
         evidence.update(busy_share=busy, busy_share_from=source)
         if busy < BUSY_SHARE:
-            return BoundBy("launch", f"the {signals.device} was busy {busy:.0%} of the step ({source}): "
+            return BoundBy("launch", f"the {signals.device} was busy {_pct(busy)} of the step ({source}): "
                            "this figure measures the host launching work, not the device", evidence)
     clock_share = _clock_share(signals)
     limits = sorted({reason for gpu in signals.gpus for reason in gpu.limited_by})
     if clock_share is not None:
         evidence["sm_clock_share"] = clock_share
         if limits and clock_share < CLOCK_SHARE:
-            return BoundBy("power", f"clocks held at {clock_share:.0%} of their maximum with "
+            return BoundBy("power", f"clocks held at {_pct(clock_share)} of their maximum with "
                            f"{', '.join(limits)} seen: the {signals.device} ran into its power or thermal limit",
                            evidence)
     return _roofline(signals, clock_share or 1.0, evidence)
@@ -161,8 +166,8 @@ def _roofline(signals: Signals, clock_share: float, evidence: Evidence) -> Bound
         roof = "bandwidth roof" if side == "memory" else f"compute roof{at_clock}"
         where = f"{intensity:.3g} FLOP/B, {'left' if side == 'memory' else 'right'} of the ridge at {ridge:.3g}"
         if fraction >= NEAR_ROOF:
-            return BoundBy(side, f"at {fraction:.0%} of the {roof} ({where})", evidence)
-        return BoundBy("unknown", f"at {fraction:.0%} of the {roof} ({where}): not near it, and no other limit "
+            return BoundBy(side, f"at {_pct(fraction)} of the {roof} ({where})", evidence)
+        return BoundBy("unknown", f"at {_pct(fraction)} of the {roof} ({where}): not near it, and no other limit "
                        "was measured", evidence)
     if signals.peak_fraction is None:
         return BoundBy("unknown", f"no peak for this {signals.device} and precision (peaks.toml, `parbench "
@@ -170,10 +175,10 @@ def _roofline(signals: Signals, clock_share: float, evidence: Evidence) -> Bound
     fraction = signals.peak_fraction / clock_share
     evidence["peak_fraction_at_clock"] = fraction
     if fraction >= NEAR_ROOF:
-        return BoundBy("compute", f"at {fraction:.0%} of the peak{at_clock}", evidence)
+        return BoundBy("compute", f"at {_pct(fraction)} of the peak{at_clock}", evidence)
     no_roofline = ("no memory bandwidth known for a roofline (`parbench calibrate` measures it)"
                    if signals.arithmetic_intensity is not None else "no byte count for a roofline")
-    return BoundBy("unknown", f"at {fraction:.0%} of the peak{at_clock}, {no_roofline}, and no other limit "
+    return BoundBy("unknown", f"at {_pct(fraction)} of the peak{at_clock}, {no_roofline}, and no other limit "
                    "was measured", evidence)
 
 
