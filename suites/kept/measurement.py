@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from suites.kept.energy import EnergyMeasurement
-from suites.kept.telemetry import Telemetry, burst_gain
 from suites.kept.memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
+from suites.kept.telemetry import Telemetry, burst_gain
 
 
 #: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
