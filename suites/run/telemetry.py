@@ -14,7 +14,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from suites.cases.vocabulary import DeviceKind
 from suites.kept.telemetry import (READINGS, GpuTelemetry, Spread, Telemetry, reason_names,
@@ -179,6 +179,17 @@ def sampler_for(kind: DeviceKind, gpu_ordinals: Sequence[int]) -> TelemetrySampl
     if kind is DeviceKind.GPU:
         return GpuSampler(gpu_ordinals)
     return NoSampler(f"no GPU telemetry on {kind} devices (NVML reads NVIDIA GPUs)")
+
+
+def busy_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals: a device's busy time from its activities'
+    spans, where activities that overlap (kernels on several streams) count once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 #: A gathered row: device, samples, min/median/max of each reading, limit, max clock, reasons.

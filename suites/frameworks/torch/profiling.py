@@ -8,24 +8,15 @@ used, which the profiler's host-side overhead does not inflate.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 
 from suites.cases.vocabulary import DeviceKind
+from suites.run.telemetry import busy_length
 
 #: Steps profiled at most: enough to average over, few enough to keep the trace small.
 PROFILED_STEPS = 20
-
-
-def busy_microseconds(intervals: Iterable[tuple[float, float]]) -> float:
-    """Length of the union of (start, end) intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
 
 
 def kernel_seconds_per_step(step: Callable[[], None], synchronize: Callable[[], None], steps: int) -> float:
@@ -43,7 +34,7 @@ def kernel_seconds_per_step(step: Callable[[], None], synchronize: Callable[[], 
     # A user annotation (record_function) spans the kernels it wraps on the GPU's timeline too.
     intervals = [(event.time_range.start, event.time_range.end) for event in profiler.events()
                  if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)]
-    return busy_microseconds(intervals) / 1e6 / steps
+    return busy_length(intervals) / 1e6 / steps
 
 
 class ProfiledKernels:
