@@ -58,3 +58,29 @@ def test_single_gpu_training_step_passes_its_check(precision):
     outcome = launch_case(case, FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed
+
+
+def test_a_gpu_case_records_its_clocks_power_and_kernel_time():
+    pytest.importorskip("pynvml")
+    case = Case.make("matmul", "torch", "gpu", params={"m": 4096, "n": 4096, "k": 4096})
+    outcome = execute_in_process(case, FAST)
+    assert outcome.status is Status.OK, outcome.reason
+    telemetry = outcome.measurement.telemetry
+    assert telemetry is not None and telemetry.gpus, telemetry.reason if telemetry else "no telemetry"
+    (first, *_) = telemetry.gpus
+    assert first.sm_clock_mhz is not None and first.sm_clock_mhz.max <= (first.max_sm_clock_mhz or float("inf"))
+    assert first.power_w is not None and first.power_limit_w
+    # A 4096 GEMM keeps the GPU busy: its kernel time is most of the step.
+    assert telemetry.kernel_s_per_step is not None
+    assert telemetry.kernel_s_per_step > 0.5 * outcome.measurement.median
+
+
+def test_the_reduce_overhead_mode_replays_a_training_step_as_cuda_graphs():
+    case = Case.make("train_step", "torch", "gpu", compile="inductor",
+                     params={"model": "mlp", "batch": 32, "compile_mode": "reduce-overhead"})
+    reason = unavailable_reason(case)
+    if reason:
+        pytest.skip(reason)
+    outcome = launch_case(case, FAST)
+    assert outcome.status is Status.OK, outcome.reason
+    assert outcome.check.passed

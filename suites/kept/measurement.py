@@ -10,6 +10,7 @@ import numpy as np
 from suites.kept.energy import EnergyMeasurement
 from suites.kept.memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
+from suites.kept.telemetry import Telemetry, burst_gain
 
 
 #: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
@@ -49,6 +50,10 @@ class Measurement:
     #: A compiled case: compilations after the first step's, while warming up (the timed
     #: steps compiled nothing: a case whose did failed). None: not compiled, or an older record.
     recompiles: int | None = None
+    #: GPU clocks, power, temperature, utilization and clock-event reasons over the timed blocks,
+    #: and the device's kernel time per step (`suites.kept.telemetry`); None where the timer
+    #: read none (older records, asv, pytest).
+    telemetry: Telemetry | None = None
 
     @cached_property
     def median(self) -> float:
@@ -107,6 +112,12 @@ class Measurement:
         return max(0.0, 1.0 - max(self.rank_compute) / self.median)
 
     @property
+    def burst_gain(self) -> float | None:
+        """How much faster the first timed block ran than the median, where that exceeds the
+        spread (a GPU's burst before it settles at its power limit); None otherwise."""
+        return burst_gain(self.samples, max(self.rel_iqr, self.target_rel_iqr))
+
+    @property
     def peak_memory_bytes(self) -> int | None:
         """The largest peak of one GPU (allocated) or one rank process (resident)."""
         return largest_peak(self.memory)
@@ -143,10 +154,12 @@ class Measurement:
             "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
             "energy": self.energy.to_dict() if self.energy else None,
             "recompiles": self.recompiles,
+            "telemetry": self.telemetry.to_dict() if self.telemetry else None,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
             "compile_s": self.compile_s, "sustained_step_s": self.sustained_step_s,
+            "burst_gain": self.burst_gain,
         }
 
     @classmethod
@@ -159,4 +172,5 @@ class Measurement:
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
                    timed_s=data.get("timed_s"), recompiles=data.get("recompiles"),
                    memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()),
-                   energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None)
+                   energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None,
+                   telemetry=Telemetry.from_dict(data["telemetry"]) if data.get("telemetry") else None)

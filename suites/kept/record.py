@@ -20,13 +20,21 @@ Schema version 1, one JSON object per line:
                  blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
                  joules_per_step, watts, reason — why there are no devices where there are
                  none}: suites.kept.energy; absent in older records), recompiles (a compiled
-                 case's compilations after its first step's, in warm-up; null otherwise)} or null
+                 case's compilations after its first step's, in warm-up; null otherwise), telemetry
+                 (GPU cases, over the timed blocks: {gpus[] {device, rank, samples, sm_clock_mhz,
+                 mem_clock_mhz, power_w, temperature_c, utilization_pct (each {min, median, max}),
+                 power_limit_w, max_sm_clock_mhz, reasons[] (NVML clock-event reasons seen)},
+                 kernel_s_per_step (profiler), reason}: suites.kept.telemetry), burst_gain (first
+                 timed block's speed over the median's - 1, where beyond the spread)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail} or null
   contention    {load_before, load_after (1-minute load averages), steal_fraction, cores, contended,
                 why}: whether other work competed for the CPU over the case (suites.kept.contention);
                 null where the case did not run here or in older records
+  bound_by      ok records: what limits the figure, {verdict (compute | memory | power | launch |
+                communication | unknown), reason, evidence {figure: value}}: suites.kept.bound_by;
+                absent in older records
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
                 samples_per_kwh}] where energy was read
@@ -46,6 +54,7 @@ from typing import Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
+from suites.kept.bound_by import BoundBy
 from suites.kept.check import Check
 from suites.kept.contention import Contention
 from suites.kept.measurement import Measurement
@@ -68,6 +77,8 @@ class Record:
     check: Check | None = None
     details: dict[str, Any] = field(default_factory=dict)
     contention: Contention | None = None
+    #: What limits the figure (ok records; None in older records and where not ok).
+    bound_by: BoundBy | None = None
 
     @property
     def machine(self) -> str:
@@ -82,6 +93,7 @@ class Record:
             "metrics": self.metrics, "check": self.check.to_dict() if self.check else None,
             "details": self.details, "environment": self.environment,
             "contention": self.contention.to_dict() if self.contention else None,
+            "bound_by": self.bound_by.to_dict() if self.bound_by else None,
         }
 
     @classmethod
@@ -98,4 +110,5 @@ class Record:
             check=Check.from_dict(data["check"]) if data.get("check") else None,
             details=data.get("details") or {},
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
+            bound_by=BoundBy.from_dict(data["bound_by"]) if data.get("bound_by") else None,
         )

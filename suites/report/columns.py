@@ -14,6 +14,7 @@ import pandas as pd
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.kept.metric_registry import METRICS, TIDY_METRICS
+from suites.report.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
 #: follow `params`. A derived metric's meaning is the registry's (suites.kept.metric_registry).
@@ -77,6 +78,7 @@ COLUMNS: dict[str, str] = {
     "throughput_per_watt": "`throughput` / energy_watts: perf per watt (samples/J, or TFLOP/s per W, ...)",
     "recompiles": METRICS["recompiles"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
+    **LIMIT_COLUMNS,
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
     "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): "
@@ -110,7 +112,8 @@ ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os",
                "libraries", "git_commit", "threads"]
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "throughput_per_watt",
                  "check_value",
-                 "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib"]
+                 "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib",
+                 *LIMIT_FLOATS]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
 BOOL_COLUMNS = ["emulated", "noisy", "contended", "straggler", "check_passed", "memory_fits"]
 

@@ -193,3 +193,28 @@ def roofline(rows: pd.DataFrame, device: str) -> str:
     axes.grid(alpha=0.3, which="both")
     axes.legend(fontsize=7, loc="lower right")
     return png(figure)
+
+
+#: A fixed colour per `bound_by` verdict, the same in every report.
+VERDICT_COLORS = {"compute": "#3b6ea8", "memory": "#4c9a5a", "power": "#b5495b", "launch": "#d08a2c",
+                  "communication": "#7a5ca8", "unknown": "#9a9a9a"}
+
+
+def bound_by(counts: pd.DataFrame) -> str:
+    """How many cases each verdict covers, one stacked bar per device (`counts`: one row per
+    device label, one column per verdict)."""
+    figure = Figure(figsize=(WIDTH_IN, 1.2 + BAR_IN * len(counts)))
+    axes = figure.add_subplot()
+    positions = np.arange(len(counts))
+    left = np.zeros(len(counts))
+    for verdict in counts.columns:
+        axes.barh(positions, counts[verdict], left=left, color=VERDICT_COLORS.get(verdict, "#6b6b6b"),
+                  label=plain(verdict))
+        left += counts[verdict].to_numpy()
+    axes.set_yticks(positions, [plain(label) for label in counts.index], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("cases")
+    axes.set_title("what limits each figure (bound_by), cases per device", fontsize=10)
+    axes.legend(fontsize=7, loc="lower right")
+    axes.grid(axis="x", alpha=0.3)
+    return png(figure)

@@ -8,6 +8,7 @@ from suites.kept.metric_registry import TIDY_METRICS
 from suites.kept.record import Record
 from suites.kept.store import load_records
 from suites.report.columns import case_fields, environment_fields
+from suites.report.limit_columns import limit_fields
 
 SOURCE = "parbench"
 
@@ -24,7 +25,7 @@ def row(record: Record, path: Path) -> dict[str, Any]:
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
-        "reason": record.reason, **timing,
+        "reason": record.reason, **timing, **limit_fields(record),
         "contended": record.contention.contended if record.contention else None,
         "contention": record.contention.why if record.contention else "",
         **{name: metrics.get(name) for name in TIDY_METRICS},

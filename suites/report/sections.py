@@ -14,6 +14,8 @@ from suites.report import figures
 from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
 from suites.report.compilation import compile_pairs
+from suites.report.limits import (VERDICT_TEXT, limit_columns, limits_summary, verdict_counts,
+                                  verdict_table_columns)
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.kept.references import ReferenceRow, load_references
@@ -204,6 +206,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         tokens = ([("tokens/s", "tokens_per_s", fmt_number), ("MFU", "mfu_pct", fmt_pct)]
                   if group["tokens_per_s"].notna().any() else [])
         memory = memory_columns(group)
+        limits = limit_columns(group)
         energy = energy_columns(group)
         why_no_energy = energy_text(group)
         if why_no_energy:
@@ -211,7 +214,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         section.tables.append(build(with_devices(group), [
             *CONFIG_SPEC, ("device name", "device_name", fmt_text),
             (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
-            ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
+            *limits, ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
             ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
             (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
@@ -356,7 +359,7 @@ def roofline_section(frame: pd.DataFrame) -> Section:
         section.text.append("No kernel row has a roofline to draw.")
         return section
     roofed = roofed.assign(ridge=roofed["roof_peak_tflops"] * 1000.0 / roofed["roof_bandwidth_gbs"])
-    roofed = roofed.assign(bound_by=roofed["arithmetic_intensity"].lt(roofed["ridge"]).map(
+    roofed = roofed.assign(ridge_side=roofed["arithmetic_intensity"].lt(roofed["ridge"]).map(
         {True: "memory", False: "compute"}))
     for (machine, device, name), group in roofed.groupby(["machine", "device", "device_name"], sort=True):
         label = f"{machine} · {device} · {name}" if name else f"{machine} · {device}"
@@ -364,9 +367,24 @@ def roofline_section(frame: pd.DataFrame) -> Section:
     section.tables.append(build(with_devices(roofed).sort_values(["machine", "device", "arithmetic_intensity"]), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("FLOP/byte", "arithmetic_intensity", fmt_number),
         ("TFLOP/s", "tflops", fmt_number), ("bound TFLOP/s", "roofline_bound_tflops", fmt_number),
-        ("of bound", "roofline_fraction", fmt_fraction), ("bound by", "bound_by", fmt_text),
+        ("of bound", "roofline_fraction", fmt_fraction), ("ridge side", "ridge_side", fmt_text),
         ("peak TFLOP/s", "roof_peak_tflops", fmt_number), ("GB/s", "roof_bandwidth_gbs", fmt_number),
         ("device name", "device_name", fmt_text)], css=_row_class))
+    return section
+
+
+def limits_section(frame: pd.DataFrame) -> Section:
+    """Each usable case's bound_by verdict with its reason and the GPU telemetry behind it, and a
+    chart of the verdicts per device."""
+    rows = usable(latest(frame))
+    section = Section("What limits each figure", "limits", nav="Limits", text=[VERDICT_TEXT])
+    judged = rows[rows["bound_by"].ne("")]
+    if judged.empty:
+        section.text.append("No row has a bound_by verdict (records older than it, or from asv / pytest-benchmark).")
+        return section
+    section.figures.append((figures.bound_by(verdict_counts(judged)), "cases per bound_by verdict and device"))
+    section.tables.append(build(with_devices(judged).sort_values(["bound_by", "machine", "problem"]), [
+        *CONFIG_SPEC, *verdict_table_columns(judged)], css=_row_class))
     return section
 
 
@@ -422,6 +440,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     costed = add_costs(frame, options.prices)
     currency = options.prices.currency
     head = summary(costed, currency)
+    head.text += limits_summary(costed)
     rel, reference_machine = relative(costed, options.reference)
     baseline, free = (options.baseline, ["n_devices"] if "strategy" in options.baseline else []) \
         if options.baseline else default_baseline(costed, reference_machine)
@@ -429,6 +448,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     return ReportContent(
         sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
                   precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed),
+                  limits_section(costed),
                   references_section(costed, options.references if options.references is not None
                                      else load_references()),
                   not_ok_section(costed),

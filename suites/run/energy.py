@@ -159,6 +159,24 @@ def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str
             for o in ordinals]
 
 
+def nvml_handles(nvml: ModuleType, ordinals: Sequence[int],
+                 visible: str | None) -> tuple[list[tuple[int, Any]], list[str]]:
+    """NVML initialised (raises where it cannot be), then (CUDA ordinal, NVML handle) of each
+    of this process's GPUs it has, and what went wrong for the others."""
+    nvml.nvmlInit()
+    handles, problems = [], []
+    for ordinal, index in zip(ordinals, nvml_indices(ordinals, visible)):
+        if index is None:
+            problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}")
+            continue
+        try:
+            handles.append((ordinal, nvml.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
+                            else nvml.nvmlDeviceGetHandleByIndex(index)))
+        except Exception as error:  # pynvml raises NVMLError subclasses, a fake anything
+            problems.append(f"GPU {ordinal} ({index}): no NVML handle ({type(error).__name__})")
+    return handles, problems
+
+
 @dataclass
 class _Gpu:
     ordinal: int
@@ -191,20 +209,10 @@ class NvmlMeter(EnergyMeter):
     def _find(self, ordinals: Sequence[int], visible: str | None) -> str:
         nvml = self.nvml
         try:
-            nvml.nvmlInit()
+            handles, problems = nvml_handles(nvml, ordinals, visible)
         except Exception as error:  # pynvml raises NVMLError subclasses, a fake anything
             return f"no GPU energy reading: NVML did not initialise ({type(error).__name__}: {error})"
-        problems = []
-        for ordinal, index in zip(ordinals, nvml_indices(ordinals, visible)):
-            if index is None:
-                problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}")
-                continue
-            try:
-                handle = (nvml.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
-                          else nvml.nvmlDeviceGetHandleByIndex(index))
-            except Exception as error:
-                problems.append(f"GPU {ordinal} ({index}): no NVML handle ({type(error).__name__})")
-                continue
+        for ordinal, handle in handles:
             for method, read in (("nvml_counter", nvml.nvmlDeviceGetTotalEnergyConsumption),
                                  ("nvml_power", nvml.nvmlDeviceGetPowerUsage)):
                 try:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from suites.cases.vocabulary import DeviceKind
 from suites.kept.check import Check
 from suites.run.energy import EnergyMeter, NoMeter, meter_for
+from suites.run.telemetry import NoSampler, TelemetrySampler, sampler_for
 
 if TYPE_CHECKING:
     from suites.run.memory import MemoryProbe
@@ -110,6 +111,23 @@ class Runnable(ABC):
             return meter_for(self.case.device, self.gpu_ordinals(), int(os.environ.get("LOCAL_RANK", "0")))
         except Exception as error:  # a broken driver costs the case its energy figures, not its run
             return NoMeter(f"no energy meter: {type(error).__name__}: {str(error)[:200]}")
+
+    def telemetry_sampler(self) -> TelemetrySampler:
+        """What samples this process's GPUs' clocks, power and clock-event reasons over the timed
+        steps (`suites.run.telemetry`); called like `energy_meter`."""
+        if getattr(self, "case", None) is None:
+            return NoSampler("no case: no devices to sample")
+        try:
+            return sampler_for(self.case.device, self.gpu_ordinals())
+        except Exception as error:  # a broken driver costs the case its telemetry, not its run
+            return NoSampler(f"no GPU telemetry: {type(error).__name__}: {str(error)[:200]}")
+
+    def kernel_seconds_per_step(self, steps: int) -> float | None:
+        """Seconds the device ran kernels per step over `steps` more steps (a profiler's device
+        time), where the runnable can tell; None where not. The timer calls it after the timed
+        blocks on every rank alike (it steps, so ranks must step together): the device's busy
+        share of a step shows whether the step measures the device or the host launching it."""
+        return None
 
     def teardown(self) -> None:
         """Release device memory; the default relies on garbage collection."""

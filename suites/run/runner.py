@@ -10,6 +10,7 @@ from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.contention import Contention, judge, read_cpu
+from suites.kept.bound_by import diagnose, signals_of
 from suites.kept.metrics import case_work, derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
@@ -51,6 +52,7 @@ def store_outcome(case: Case, outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
     """Attach provenance and derived metrics to what running `case` produced; store the record."""
     metrics = {}
+    bound_by = None
     details = outcome.details
     if outcome.measurement is not None:
         metrics = derive(case, outcome.measurement, context.store.root,
@@ -59,12 +61,14 @@ def store_outcome(case: Case, outcome: Outcome, context: RunContext,
         if energy is not None and energy.measured:
             details = {**details, "energy_per_device": energy.per_device(
                 case_work(case)["samples_per_step"], case.n_devices)}
+        if outcome.status is Status.OK:
+            bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
                                                       "accelerators": discovered_accelerators()},
                     reason=outcome.reason, emulated=plugin_for(case).emulated(case),
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
-                    details=details, contention=contention)
+                    details=details, contention=contention, bound_by=bound_by)
     context.store.append(record)
     return record
 

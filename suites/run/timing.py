@@ -14,9 +14,11 @@ from suites.cases.timing_config import TimingConfig
 from suites.kept.energy import EnergyMeasurement, absent
 from suites.kept.measurement import OUT_OF_TIME, Measurement
 from suites.kept.memory import MemoryPeak
+from suites.kept.telemetry import Telemetry
 from suites.run.energy import EnergyMeter, gather_energy
 from suites.run.memory import MemoryProbe, gather_peaks
 from suites.run.runnable import Runnable
+from suites.run.telemetry import TelemetrySampler, gather_telemetry
 
 
 @dataclass(frozen=True)
@@ -226,16 +228,19 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     gathered into `rank_medians`, where a straggler shows. Where the runnable has a memory
     probe, its peaks over the timed blocks (a cut-short case: over its warm steps) are gathered
     from every rank into `memory`. The runnable's energy meter reads its devices from just
-    before the first timed block to just after the last (`energy`; or why it could not).
+    before the first timed block to just after the last (`energy`; or why it could not); its
+    telemetry sampler reads the GPUs' clocks and power over the same span, and the runnable's
+    kernel time per step is taken after it (`telemetry`).
     """
     probe = runnable.memory_probe()
     meter = runnable.energy_meter()
-    with settled_heap(), _stopped_on_error(probe, meter):
-        return _measure(runnable, config, clock, probe, meter)
+    sampler = runnable.telemetry_sampler()
+    with settled_heap(), _stopped_on_error(probe, meter, sampler):
+        return _measure(runnable, config, clock, probe, meter, sampler)
 
 
 @contextlib.contextmanager
-def _stopped_on_error(*running: MemoryProbe | EnergyMeter | None) -> Iterator[None]:
+def _stopped_on_error(*running: MemoryProbe | EnergyMeter | TelemetrySampler | None) -> Iterator[None]:
     """A step that raises leaves no probe or meter running (a sampling thread) behind it."""
     try:
         yield
@@ -248,7 +253,7 @@ def _stopped_on_error(*running: MemoryProbe | EnergyMeter | None) -> Iterator[No
 
 
 def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None,
-             meter: EnergyMeter) -> Measurement:
+             meter: EnergyMeter, sampler: TelemetrySampler) -> Measurement:
     agree = runnable.agree
     warm = warm_up(runnable, config, clock, probe)
     if warm.out_of_time:
@@ -256,11 +261,13 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
                            memory=_peaks(runnable, probe), recompiles=warm.recompiles,
-                           energy=absent(meter.reason or "cut short: no timed blocks to read energy over"))
+                           energy=absent(meter.reason or "cut short: no timed blocks to read energy over"),
+                           telemetry=Telemetry(reason=sampler.reason or "cut short: no timed blocks to sample"))
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
     meter_failed = _meter_error(meter.start)
+    sampler_failed = _meter_error(sampler.start, "the GPU telemetry sampler")
 
     samples: list[float] = []
     busy: list[float] = []
@@ -283,6 +290,9 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
+    gpus: list = []
+    sampler_failed = sampler_failed or _meter_error(lambda: gpus.extend(sampler.stop()),
+                                                    "the GPU telemetry sampler")
     energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)  # stops the meter
     if warm.compilations is not None:
         during = runnable.compilations()
@@ -290,6 +300,8 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
         if agree(float(during != warm.compilations)):
             raise KeepsRecompiling(during - warm.compilations, len(samples) * block_size, "timed")
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
+    telemetry = gather_telemetry(runnable, [] if sampler_failed else gpus, sampler_failed or sampler.reason,
+                                 _kernel_seconds(runnable, block_size))
     rank_medians = runnable.gather(float(np.median(busy)))
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
@@ -299,7 +311,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
                        rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
-                       energy=energy, recompiles=warm.recompiles)
+                       energy=energy, recompiles=warm.recompiles, telemetry=telemetry)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
@@ -307,14 +319,23 @@ def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, .
     return () if probe is None else gather_peaks(runnable, probe.stop())
 
 
-def _meter_error(call: Callable[[], object]) -> str:
-    """'' where `call` (a meter's start or stop) worked, else what went wrong: a counter that
-    fails mid-run costs the case its energy figures, not its timing."""
+def _meter_error(call: Callable[[], object], what: str = "the energy meter") -> str:
+    """'' where `call` (a meter's or sampler's start or stop) worked, else what went wrong: a
+    counter that fails mid-run costs the case its energy figures (or telemetry), not its timing."""
     try:
         call()
         return ""
     except Exception as error:  # NVML and sysfs raise their own kinds
-        return f"the energy meter failed: {type(error).__name__}: {str(error)[:200]}"
+        return f"{what} failed: {type(error).__name__}: {str(error)[:200]}"
+
+
+def _kernel_seconds(runnable: Runnable, steps: int) -> float | None:
+    """The runnable's kernel time per step over one more block; None where it measures none or
+    its profiler failed (which costs the case that figure, not its timing)."""
+    try:
+        return runnable.kernel_seconds_per_step(steps)
+    except Exception:  # profilers raise their own kinds
+        return None
 
 
 def _energy(runnable: Runnable, meter: EnergyMeter, steps: int, failed: str) -> EnergyMeasurement:

@@ -16,6 +16,7 @@ import torch
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile
+from suites.strategies.torch.base import CUDA_GRAPHS_MODE
 from suites.workloads import workload_of
 
 Compiled = TypeVar("Compiled", bound=Callable[..., Any])
@@ -23,11 +24,20 @@ Compiled = TypeVar("Compiled", bound=Callable[..., Any])
 
 def compiled(case: Case, fn: Compiled) -> Compiled:
     """`fn` (a function or module) under `torch.compile` in the case's mode; unchanged unless
-    the case's `compile` is inductor."""
+    the case's `compile` is inductor. Under reduce-overhead (CUDA graphs) each call begins a
+    new step (`cudagraph_mark_step_begin`): a graph replay may then reuse the memory of the
+    previous step's outputs, which the training loop no longer holds."""
     if case.compile is not Compile.INDUCTOR:
         return fn
     mode = str(workload_of(case).p.get("compile_mode", "default"))
-    return torch.compile(fn, mode=None if mode == "default" else mode)  # type: ignore[return-value]
+    graph = torch.compile(fn, mode=None if mode == "default" else mode)
+    if mode != CUDA_GRAPHS_MODE:
+        return graph  # type: ignore[return-value]
+
+    def replayed(*args: Any, **kwargs: Any) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return graph(*args, **kwargs)
+    return replayed  # type: ignore[return-value]
 
 
 def compilations() -> int:

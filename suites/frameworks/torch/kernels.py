@@ -10,13 +10,14 @@ import torch
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.torch import backend, compiling
+from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 
-class _TorchKernel(Runnable):
+class _TorchKernel(ProfiledKernels, Runnable):
     seed = 0
     #: What holds device memory: released at teardown.
     device_state = ("a", "b", "out", "x", "weight")

@@ -24,6 +24,7 @@ import torch
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
+from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory as torch_memory
 from suites.frameworks.torch import models as torch_models
@@ -92,7 +93,7 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     return losses
 
 
-class TorchTrainStep(Runnable):
+class TorchTrainStep(ProfiledKernels, Runnable):
     workload: TrainStep
     #: What holds device memory (weights, optimizer state, batches, the wrapper and the step
     #: closure that refer to them): released at teardown.

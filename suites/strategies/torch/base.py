@@ -22,16 +22,29 @@ if TYPE_CHECKING:
 
 PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
 
-#: `torch.compile`'s mode, a parameter of inductor cases: "default", or "max-autotune" (which
-#: benchmarks kernel choices while compiling: far longer compiles, on GPUs often faster steps).
-COMPILE_MODE = Param("compile_mode", str, "default", choices=("default", "max-autotune"),
+#: `torch.compile`'s mode, a parameter of inductor cases: "default", "max-autotune" (which
+#: benchmarks kernel choices while compiling: far longer compiles, on GPUs often faster steps),
+#: or "reduce-overhead" (replays the step as CUDA graphs: one launch for all its kernels, the
+#: way out of a launch-bound step; GPUs only).
+COMPILE_MODE = Param("compile_mode", str, "default", choices=("default", "max-autotune", "reduce-overhead"),
                      help="torch.compile mode of an inductor case")
+#: The mode that captures CUDA graphs.
+CUDA_GRAPHS_MODE = "reduce-overhead"
 
 
 class TorchStrategy(StrategyPlugin):
     framework = Framework.TORCH
     compilers = frozenset({Compile.NONE, Compile.INDUCTOR})
     compile_params = {Compile.INDUCTOR: (COMPILE_MODE,)}
+
+    def compile_reason(self, case: Case) -> str | None:
+        reason = super().compile_reason(case)
+        if reason or case.compile is not Compile.INDUCTOR:
+            return reason
+        if workload_of(case).p.get("compile_mode") == CUDA_GRAPHS_MODE and case.device is not DeviceKind.GPU:
+            return (f"torch.compile mode '{CUDA_GRAPHS_MODE}' replays the step as CUDA graphs, which exist "
+                    f"on NVIDIA GPUs only; this case is on {case.device}")
+        return None
 
     def join(self, case: Case) -> "ProcessGroup | None":
         """This process's process group, joined (one per rank process); None in one process."""
