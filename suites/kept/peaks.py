@@ -45,19 +45,23 @@ class PeakTable:
     cpu: tuple[dict[str, Any], ...]
     version: int
     user_gpu: int = 0  # how many of `gpu`'s leading entries came from PARBENCH_PEAKS (they win)
+    #: TPU entries, matched on the TPU's name (its accelerator type) as GPU entries are.
+    tpu: tuple[dict[str, Any], ...] = ()
+    user_tpu: int = 0
 
     @classmethod
     def load(cls) -> "PeakTable":
         data = shipped_table("peaks.toml")
-        gpu, cpu = list(data.get("gpu", [])), list(data.get("cpu", []))
-        user_gpu = 0
+        gpu, cpu, tpu = (list(data.get(kind, [])) for kind in ("gpu", "cpu", "tpu"))
+        user_gpu = user_tpu = 0
         user_file = os.environ.get(PEAKS_ENV)
         if user_file:
             user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
-            user_gpu = len(user.get("gpu", []))
+            user_gpu, user_tpu = len(user.get("gpu", [])), len(user.get("tpu", []))
             gpu = list(user.get("gpu", [])) + gpu
             cpu = list(user.get("cpu", [])) + cpu
-        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)), user_gpu)
+            tpu = list(user.get("tpu", [])) + tpu
+        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)), user_gpu, tuple(tpu), user_tpu)
 
     def peak_tflops(self, device: DeviceInfo, precision: Precision) -> float | None:
         """Peak of one device (not the sum over several) in `precision`, or None if unknown
@@ -67,18 +71,18 @@ class PeakTable:
     def lookup(self, device: DeviceInfo, precision: Precision) -> PeakLookup:
         """`peak_tflops` with the entry it used, or the reason it has none."""
         key = str(precision)
-        if device.kind is DeviceKind.GPU:
+        if device.kind in (DeviceKind.GPU, DeviceKind.TPU):
             if not device.names:
-                return PeakLookup(None, reason="the GPU reports no name to look up in the peaks table")
+                return PeakLookup(None, reason=f"the {device.kind} reports no name to look up in the peaks table")
             name = device.names[0]
-            entry = self.gpu_entry(name)
+            entry = self.entry_for(device)
             if entry is None:
-                if is_mig_slice(name):
+                if device.kind is DeviceKind.GPU and is_mig_slice(name):
                     return PeakLookup(None, reason=(
                         f"{name!r} is a MIG slice, which has only a share of the GPU's units: the whole "
                         f"GPU's peak does not apply (an entry in {PEAKS_ENV} whose match names MIG and "
                         "the slice's profile would)"))
-                return PeakLookup(None, reason=f"no peaks-table entry matches the GPU name {name!r}")
+                return PeakLookup(None, reason=f"no peaks-table entry matches the {device.kind} name {name!r}")
             match = str(entry["match"])
             if entry.get(key) is None:
                 return PeakLookup(None, match, f"the peaks-table entry {match!r} gives no {key} peak")
@@ -97,12 +101,18 @@ class PeakTable:
         return PeakLookup(None, reason=f"the peaks table has no {device.kind} entries")
 
     def bandwidth_gbs(self, device: DeviceInfo) -> float | None:
-        """Peak memory bandwidth of one GPU from the table, GB/s; None elsewhere (a CPU's is
-        measured: `measured_bandwidth`) or where its entry gives none."""
-        if device.kind is not DeviceKind.GPU or not device.names:
-            return None
-        entry = self.gpu_entry(device.names[0])
+        """Peak memory bandwidth of one GPU or TPU chip from the table, GB/s; None elsewhere (a
+        CPU's is measured: `measured_bandwidth`) or where its entry gives none."""
+        entry = self.entry_for(device)
         return float(entry["bandwidth_gbs"]) if entry and entry.get("bandwidth_gbs") else None
+
+    def entry_for(self, device: DeviceInfo) -> dict[str, Any] | None:
+        """The GPU or TPU entry for the device's (first) name; None for a CPU or no match."""
+        if not device.names or device.kind not in (DeviceKind.GPU, DeviceKind.TPU):
+            return None
+        if device.kind is DeviceKind.TPU:
+            return best_match(self.tpu, self.user_tpu, device.names[0])
+        return self.gpu_entry(device.names[0])
 
     def gpu_entry(self, name: str) -> dict[str, Any] | None:
         """The GPU entry for a device name, or None.
@@ -115,17 +125,23 @@ class PeakTable:
         then the first in the file. A MIG slice matches only entries that themselves name MIG:
         the whole GPU's entry does not describe a slice of it.
         """
-        tokens = set(name_tokens(name))
-        mig = MIG_TOKEN in tokens
-        best: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
-        for index, entry in enumerate(self.gpu):
-            wanted = name_tokens(str(entry.get("match", "")))
-            if not wanted or not tokens.issuperset(wanted) or (mig and MIG_TOKEN not in wanted):
-                continue
-            rank = (0 if index < self.user_gpu else 1, -len(wanted), -sum(map(len, wanted)), index)
-            if best is None or rank < best[0]:
-                best = (rank, entry)
-        return best[1] if best else None
+        return best_match(self.gpu, self.user_gpu, name)
+
+
+def best_match(entries: tuple[dict[str, Any], ...], user_entries: int, name: str) -> dict[str, Any] | None:
+    """`PeakTable.gpu_entry`'s rule over `entries`, the first `user_entries` of which came from
+    PARBENCH_PEAKS."""
+    tokens = set(name_tokens(name))
+    mig = MIG_TOKEN in tokens
+    best: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
+    for index, entry in enumerate(entries):
+        wanted = name_tokens(str(entry.get("match", "")))
+        if not wanted or not tokens.issuperset(wanted) or (mig and MIG_TOKEN not in wanted):
+            continue
+        rank = (0 if index < user_entries else 1, -len(wanted), -sum(map(len, wanted)), index)
+        if best is None or rank < best[0]:
+            best = (rank, entry)
+    return best[1] if best else None
 
 
 def cpu_clock_ghz() -> float | None:
