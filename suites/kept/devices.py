@@ -203,10 +203,10 @@ GOOGLE_PCI_VENDOR = "0x1ae0"
 PCI_DEVICES_SYSFS = "/sys/bus/pci/devices"
 
 
-def google_pci_devices(sysfs: str = PCI_DEVICES_SYSFS) -> list[str]:
+def google_pci_devices() -> list[str]:
     """The PCI devices of Google's vendor ID (a TPU VM's chips), from sysfs."""
     found = []
-    for vendor in glob.glob(os.path.join(sysfs, "*", "vendor")):
+    for vendor in glob.glob(os.path.join(PCI_DEVICES_SYSFS, "*", "vendor")):
         try:
             if Path(vendor).read_text().strip().lower() == GOOGLE_PCI_VENDOR:
                 found.append(os.path.dirname(vendor))
