@@ -137,7 +137,8 @@ def test_enough_gpus_keep_nccl_and_real_figures(monkeypatch):
 
 def test_nccl_asked_for_on_a_shared_gpu_stays_unavailable(monkeypatch):
     pretend(monkeypatch, gpu_count=1)
-    reason = find_plugin(Framework.TORCH, Strategy.DDP).unavailable_reason(ddp_case(2, "nccl"), gpus(Framework.TORCH, 1))
+    plugin = find_plugin(Framework.TORCH, Strategy.DDP)
+    reason = plugin.unavailable_reason(ddp_case(2, "nccl"), gpus(Framework.TORCH, 1))
     assert reason.startswith("NCCL needs one GPU per rank")
 
 
@@ -208,3 +209,20 @@ def test_tf32_under_nvidia_tf32_override_0_is_unavailable_not_mislabelled(monkey
     assert "NVIDIA_TF32_OVERRIDE=0 turns TF32 off" in precision_reason(case, gpus(Framework.TORCH, 1))
     fp32 = Case.make("matmul", "torch", "gpu", "single", "fp32", 1, {"m": 64, "n": 64, "k": 64})
     assert precision_reason(fp32, gpus(Framework.TORCH, 1)) is None
+
+
+# --- item 9: a split matmul's cold-cache rotation is sized on each GPU's share ----------------
+@pytest.mark.parametrize("framework", ["torch", "tf"])
+def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, framework):
+    from suites.workloads.kernels import rotation_count
+
+    case = Case.make("matmul", framework, "gpu", "towers", "bf16", 2, {"m": 1024, "n": 1024, "k": 1024})
+    plugin = find_plugin(Framework(framework), Strategy.TOWERS)
+    pretend(monkeypatch, gpu_count=2)
+    assert plugin.kernel_cache_shares(case) == 2
+    h100_l2, whole = 50 * 10**6, workload_of(case).input_elements() * 2
+    # 4 MiB of A and B: 2 MiB per GPU, so twice the copies span twice each GPU's L2
+    assert rotation_count(whole // 2, h100_l2) > rotation_count(whole, h100_l2)
+    if framework == "tf":  # TF's towers on one GPU: both slices on it, its L2 holds them all
+        pretend(monkeypatch, gpu_count=1)
+        assert plugin.kernel_cache_shares(case) == 1

@@ -96,6 +96,12 @@ class StrategyPlugin:
             return case.n_devices > 1
         return self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework))
 
+    def kernel_cache_shares(self, case: Case) -> int:
+        """Over how many device caches a kernel case's inputs are split: a split kernel
+        (`towers`) holds 1/n of them in each of its n GPUs' L2, so its cold-cache rotation is
+        sized on that share. 1 where the kernel runs whole, or its parts share one device."""
+        return 1
+
     # --- launching (Launch.ISOLATED) --------------------------------------------------------
     def isolated_env(self, case: Case) -> dict[str, str]:
         """What the fresh process of an ISOLATED launch gets on top of the parent's environment."""

@@ -47,6 +47,10 @@ class Towers(TfStrategy):
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         return replicas_reason(case, device, "towers", self.shares_gpus)
 
+    def kernel_cache_shares(self, case: Case) -> int:
+        """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
+        return 1 if self.emulated(case) else case.n_devices
+
     def kernel_devices(self, case: Case) -> list[str]:
         from suites.frameworks.tf.distribute import replica_devices
 
