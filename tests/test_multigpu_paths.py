@@ -226,3 +226,42 @@ def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, fram
     if framework == "tf":  # TF's towers on one GPU: both slices on it, its L2 holds them all
         pretend(monkeypatch, gpu_count=1)
         assert plugin.kernel_cache_shares(case) == 1
+
+
+# --- item 1: a parameter-server chief sees no GPU ----------------------------------------------
+def test_an_empty_cuda_visible_devices_reads_no_gpu_rather_than_gpu_0():
+    from suites.run.energy import nvml_indices
+
+    assert nvml_indices([0], "") == [None]
+
+
+def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkeypatch, tmp_path):
+    from suites.cases.vocabulary import Status
+    from suites.kept.record import Record
+
+    case = Case.make("train_step", "tf", "gpu", "parameter_server", "fp32", 2, {"model": "mlp", "batch": 32})
+    said = Record(case=case, status=Status.OK, run_id="r", timestamp="t", suite="s", environment={},
+                  details={"memory_not_measured": "the chief sees no GPU"})
+    silent = Record(case=case, status=Status.OK, run_id="r", timestamp="t", suite="s", environment={})
+    assert gpu_readiness.memory_summary([said])["ready"]
+    assert not gpu_readiness.memory_summary([silent])["ready"]
+
+
+# --- items 4 and 5: a GPU case of an in-process strategy runs in a process of its own -----------
+@pytest.mark.parametrize("framework, strategy, kernel", [("tf", "single", False), ("torch", "single", False),
+                                                         ("torch", "towers", True)])
+def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framework, strategy, kernel):
+    from suites.cases.timing_config import TimingConfig
+    from suites.run import launchers
+    from suites.strategies.base import Launch
+
+    params = {"m": 64, "n": 64, "k": 64} if kernel else {"model": "mlp", "batch": 32}
+    gpu_case = Case.make("matmul" if kernel else "train_step", framework, "gpu", strategy, "fp32",
+                         2 if strategy == "towers" else 1, params)
+    cpu_case = Case.make("train_step", framework, "cpu", "single", "fp32", 1, {"model": "mlp", "batch": 32})
+    used = []
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED, lambda case, timing: used.append("isolated"))
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.IN_PROCESS, lambda case, timing: used.append("in_process"))
+    launchers.launch_case(gpu_case, TimingConfig())
+    launchers.launch_case(cpu_case, TimingConfig())
+    assert used == ["isolated", "in_process"]

@@ -321,5 +321,16 @@ LAUNCHERS: dict[Launch, Callable[[Case, TimingConfig], Outcome]] = {
 
 
 def launch_case(case: Case, timing: TimingConfig) -> Outcome:
-    """Run an available case with its strategy's launcher and return what it produced."""
-    return LAUNCHERS[plugin_for(case).launch](case, timing)
+    """Run an available case with its strategy's launcher and return what it produced. A GPU
+    case of an in-process strategy (`single`, torch `towers`) runs in a fresh process instead
+    (`launch_mode`)."""
+    return LAUNCHERS[launch_mode(case)](case, timing)
+
+
+def launch_mode(case: Case) -> Launch:
+    """The strategy's `launch`, except that a GPU case is never timed in the parbench process:
+    a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
+    of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
+    what it took, which would starve every later case of that GPU)."""
+    launch = plugin_for(case).launch
+    return Launch.ISOLATED if launch is Launch.IN_PROCESS and case.device is DeviceKind.GPU else launch

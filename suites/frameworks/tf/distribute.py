@@ -160,6 +160,15 @@ def replica_devices(case: Case) -> list[str]:
     return [f"/{kind}:{index}" for index in range(count)]
 
 
+def local_gpus(case: Case) -> list[str]:
+    """The case's replica devices that are GPUs of this process: none in a process that sees no
+    GPU (a parameter-server cluster's chief and parameter servers, whose CUDA_VISIBLE_DEVICES is
+    empty: only the workers hold GPUs)."""
+    if case.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
+        return []
+    return replica_devices(case)
+
+
 def this_task_index() -> int:
     """This worker's index in TF_CONFIG (0 without one)."""
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -169,8 +178,8 @@ def this_task_index() -> int:
 def gpu_ordinals(case: Case) -> tuple[int, ...]:
     """The ordinals of the GPUs this process's replicas run on (its energy is read over them):
     a multi-worker rank sees only its own GPU, as GPU 0; logical GPUs are all GPU 0."""
-    if case.device is not DeviceKind.GPU:
-        return ()
+    if not local_gpus(case):
+        return ()  # no GPU in this process (a parameter-server chief): none of its own to read
     if plugin_for(case).emulated(case):
         return (0,)  # logical GPUs split from GPU 0
     return tuple(range(len(replica_devices(case))))
