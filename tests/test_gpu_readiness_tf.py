@@ -201,7 +201,33 @@ def four_gpus(monkeypatch, tf_placement):
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
                         lambda device, on: calls["growth"].append(device))
     monkeypatch.setattr(distribute, "_split_cpu", lambda count: None)  # logical CPUs: not this test's
+    pretend_tf_gpus(monkeypatch, len(FAKE_GPUS))
     return calls
+
+
+def pretend_tf_gpus(monkeypatch, count: int) -> None:
+    """Discovery (which decides whether a case shares GPUs) sees `count` GPUs."""
+    monkeypatch.setattr("suites.kept.devices.discover", lambda framework, kind: DeviceInfo(
+        framework, kind, count if kind is DeviceKind.GPU else 1, ("NVIDIA H100 80GB HBM3",) * count))
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "towers", "model_parallel", "pipeline"])
+def test_one_gpu_is_split_into_logical_gpus_for_a_multi_device_case(four_gpus, monkeypatch, strategy):
+    """Fewer GPUs than the case spans: GPU 0 becomes one logical GPU per device, each with an
+    equal share of its memory (and no memory growth, which logical GPUs do not have)."""
+    pretend_tf_gpus(monkeypatch, 1)
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
+    split = []
+    monkeypatch.setattr(tf.config, "set_logical_device_configuration",
+                        lambda device, configs: split.append((device, [c.memory_limit for c in configs])))
+    monkeypatch.setattr(distribute, "_gpu_memory_mb", lambda: 81559.0)
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
+    case = train("gpu", strategy, 2)
+    distribute.configure_runtime(case)
+    assert split == [(FAKE_GPUS[0], [int(81559 * distribute.LOGICAL_GPUS_MEMORY_SHARE / 2)] * 2)]
+    assert four_gpus["growth"] == []
+    assert distribute.replica_devices(case) == ["/GPU:0", "/GPU:1"] and distribute.gpu_ordinals(case) == (0,)
 
 
 def train(device: str, strategy: str, n: int) -> Case:
