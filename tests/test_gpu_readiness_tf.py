@@ -410,3 +410,15 @@ def test_the_numerics_reference_runs_on_this_workers_own_cpu():
 
     assert distribute.host_cpu(Worker1OnGpu()) == "/job:worker/replica:0/task:1/device:CPU:0"
     assert distribute.host_cpu(None) == "/CPU:0"
+
+
+def test_a_parameter_server_chief_without_a_gpu_reads_none(monkeypatch):
+    """The chief of a GPU parameter-server case gets CUDA_VISIBLE_DEVICES="": its memory baseline,
+    memory probe and energy meter ask for no GPU (asking for /GPU:0 there crashed its setup)."""
+    chief_sees: list = []
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: chief_sees if kind == "GPU" else [])
+    case = train("gpu", "parameter_server", 2)
+    assert distribute.local_gpus(case) == [] and distribute.gpu_ordinals(case) == ()
+    worker_sees = FAKE_GPUS[:1]
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: worker_sees if kind == "GPU" else [])
+    assert distribute.local_gpus(case) == ["/GPU:0"]
