@@ -107,12 +107,12 @@ def test_on_eight_gpus_every_multi_device_strategy_is_expected(monkeypatch):
         assert workload_of(fp32[key].case).model.depth == 7  # 8 layers: a stage per GPU
 
 
-def test_multi_device_paths_run_in_the_mixed_precisions_too(monkeypatch):
+def test_multi_device_paths_run_in_bf16_too(monkeypatch):
     pretend(monkeypatch, gpu_count=2)
     paths = gpu_readiness.plan({(Framework.TORCH, DeviceKind.GPU): gpus(Framework.TORCH, 2)})
     expected = {(p.case.workload, str(p.case.strategy), str(p.case.precision)) for p in paths if p.expected}
-    for strategy in ("ddp", "fsdp", "dataparallel", "pipeline"):
-        assert {("train_step", strategy, precision) for precision in ("fp32", "bf16", "fp16")} <= expected
+    for strategy in ("ddp", "fsdp", "dataparallel", "pipeline", "tensor"):
+        assert {("train_step", strategy, precision) for precision in ("fp32", "bf16")} <= expected
     assert ("train_step", "fsdp_tensor", "bf16") in expected and ("allreduce", "ddp", "bf16") in expected
 
 
@@ -265,3 +265,16 @@ def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framewor
     launchers.launch_case(gpu_case, TimingConfig())
     launchers.launch_case(cpu_case, TimingConfig())
     assert used == ["isolated", "in_process"]
+
+
+def test_the_time_for_the_check_is_a_flag(monkeypatch, tmp_path):
+    pretend(monkeypatch, gpu_count=1)
+    no_tpu(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    given = []
+    monkeypatch.setattr(gpu_readiness, "check_paths", lambda paths, context, execute, deadline_s, total_s, report:
+                        given.append((deadline_s, total_s)) or [])
+    assert gpu_readiness.main(["--out", str(tmp_path / "r.json"), "--minutes", "20"], execute=pytest.fail) == 0
+    assert given == [(0.9 * 1200, 1200)]
+    with pytest.raises(SystemExit):
+        gpu_readiness.main(["--minutes", "0"])
