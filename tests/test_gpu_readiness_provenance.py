@@ -477,12 +477,13 @@ def test_readiness_does_not_expect_what_the_hardware_cannot_do(monkeypatch, tmp_
     code, summary = readiness(tmp_path, executor)
     assert code == 0, summary["not_ready"]
     assert {str(case.strategy) for case in executor.cases if case.n_devices > 1} == {
-        "ddp", "fsdp", "tensor", "pipeline", "fsdp_tensor", "towers", "mirrored", "model_parallel"}
+        "ddp", "fsdp", "tensor", "fsdp_tensor", "towers", "mirrored", "model_parallel", "pipeline"}
     unexpected = {entry["path"]: entry for entry in summary["paths"] if not entry["expected"]}
     assert unexpected["train_step torch gpu:2 dataparallel fp32"]["why"] == (
         "dataparallel needs 2 or more gpus, one per device; 1 visible")
     assert "train_step torch gpu:2 model_parallel fp32" in unexpected
     assert "train_step tf gpu:2 multiworker fp32" in unexpected
+    assert "train_step torch gpu:2 pipeline fp32" in unexpected  # gloo sends no CUDA tensors
     assert unexpected["matmul tf gpu:1 single bf16"]["why"].startswith("bf16 needs compute capability >= 8.0")
 
 

@@ -143,7 +143,7 @@ def test_nccl_asked_for_on_a_shared_gpu_stays_unavailable(monkeypatch):
 
 
 @pytest.mark.parametrize("framework, strategy", [("tf", "mirrored"), ("tf", "towers"), ("tf", "model_parallel"),
-                                                 ("tf", "pipeline"), ("torch", "fsdp"), ("torch", "pipeline")])
+                                                 ("tf", "pipeline"), ("torch", "fsdp"), ("torch", "tensor")])
 def test_strategies_that_share_a_gpu_run_emulated_on_one(monkeypatch, framework, strategy):
     pretend(monkeypatch, gpu_count=1)
     case = Case.make("train_step", framework, "gpu", strategy, "fp32", 2, {"model": "mlp", "batch": 32})
@@ -152,7 +152,8 @@ def test_strategies_that_share_a_gpu_run_emulated_on_one(monkeypatch, framework,
 
 
 @pytest.mark.parametrize("framework, strategy", [("tf", "multiworker"), ("tf", "parameter_server"),
-                                                 ("torch", "dataparallel"), ("torch", "model_parallel")])
+                                                 ("torch", "dataparallel"), ("torch", "model_parallel"),
+                                                 ("torch", "pipeline")])
 def test_strategies_that_need_a_gpu_each_stay_unavailable_on_one(monkeypatch, framework, strategy):
     pretend(monkeypatch, gpu_count=1)
     case = Case.make("train_step", framework, "gpu", strategy, "fp32", 2, {"model": "mlp", "batch": 32})

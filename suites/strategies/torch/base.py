@@ -99,14 +99,16 @@ class RankProcesses(TorchStrategy):
     shares_gpus = True
 
     def backend(self, case: Case, gpus: int | None = None) -> str:
-        """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks share fewer
-        GPUs than they are: `gpus` visible, discovered where not given) and gloo on CPUs."""
+        """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
+        do share fewer GPUs than they are: `gpus` visible, discovered where not given) and gloo on
+        CPUs."""
         requested = str(workload_of(case).p.get("backend", "auto"))
         if requested != "auto":
             return requested
         if case.device is not DeviceKind.GPU:
             return "gloo"
-        return "gloo" if on_shared_gpus(case, visible_gpus(case.framework) if gpus is None else gpus) else "nccl"
+        shared = self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework) if gpus is None else gpus)
+        return "gloo" if shared else "nccl"
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         """gloo ranks on a GPU machine may share GPUs; NCCL needs a GPU of its own for every rank."""
