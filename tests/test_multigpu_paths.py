@@ -279,3 +279,15 @@ def test_the_time_for_the_check_is_a_flag(monkeypatch, tmp_path):
     assert given == [(0.9 * 1200, 1200)]
     with pytest.raises(SystemExit):
         gpu_readiness.main(["--minutes", "0"])
+
+
+def test_a_rank_that_fails_after_the_launcher_began_stopping_a_hung_case_is_not_its_cause():
+    """A hung rank killed at the deadline closes its peers' connections: their failures are the
+    consequence, and the hung rank (which wrote nothing) is named."""
+    from suites.cases.vocabulary import Status
+    from suites.run.execute import FAILED_AT, Outcome
+    from suites.run.launchers import _first_failure
+
+    outcomes = [None, Outcome(Status.FAILED, "connection closed by peer", details={FAILED_AT: 105.0})]
+    assert _first_failure(outcomes, {}, stopped_at=100.0) == 0
+    assert _first_failure(outcomes, {}) == 1  # failed on its own, before anything was stopped
