@@ -103,7 +103,7 @@ def test_the_timer_reads_the_nvml_counter_around_the_timed_blocks_only():
 def test_a_gpu_without_the_counter_is_read_as_sampled_power_times_time():
     ticks = itertools.count()
     nvml = FakeNvml({0: None}, {0: 200_000})  # 200 W, no counter
-    meter = NvmlMeter([0], nvml=nvml, clock=lambda: next(ticks) * 0.01, interval_s=0.001, visible="")
+    meter = NvmlMeter([0], nvml=nvml, clock=lambda: next(ticks) * 0.01, interval_s=0.001, visible="0")
     meter.start()
     (reading,) = meter.stop()
     assert reading.method == "nvml_power" and reading.seconds > 0

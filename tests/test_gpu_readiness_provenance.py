@@ -395,7 +395,8 @@ def pretend_gpus(monkeypatch, torch_gpus: int = 2, tf_gpus: int = 2, capability:
             return DeviceInfo(framework, kind, 0, reason=f"no {kind} in this pretend machine")
         return DeviceInfo(framework, kind, count, ("NVIDIA H100 80GB HBM3",) * count,
                           details={"compute_capability": [capability] * count})
-    for where in ("suites.overhead.gpu_readiness", "suites.run.availability", "suites.kept.metrics"):
+    for where in ("suites.overhead.gpu_readiness", "suites.run.availability", "suites.kept.metrics",
+                  "suites.kept.devices"):
         monkeypatch.setattr(f"{where}.discover", fake)
 
 
@@ -461,21 +462,28 @@ def test_readiness_fails_when_a_path_fails_or_computes_the_wrong_thing(monkeypat
 
     code, summary = readiness(tmp_path, FakeExecutor(answer))
     assert code == 1 and not summary["ready"]
-    assert summary["not_ready"] == ["train_step torch gpu:2 ddp fp32", "conv2d tf gpu:1 single fp16"]
+    assert summary["not_ready"] == ["train_step torch gpu:2 ddp fp32", "train_step torch gpu:2 ddp bf16",
+                                    "conv2d tf gpu:1 single fp16"]
     ddp = next(entry for entry in summary["paths"] if entry["path"] == "train_step torch gpu:2 ddp fp32")
     assert ddp["status"] == "failed" and ddp["reason"] == "rank 1: NCCL error"
 
 
 def test_readiness_does_not_expect_what_the_hardware_cannot_do(monkeypatch, tmp_path):
-    """One V100: no tf32/bf16 (compute capability 7.0), no multi-device strategy."""
+    """One V100: no tf32/bf16 (compute capability 7.0); of the multi-device strategies only those
+    that can share one GPU (torch ranks over gloo, TF logical GPUs)."""
     pretend_gpus(monkeypatch, torch_gpus=1, tf_gpus=1, capability="7.0")
     executor = FakeExecutor(lambda case: Outcome(Status.UNAVAILABLE, "no bf16 here")
                             if case.precision in (Precision.BF16, Precision.TF32) else None)
     code, summary = readiness(tmp_path, executor)
     assert code == 0, summary["not_ready"]
-    assert all(case.n_devices == 1 for case in executor.cases)
+    assert {str(case.strategy) for case in executor.cases if case.n_devices > 1} == {
+        "ddp", "fsdp", "tensor", "fsdp_tensor", "towers", "mirrored", "model_parallel", "pipeline"}
     unexpected = {entry["path"]: entry for entry in summary["paths"] if not entry["expected"]}
-    assert "train_step torch gpu:2 ddp fp32" in unexpected
+    assert unexpected["train_step torch gpu:2 dataparallel fp32"]["why"] == (
+        "dataparallel needs 2 or more gpus, one per device; 1 visible")
+    assert "train_step torch gpu:2 model_parallel fp32" in unexpected
+    assert "train_step tf gpu:2 multiworker fp32" in unexpected
+    assert "train_step torch gpu:2 pipeline fp32" in unexpected  # gloo sends no CUDA tensors
     assert unexpected["matmul tf gpu:1 single bf16"]["why"].startswith("bf16 needs compute capability >= 8.0")
 
 

@@ -201,7 +201,33 @@ def four_gpus(monkeypatch, tf_placement):
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
                         lambda device, on: calls["growth"].append(device))
     monkeypatch.setattr(distribute, "_split_cpu", lambda count: None)  # logical CPUs: not this test's
+    pretend_tf_gpus(monkeypatch, len(FAKE_GPUS))
     return calls
+
+
+def pretend_tf_gpus(monkeypatch, count: int) -> None:
+    """Discovery (which decides whether a case shares GPUs) sees `count` GPUs."""
+    monkeypatch.setattr("suites.kept.devices.discover", lambda framework, kind: DeviceInfo(
+        framework, kind, count if kind is DeviceKind.GPU else 1, ("NVIDIA H100 80GB HBM3",) * count))
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "towers", "model_parallel", "pipeline"])
+def test_one_gpu_is_split_into_logical_gpus_for_a_multi_device_case(four_gpus, monkeypatch, strategy):
+    """Fewer GPUs than the case spans: GPU 0 becomes one logical GPU per device, each with an
+    equal share of its memory (and no memory growth, which logical GPUs do not have)."""
+    pretend_tf_gpus(monkeypatch, 1)
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
+    split = []
+    monkeypatch.setattr(tf.config, "set_logical_device_configuration",
+                        lambda device, configs: split.append((device, [c.memory_limit for c in configs])))
+    monkeypatch.setattr(distribute, "_gpu_memory_mb", lambda: 81559.0)
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
+    case = train("gpu", strategy, 2)
+    distribute.configure_runtime(case)
+    assert split == [(FAKE_GPUS[0], [int(81559 * distribute.LOGICAL_GPUS_MEMORY_SHARE / 2)] * 2)]
+    assert four_gpus["growth"] == []
+    assert distribute.replica_devices(case) == ["/GPU:0", "/GPU:1"] and distribute.gpu_ordinals(case) == (0,)
 
 
 def train(device: str, strategy: str, n: int) -> Case:
@@ -384,3 +410,15 @@ def test_the_numerics_reference_runs_on_this_workers_own_cpu():
 
     assert distribute.host_cpu(Worker1OnGpu()) == "/job:worker/replica:0/task:1/device:CPU:0"
     assert distribute.host_cpu(None) == "/CPU:0"
+
+
+def test_a_parameter_server_chief_without_a_gpu_reads_none(monkeypatch):
+    """The chief of a GPU parameter-server case gets CUDA_VISIBLE_DEVICES="": its memory baseline,
+    memory probe and energy meter ask for no GPU (asking for /GPU:0 there crashed its setup)."""
+    chief_sees: list = []
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: chief_sees if kind == "GPU" else [])
+    case = train("gpu", "parameter_server", 2)
+    assert distribute.local_gpus(case) == [] and distribute.gpu_ordinals(case) == ()
+    worker_sees = FAKE_GPUS[:1]
+    monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: worker_sees if kind == "GPU" else [])
+    assert distribute.local_gpus(case) == ["/GPU:0"]

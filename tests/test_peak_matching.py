@@ -152,11 +152,45 @@ def test_an_empty_match_matches_nothing():
     assert table.lookup(gpu("NVIDIA L4"), Precision.FP32).tflops is None
 
 
-def test_a_gpu_without_a_name_and_a_tpu_say_why(table):
+def test_a_gpu_without_a_name_and_an_unknown_tpu_say_why(table):
     nameless = table.lookup(DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1), Precision.FP32)
     assert nameless.tflops is None and "no name" in nameless.reason
-    tpu = table.lookup(DeviceInfo(Framework.TF, DeviceKind.TPU, 1, ("TPU v4",)), Precision.BF16)
-    assert tpu.tflops is None and "no tpu entries" in tpu.reason
+    unnamed = table.lookup(DeviceInfo(Framework.TF, DeviceKind.TPU, 1, ("TPU:0",)), Precision.BF16)
+    assert unnamed.tflops is None and "no peaks-table entry matches the tpu name 'TPU:0'" in unnamed.reason
+
+
+def tpu(accelerator_type: str) -> DeviceInfo:
+    return DeviceInfo(Framework.TF, DeviceKind.TPU, 4, (f"TPU {accelerator_type}",) * 4)
+
+
+@pytest.mark.parametrize("accelerator_type, bf16, gbs", [
+    ("v4-8", 275.0, 1200.0), ("v5litepod-8", 197.0, 819.0), ("v5e", 197.0, 819.0),
+    ("v5p-8", 459.0, 2765.0), ("v6e-8", 918.0, 1640.0)])
+def test_each_tpu_generation_gets_its_chips_bf16_peak_and_bandwidth(table, accelerator_type, bf16, gbs):
+    found = table.lookup(tpu(accelerator_type), Precision.BF16)
+    assert (found.tflops, found.reason) == (bf16, "")
+    assert table.bandwidth_gbs(tpu(accelerator_type)) == gbs
+    assert table.lookup(tpu(accelerator_type), Precision.FP32).tflops is None  # not tabled: no guess
+
+
+def test_the_t4_has_its_bandwidth_and_the_cpu_entries_none(table):
+    """TOML puts a key after `[[cpu]]` into that entry: the T4's bandwidth once landed there."""
+    assert table.bandwidth_gbs(gpu("Tesla T4")) == 320.0
+    assert all("bandwidth_gbs" not in entry for entry in table.cpu)
+
+
+@pytest.mark.parametrize("name, match, bf16", [
+    ("NVIDIA B200", "B200", 2250.0), ("NVIDIA GB200", "GB200", 2500.0),
+    ("AMD Instinct MI300X", "MI300X", 1307.4), ("AMD Instinct MI325X", "MI325X", 1307.4),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2), ("Intel Gaudi 3", "Gaudi 3", 1835.0)])
+def test_widely_rented_accelerators_have_dense_peaks(table, name, match, bf16):
+    found = table.lookup(gpu(name), Precision.BF16)
+    assert (found.entry, found.tflops) == (match, bf16)
+    assert table.bandwidth_gbs(gpu(name))
+
+
+def test_an_a10g_is_not_given_the_a10s_peak(table):
+    assert table.gpu_entry("NVIDIA A10G") is None
 
 
 def test_parbench_devices_shows_each_devices_table_peak_or_why_it_has_none(monkeypatch, capsys):

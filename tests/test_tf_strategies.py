@@ -141,6 +141,21 @@ def test_tf_adam_steps_equal_torch_adam_steps_on_the_same_weights_and_gradients(
     assert not np.allclose(variables["kernel"].numpy(), weights["kernel"])  # it moved
 
 
+def test_a_float32_adam_update_computes_nothing_in_float64():
+    """TPUs have no float64: the update of float32 variables (the TPU step's) stays in float32."""
+    adam = optimizer_for("adam")
+    variable = tf.Variable(np.ones((3, 4), np.float32))
+    slots = adam.slots(variable)
+
+    @tf.function
+    def update(grad):
+        adam.update(variable, grad, slots, finite=tf.constant(True))
+
+    graph = update.get_concrete_function(tf.TensorSpec((3, 4), tf.float32)).graph
+    dtypes = {tensor.dtype for op in graph.get_operations() for tensor in op.outputs}
+    assert tf.float32 in dtypes and tf.float64 not in dtypes
+
+
 @pytest.mark.parametrize("layout", ["towers-replicated", "towers-param_server", "mirrored"])
 def test_every_layout_applies_the_single_device_adam_update(layout):
     """Two towers (on one CPU device, in this process) and a one-device MirroredStrategy keep

@@ -198,10 +198,29 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+#: The PCI vendor ID of Google, whose TPU chips a TPU VM passes through with VFIO.
+GOOGLE_PCI_VENDOR = "0x1ae0"
+PCI_DEVICES_SYSFS = "/sys/bus/pci/devices"
+
+
+def google_pci_devices() -> list[str]:
+    """The PCI devices of Google's vendor ID (a TPU VM's chips), from sysfs."""
+    found = []
+    for vendor in glob.glob(os.path.join(PCI_DEVICES_SYSFS, "*", "vendor")):
+        try:
+            if Path(vendor).read_text().strip().lower() == GOOGLE_PCI_VENDOR:
+                found.append(os.path.dirname(vendor))
+        except OSError:
+            continue
+    return found
+
+
 def tpu_device_files() -> list[str]:
     """The device files of a TPU attached to this host (a TPU VM): /dev/accel* (v2-v4),
-    /dev/vfio/<n> (v5e and later)."""
-    return glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+    /dev/vfio/<n> (v5e and later). A VFIO group alone says nothing (any host passing a device
+    through has one): it counts only beside a Google PCI device."""
+    vfio = glob.glob("/dev/vfio/[0-9]*")
+    return glob.glob("/dev/accel*") + (vfio if vfio and google_pci_devices() else [])
 
 
 def tpu_runtime_evidence() -> str | None:
@@ -213,8 +232,19 @@ def tpu_runtime_evidence() -> str | None:
     if os.environ.get("TPU_NAME"):
         return "TPU_NAME is set"
     if tpu_device_files():
-        return "a TPU device file (/dev/accel*, /dev/vfio) exists"
+        return "a TPU device file (/dev/accel*, or /dev/vfio with a Google PCI device) exists"
     return None
+
+
+#: Where a TPU host names its accelerator type ("v5litepod-8"): GKE sets TPU_ACCELERATOR_TYPE, as
+#: libtpu's launchers do on a TPU VM; the peaks table finds the chip's peak by it.
+TPU_ACCELERATOR_VARIABLES = ("TPU_ACCELERATOR_TYPE", "ACCELERATOR_TYPE")
+
+
+def tpu_accelerator_type() -> str | None:
+    """The TPU's accelerator type from the environment, or None where it does not say."""
+    return next((os.environ[name].strip() for name in TPU_ACCELERATOR_VARIABLES
+                 if os.environ.get(name, "").strip()), None)
 
 
 NO_TPU_RUNTIME = "no TPU runtime: TPU_NAME is not set and no TPU device file (/dev/accel*, /dev/vfio) exists"

@@ -46,19 +46,23 @@ class PeakTable:
     cpu: tuple[dict[str, Any], ...]
     version: int
     user_gpu: int = 0  # how many of `gpu`'s leading entries came from PARBENCH_PEAKS (they win)
+    #: TPU entries, matched on the TPU's name (its accelerator type) as GPU entries are.
+    tpu: tuple[dict[str, Any], ...] = ()
+    user_tpu: int = 0
 
     @classmethod
     def load(cls) -> "PeakTable":
         data = shipped_table("peaks.toml")
-        gpu, cpu = list(data.get("gpu", [])), list(data.get("cpu", []))
-        user_gpu = 0
+        gpu, cpu, tpu = (list(data.get(kind, [])) for kind in ("gpu", "cpu", "tpu"))
+        user_gpu = user_tpu = 0
         user_file = knobs.read(PEAKS_ENV)
         if user_file:
             user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
-            user_gpu = len(user.get("gpu", []))
+            user_gpu, user_tpu = len(user.get("gpu", [])), len(user.get("tpu", []))
             gpu = list(user.get("gpu", [])) + gpu
             cpu = list(user.get("cpu", [])) + cpu
-        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)), user_gpu)
+            tpu = list(user.get("tpu", [])) + tpu
+        return cls(tuple(gpu), tuple(cpu), int(data.get("version", 0)), user_gpu, tuple(tpu), user_tpu)
 
     def peak_tflops(self, device: DeviceInfo, precision: Precision) -> float | None:
         """Peak of one device (not the sum over several) in `precision`, or None if unknown
@@ -68,18 +72,18 @@ class PeakTable:
     def lookup(self, device: DeviceInfo, precision: Precision) -> PeakLookup:
         """`peak_tflops` with the entry it used, or the reason it has none."""
         key = str(precision)
-        if device.kind is DeviceKind.GPU:
+        if device.kind in (DeviceKind.GPU, DeviceKind.TPU):
             if not device.names:
-                return PeakLookup(None, reason="the GPU reports no name to look up in the peaks table")
+                return PeakLookup(None, reason=f"the {device.kind} reports no name to look up in the peaks table")
             name = device.names[0]
-            entry = self.gpu_entry(name)
+            entry = self.entry_for(device)
             if entry is None:
-                if is_mig_slice(name):
+                if device.kind is DeviceKind.GPU and is_mig_slice(name):
                     return PeakLookup(None, reason=(
                         f"{name!r} is a MIG slice, which has only a share of the GPU's units: the whole "
                         f"GPU's peak does not apply (an entry in {PEAKS_ENV} whose match names MIG and "
                         "the slice's profile would)"))
-                return PeakLookup(None, reason=f"no peaks-table entry matches the GPU name {name!r}")
+                return PeakLookup(None, reason=f"no peaks-table entry matches the {device.kind} name {name!r}")
             match = str(entry["match"])
             if entry.get(key) is None:
                 return PeakLookup(None, match, f"the peaks-table entry {match!r} gives no {key} peak")
@@ -98,12 +102,18 @@ class PeakTable:
         return PeakLookup(None, reason=f"the peaks table has no {device.kind} entries")
 
     def bandwidth_gbs(self, device: DeviceInfo) -> float | None:
-        """Peak memory bandwidth of one GPU from the table, GB/s; None elsewhere (a CPU's is
-        measured: `measured_bandwidth`) or where its entry gives none."""
-        if device.kind is not DeviceKind.GPU or not device.names:
-            return None
-        entry = self.gpu_entry(device.names[0])
+        """Peak memory bandwidth of one GPU or TPU chip from the table, GB/s; None elsewhere (a
+        CPU's is measured: `measured_bandwidth`) or where its entry gives none."""
+        entry = self.entry_for(device)
         return float(entry["bandwidth_gbs"]) if entry and entry.get("bandwidth_gbs") else None
+
+    def entry_for(self, device: DeviceInfo) -> dict[str, Any] | None:
+        """The GPU or TPU entry for the device's (first) name; None for a CPU or no match."""
+        if not device.names or device.kind not in (DeviceKind.GPU, DeviceKind.TPU):
+            return None
+        if device.kind is DeviceKind.TPU:
+            return best_match(device.names[0], self.tpu, self.user_tpu)
+        return self.gpu_entry(device.names[0])
 
     def gpu_entry(self, name: str) -> dict[str, Any] | None:
         """The GPU entry for a device name, or None (`best_match`; PARBENCH_PEAKS's entries win)."""

@@ -121,6 +121,13 @@ def _gpu_rows(fields: tuple[tuple[str, str, Callable[[str], Any]], ...]) -> list
     return gpus
 
 
+def nvidia_smi_listed() -> list[str]:
+    """The GPUs `nvidia-smi -L` lists ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"): what the
+    driver sees, whether or not a framework can use it. Empty without nvidia-smi."""
+    out = _nvidia_smi_output("-L") or ""
+    return [line.strip() for line in out.splitlines() if re.match(r"\s*GPU \d+:", line)]
+
+
 def nvidia_smi() -> list[dict[str, Any]]:
     """Each GPU's model, memory, driver, compute capability, maximum SM and memory clocks,
     power limit and MIG mode, from nvidia-smi, without importing a framework. An older

@@ -1,6 +1,6 @@
 """Is this GPU or TPU machine ready? One small case of every GPU/TPU path, in under ten minutes.
 
-    python -m suites.overhead.gpu_readiness [--out results/gpu_readiness.json] [--results DIR]
+    python -m suites.overhead.gpu_readiness [--out results/gpu_readiness.json] [--results DIR] [--minutes 10]
 
 Run it first on a machine with GPUs or a TPU. For each framework that sees GPUs it runs, with a
 small budget: the matmul and conv2d kernels in every precision; a training step with `single`
@@ -15,7 +15,13 @@ check. A path parbench rightly skips on this hardware (tf32 or bf16 below comput
 8.0, a multi-device strategy with one GPU) is listed as not expected. The records themselves go
 to a temporary directory, or to `--results DIR` to keep them.
 
-On a machine with no GPU or TPU it prints one line saying so and exits 0.
+On a machine with no GPU or TPU it prints one line saying so and exits 0. Where nvidia-smi lists
+GPUs, or a TPU runtime is evidently present, that no framework can use (a broken driver or CUDA
+install, a failed TPU probe), it says NOT READY and why, and exits 1.
+
+With fewer GPUs than a multi-device strategy's case spans (one GPU: two ranks), the strategies
+that can share GPUs (torch's rank strategies over gloo, TF's logical GPUs) run on the one there,
+marked emulated: every multi-device code path runs on CUDA before anyone rents eight GPUs.
 """
 from __future__ import annotations
 
@@ -32,8 +38,9 @@ from suites.cases.case import Case
 from suites.cases.strategy_plugins import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
-from suites.kept.devices import DeviceInfo, descriptor, discover
+from suites.kept.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence
 from suites.kept.metric_registry import METRICS
+from suites.kept.provenance import nvidia_smi_listed
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
 from suites.run.availability import precision_reason
@@ -41,13 +48,16 @@ from suites.run.execute import Outcome
 from suites.run.launchers import case_timeout, launch_case
 from suites.run.runner import RunContext, run_case
 from suites.workloads import workload_class
+from suites.workloads.training import Mlp
 
 SUITE = "gpu_readiness"
 DEFAULT_OUT = Path("results") / "gpu_readiness.json"
-#: The whole check takes at most this long: a launched case is killed when it is spent...
+#: The whole check takes at most this long (`--minutes`): a launched case is killed when it is
+#: spent...
 TOTAL_S = 10 * 60.0
-#: ... and no case starts after this long; what is left is "not run".
-DEADLINE_S = 9 * 60.0
+#: ... and no case starts after this share of it; what is left is "not run".
+DEADLINE_SHARE = 0.9
+DEADLINE_S = DEADLINE_SHARE * TOTAL_S
 #: Small budgets: the point is that each path runs and computes the right thing, not a
 #: publishable figure. Launched cases keep the launcher's own timeout (start-up included).
 TIMING = TimingConfig(warmup_s=0.1, min_warmup_steps=2, min_samples=5, min_time_s=0.1,
@@ -57,6 +67,8 @@ KERNEL_PARAMS: dict[str, dict[str, Any]] = {
     "conv2d": {"batch": 16, "h": 56, "w": 56, "cin": 64, "cout": 64, "kernel": 3},
 }
 TRAINING_PARAMS = {"model": "mlp", "batch": 32}
+#: The mlp's default hidden layers (4 layers with the output's: a stage each on up to 4 devices).
+MLP_DEPTH = Mlp().depth
 ALLREDUCE_PARAMS = {"bytes": 16 * 2**20}
 #: The figure each workload kind is summarised by.
 HEADLINE = {"kernel": "tflops", "training": "samples_per_s", "collective": "busbw_gbs"}
@@ -76,10 +88,42 @@ class ReadinessPath:
     why: str = ""
 
 
+def devices_for(strategy: Strategy, kind: DeviceKind, count: int) -> int:
+    """The devices a strategy's readiness case spans: `single` one; TPUStrategy every core; a
+    GPU strategy every GPU, and at least two (four for the DPxTP mesh of fsdp_tensor, whose TP
+    is 2): with fewer GPUs, strategies that can share them run on those, emulated."""
+    if strategy is Strategy.SINGLE or kind is DeviceKind.TPU:
+        return 1 if strategy is Strategy.SINGLE else count
+    if strategy is Strategy.FSDP_TENSOR:
+        return max(4, count - count % 2)
+    return max(count, 2)
+
+
+def sized_params(strategy: Strategy, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """`params` sized to `n` devices: an mlp deep enough for a stage per device (model_parallel,
+    pipeline) and fsdp_tensor's mesh n/2 x 2."""
+    sized = dict(params)
+    if params.get("model") == "mlp" and strategy in (Strategy.PIPELINE, Strategy.MODEL_PARALLEL):
+        sized["depth"] = max(MLP_DEPTH, n - 1)  # depth hidden layers + the output layer
+    if strategy is Strategy.FSDP_TENSOR:
+        sized["mesh"] = f"{n // 2}x2"
+    return sized
+
+
+def _precisions(kind: DeviceKind, workload_kind: str, single: bool) -> list[Precision]:
+    """Kernels and `single` in every precision the device has; a multi-device training step and a
+    collective in fp32 and bf16, the mixed precision every multi-device path has (autocast in
+    DataParallel's threads, FSDP's MixedPrecisionPolicy, NCCL's bf16 reduction). fp16 adds loss
+    scaling, which `single` runs, and which tensor and fsdp_tensor do not have."""
+    own = [p for p in Precision if not (kind is DeviceKind.TPU and p in (Precision.FP16, Precision.TF32))]
+    if workload_kind == "kernel" or single:
+        return own
+    return [p for p in (Precision.FP32, Precision.BF16) if p in own]
+
+
 def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPath]:
     kind, count = device.kind, device.count
     paths = []
-    precisions = [p for p in Precision if not (kind is DeviceKind.TPU and p in (Precision.FP16, Precision.TF32))]
     for strategy in strategies_of(framework):
         plugin = find_plugin(framework, strategy)
         if plugin is None or kind not in plugin.devices:
@@ -87,27 +131,23 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
         single = strategy is Strategy.SINGLE
         if single and kind is DeviceKind.TPU:
             continue  # TPUs run through TPUStrategy; `single` has no TPU path of its own
-        # TPUStrategy replicates over every core, however many; a GPU strategy needs two GPUs.
-        n = 1 if single else count if kind is DeviceKind.TPU else max(count, 2)
-        too_few = "" if n <= count else f"{strategy} needs 2 or more {kind}s; {count} visible"
+        n = devices_for(strategy, kind, count)
+        too_few = ("" if n <= count or plugin.shares_gpus else
+                   f"{strategy} needs {n} or more {kind}s, one per device; {count} visible")
         for workload in ("matmul", "conv2d", "train_step", "allreduce"):
             workload_type = workload_class(workload)
             if not plugin.applies_to(workload_type):
                 continue
-            if workload_type.kind == "kernel":
-                cases = [(p, KERNEL_PARAMS[workload]) for p in precisions]
-            elif workload_type.kind == "training":
-                cases = [(p, TRAINING_PARAMS) for p in (precisions if single or kind is DeviceKind.TPU
-                                                        else [Precision.FP32])]
-            else:
-                cases = [(Precision.FP32, ALLREDUCE_PARAMS)]
-            for precision, params in cases:
+            params = sized_params(strategy, KERNEL_PARAMS.get(workload) or (
+                TRAINING_PARAMS if workload_type.kind == "training" else ALLREDUCE_PARAMS), n)
+            for precision in _precisions(kind, workload_type.kind, single):
                 case = Case.make(workload, framework, kind, strategy, precision, n, params)
                 # what the hardware rightly cannot do: the availability rules of the precision
-                # (tf32/bf16 below compute capability 8.0) and the strategy (a 2x2 mesh on 2 GPUs)
+                # (tf32/bf16 below compute capability 8.0) and the strategy (its backends, its dtypes)
                 why = (too_few or precision_reason(case, device)
                        or plugin.unavailable_reason(case, device) or "")
-                name = f"{workload} {framework} {kind}:{n} {strategy} {precision}"
+                shared = " (shared GPU)" if kind is DeviceKind.GPU and plugin.shares_gpus and n > count else ""
+                name = f"{workload} {framework} {kind}:{n}{shared} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))
     return paths
 
@@ -121,16 +161,30 @@ def plan(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo]) -> list[Rea
     return paths
 
 
-def discovery_gaps(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo]) -> list[dict[str, Any]]:
-    """An installed framework that sees no GPU where another one sees GPUs (a CPU-only build,
-    CUDA libraries it cannot load): all its GPU cases would be unavailable. Summarised as a
-    path that should run and did not."""
-    if not any(device.available for (_, kind), device in devices.items() if kind is DeviceKind.GPU):
-        return []
-    return [{"path": f"gpu discovery {framework}", "case": "", "expected": True, "why": "",
-             "status": "unavailable", "reason": device.reason, "figure": None, "check": None, "ready": False}
+def discovery_gaps(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo],
+                   listed_gpus: list[str] | None = None, tpu_evidence: str | None = None) -> list[dict[str, Any]]:
+    """Hardware here that an installed framework cannot use: GPUs that another framework sees or
+    nvidia-smi lists (`listed_gpus`) where this one sees none (a CPU-only build, a broken driver or
+    CUDA install), or TPU runtime evidence (`tpu_evidence`) where the TPU probe failed. Each is
+    summarised as a path that should run and did not."""
+    listed = list(listed_gpus or [])
+    gpus_here = listed or any(device.available for (_, kind), device in devices.items() if kind is DeviceKind.GPU)
+    shown = f"nvidia-smi lists {len(listed)} GPU(s) ({listed[0]}{', ...' if len(listed) > 1 else ''}) but " \
+        if listed else ""
+
+    def gap(framework: Framework, kind: DeviceKind, reason: str) -> dict[str, Any]:
+        return {"path": f"{kind} discovery {framework}", "case": "", "expected": True, "why": "",
+                "status": "unavailable", "reason": reason, "figure": None, "check": None, "ready": False}
+
+    gaps = [gap(framework, kind, f"{shown}{framework} sees none: {device.reason}" if shown else device.reason)
             for (framework, kind), device in devices.items()
-            if kind is DeviceKind.GPU and not device.available and descriptor(framework).installed()]
+            if kind is DeviceKind.GPU and gpus_here and not device.available and descriptor(framework).installed()]
+    tpus_here = tpu_evidence or any(device.available for (_, kind), device in devices.items()
+                                    if kind is DeviceKind.TPU)
+    gaps += [gap(framework, kind, device.reason) for (framework, kind), device in devices.items()
+             if kind is DeviceKind.TPU and tpus_here and not device.available and descriptor(framework).installed()
+             and framework is Framework.TF]  # parbench reaches TPUs through TF's TPUStrategy only
+    return gaps
 
 
 def _figure(record: Record) -> dict[str, Any] | None:
@@ -174,7 +228,7 @@ def memory_summary(records: list[Record]) -> dict[str, Any]:
     ran = [record for record in records
            if record.status is Status.OK and workload_class(record.case.workload).kind == "training"]
     missing = [f"{record.case.id}: {metric}" for record in ran for metric in MEMORY_METRICS
-               if record.metrics.get(metric) is None]
+               if record.metrics.get(metric) is None and not record.details.get("memory_not_measured")]
     return {"path": name, "case": "", "expected": True, "why": "", "figure": None, "check": None,
             "status": "ok" if ran and not missing else "failed",
             "reason": ("no GPU/TPU training record ran" if not ran else
@@ -237,10 +291,16 @@ def main(argv: list[str] | None = None,
     parser.add_argument("--results", type=Path, help="keep the records in this results directory "
                                                      "(default: a temporary one)")
     parser.add_argument("--label", help="machine label stored with the records")
+    parser.add_argument("--minutes", type=float, default=TOTAL_S / 60,
+                        help=f"time for the whole check (default {TOTAL_S / 60:.0f}; eight GPUs have more "
+                             "paths to run than one)")
     args = parser.parse_args(argv)
+    if args.minutes <= 0:
+        parser.error(f"--minutes must be positive, not {args.minutes:g}")
 
     devices = discover_accelerators()
-    if not any(device.available for device in devices.values()):
+    gaps = discovery_gaps(devices, nvidia_smi_listed(), tpu_runtime_evidence())
+    if not gaps and not any(device.available for device in devices.values()):
         reasons = "; ".join(f"{framework} {kind}: {device.reason}" for (framework, kind), device in devices.items())
         print(f"gpu_readiness: no GPU or TPU visible, nothing to check ({reasons})")
         return 0
@@ -252,10 +312,12 @@ def main(argv: list[str] | None = None,
         context = RunContext(suite=SUITE, store=store, timing=TIMING, label=args.label)
         started = time.monotonic()
         show = lambda entry: print(_line(entry), flush=True)  # noqa: E731
-        gaps = discovery_gaps(devices)
         for entry in gaps:
             show(entry)
-        entries = gaps + check_paths(paths, context, execute, report=show)
+        # hardware no framework can use: nothing to run, and the reason is the answer
+        total_s = args.minutes * 60
+        entries = gaps + (check_paths(paths, context, execute, deadline_s=DEADLINE_SHARE * total_s,
+                                      total_s=total_s, report=show) if paths else [])
         elapsed = time.monotonic() - started
     failing = not_ready(entries)
     summary = {

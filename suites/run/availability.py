@@ -1,6 +1,8 @@
 """Can a case run here? Each unavailable case keeps its reason; nothing is dropped silently."""
 from __future__ import annotations
 
+import os
+
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.cases.vocabulary import DeviceKind, Precision
@@ -32,9 +34,16 @@ OLDER_GPU = {Precision.TF32: "it would run as fp32 and the record say tf32",
              Precision.BF16: "it has no bf16 tensor cores, and the frameworks' bf16 kernels fail there"}
 
 
+#: NVIDIA's switch that turns TF32 off in cuBLAS and cuDNN, whatever a framework asks for.
+TF32_OVERRIDE = "NVIDIA_TF32_OVERRIDE"
+
+
 def precision_reason(case: Case, device: DeviceInfo) -> str | None:
     if case.precision is Precision.TF32 and case.device is not DeviceKind.GPU:
         return "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this case is not on a GPU"
+    if case.precision is Precision.TF32 and os.environ.get(TF32_OVERRIDE, "").strip() == "0":
+        return (f"{TF32_OVERRIDE}=0 turns TF32 off in cuBLAS and cuDNN: the case would run as fp32 and "
+                f"the record say tf32 (unset {TF32_OVERRIDE} to measure tf32)")
     if case.precision in OLDER_GPU and case.device is DeviceKind.GPU:
         return _capability_reason(case, device)
     return None

@@ -151,8 +151,8 @@ def import_nvml() -> ModuleType:
 
 def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str | None]:
     """NVML's index (or UUID) of each CUDA ordinal of this process, through CUDA_VISIBLE_DEVICES;
-    None for an ordinal the variable does not list."""
-    if visible is None or not visible.strip():
+    None for an ordinal the variable does not list (every one where it is set empty: no GPU)."""
+    if visible is None:
         return list(ordinals)
     entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
     return [None if o >= len(entries) else int(entries[o]) if entries[o].isdigit() else entries[o]

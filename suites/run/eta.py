@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile
 from suites.run.availability import unavailable_reason
+from suites.run.launchers import launch_mode
 from suites.strategies.base import Launch
 
 #: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
@@ -27,7 +27,7 @@ def case_estimate_s(case: Case, timing: TimingConfig) -> float:
     case's compiles."""
     if unavailable_reason(case):
         return 0.0
-    launched = plugin_for(case).launch is not Launch.IN_PROCESS
+    launched = launch_mode(case) is not Launch.IN_PROCESS
     compiles = COMPILE_OVERHEAD_S if case.compile is not Compile.NONE else 0.0
     return (timing.warmup_s + timing.budget_s + compiles
             + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))

@@ -157,15 +157,17 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **extra_env}, start_new_session=True), log))
         deadline = time.monotonic() + case_timeout(timing, case)
+        stopped_at = math.inf  # wall-clock time this launcher began stopping the processes
         try:
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
             if timed_out:
+                stopped_at = time.time()
                 _dump_stacks([p for p, _ in processes])
         finally:
             for process, log in processes:
                 _stop(process)
                 log.close()
-        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits)
+        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at)
 
 
 def _dump_stacks(processes: list[subprocess.Popen]) -> None:
@@ -243,7 +245,8 @@ def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[
         time.sleep(POLL_S)
 
 
-def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float]) -> int | None:
+def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float],
+                   stopped_at: float = math.inf) -> int | None:
     """The process whose failure came first, or None if none failed.
 
     A process failed if it wrote a failed outcome or none at all. The earliest failure is the
@@ -251,24 +254,26 @@ def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float]) -> i
     Failures are ordered by when they happened: a worker stamps its failed outcome with the
     time of the error (`failed_at`); a process that exited non-zero without one (a crash) by
     the bound `_wait_all` gives; one stopped by this launcher after a peer ended, or still
-    running at the deadline, comes last."""
+    running at the deadline, comes last: so does one that failed once the launcher began stopping
+    the processes at `stopped_at` (a peer killed under it: the consequence of the hang)."""
     when: dict[int, float] = {}
     for index, outcome in enumerate(outcomes):
         if outcome is None:
             when[index] = exits.get(index, math.inf)
         elif outcome.status is Status.FAILED:
-            when[index] = outcome.details.get(FAILED_AT, exits.get(index, math.inf))
+            failed_at = outcome.details.get(FAILED_AT, exits.get(index, math.inf))
+            when[index] = math.inf if failed_at >= stopped_at else failed_at
     return min(when, key=lambda index: (when[index], index)) if when else None
 
 
 def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool, exits: dict[int, float] | None = None) -> Outcome:
+             timed_out: bool, exits: dict[int, float] | None = None, stopped_at: float = math.inf) -> Outcome:
     exits = exits or {}
     outcomes: list[Outcome | None] = []
     for index, _ in enumerate(processes):
         result = tmpdir / f"rank{index}.json"
         outcomes.append(Outcome.from_dict(json.loads(result.read_text())) if result.exists() else None)
-    index = _first_failure(outcomes, exits)
+    index = _first_failure(outcomes, exits, stopped_at)
     if index is None:
         primary = outcomes[0]  # rank 0's, which carries every rank's busy time (gathered in-band)
         assert primary is not None
@@ -321,5 +326,16 @@ LAUNCHERS: dict[Launch, Callable[[Case, TimingConfig], Outcome]] = {
 
 
 def launch_case(case: Case, timing: TimingConfig) -> Outcome:
-    """Run an available case with its strategy's launcher and return what it produced."""
-    return LAUNCHERS[plugin_for(case).launch](case, timing)
+    """Run an available case with its strategy's launcher and return what it produced. A GPU
+    case of an in-process strategy (`single`, torch `towers`) runs in a fresh process instead
+    (`launch_mode`)."""
+    return LAUNCHERS[launch_mode(case)](case, timing)
+
+
+def launch_mode(case: Case) -> Launch:
+    """The strategy's `launch`, except that a GPU case is never timed in the parbench process:
+    a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
+    of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
+    what it took, which would starve every later case of that GPU)."""
+    launch = plugin_for(case).launch
+    return Launch.ISOLATED if launch is Launch.IN_PROCESS and case.device is DeviceKind.GPU else launch

@@ -84,9 +84,23 @@ class StrategyPlugin:
         """Why `case` cannot run on `device` here, or None."""
         return None
 
+    #: Whether the case's devices can be emulated on fewer GPUs than it spans, as they are on
+    #: one CPU: rank processes sharing a GPU over gloo (torch), logical GPUs split from one
+    #: (TF). Such a case runs, `emulated`, where it would otherwise be unavailable.
+    shares_gpus: ClassVar[bool] = False
+
     def emulated(self, case: Case) -> bool:
-        """Several devices on a CPU are logical devices / ranks sharing one CPU."""
-        return case.device is DeviceKind.CPU and case.n_devices > 1
+        """Several devices on a CPU are logical devices / ranks sharing one CPU; several on fewer
+        GPUs (`shares_gpus`) share them likewise."""
+        if case.device is DeviceKind.CPU:
+            return case.n_devices > 1
+        return self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework))
+
+    def kernel_cache_shares(self, case: Case) -> int:
+        """Over how many device caches a kernel case's inputs are split: a split kernel
+        (`towers`) holds 1/n of them in each of its n GPUs' L2, so its cold-cache rotation is
+        sized on that share. 1 where the kernel runs whole, or its parts share one device."""
+        return 1
 
     # --- launching (Launch.ISOLATED) --------------------------------------------------------
     def isolated_env(self, case: Case) -> dict[str, str]:
@@ -168,6 +182,29 @@ class StrategyPlugin:
         pipeline's bubble); None for a strategy without one. Stored as the metric
         `pipeline_bubble` beside the measured step."""
         return None
+
+
+def on_shared_gpus(case: Case, gpus: int) -> bool:
+    """Whether a GPU case spans more devices than the `gpus` visible (at least one): its ranks
+    or logical devices then share them."""
+    return case.device is DeviceKind.GPU and 0 < gpus < case.n_devices
+
+
+def visible_gpus(framework: Framework) -> int:
+    """The GPUs `framework` sees here (discovery, cached: imports the framework once)."""
+    from suites.kept import devices
+
+    return devices.discover(framework, DeviceKind.GPU).count
+
+
+def too_few_gpus_reason(case: Case, device: "DeviceInfo", what: str, can_share: bool) -> str | None:
+    """Why a GPU case of `what` cannot run on the GPUs `device` counts: too few of them, and the
+    strategy cannot share them (`StrategyPlugin.shares_gpus`); None where it can run."""
+    if case.device is not DeviceKind.GPU or device.count >= case.n_devices:
+        return None
+    if can_share and device.count > 0:
+        return None
+    return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
 
 
 def one_device_reason(case: Case) -> str | None:

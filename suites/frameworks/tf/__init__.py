@@ -13,7 +13,8 @@ from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.kept.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
-                                 cuda_visible_devices_reason, tpu_device_files, tpu_runtime_evidence)
+                                 cuda_visible_devices_reason, tpu_accelerator_type, tpu_device_files,
+                                 tpu_runtime_evidence)
 from suites.frameworks.tf.environment import TPU_PROCESS
 
 #: The probe imports TensorFlow, loads libtpu, connects and initialises the TPU system: on a
@@ -107,7 +108,10 @@ class TfDescriptor(FrameworkDescriptor):
             return DeviceInfo(self.framework, DeviceKind.TPU, 0,
                               reason=f"{evidence}, but the TPU did not initialise: {tail}")
         count = int(printed)
-        return DeviceInfo(self.framework, DeviceKind.TPU, count, tuple(f"TPU:{i}" for i in range(count)))
+        accelerator = tpu_accelerator_type()
+        names = tuple(f"TPU {accelerator}" if accelerator else f"TPU:{i}" for i in range(count))
+        return DeviceInfo(self.framework, DeviceKind.TPU, count, names,
+                          details={"accelerator_type": accelerator} if accelerator else {})
 
 
 DESCRIPTOR = TfDescriptor()

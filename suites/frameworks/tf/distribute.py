@@ -65,7 +65,11 @@ def configure_runtime(case: Case) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(threads)
         except RuntimeError:
             pass  # already initialised: the pools TF started with stay
-    for gpu in _show_gpus(case):
+    shown = _show_gpus(case)
+    if shown and case.device is DeviceKind.GPU and plugin_for(case).emulated(case):
+        _split_gpu(shown[0], case.n_devices)  # logical GPUs have fixed memory limits: no growth
+        shown = []
+    for gpu in shown:
         try:
             tf.config.experimental.set_memory_growth(gpu, True)  # as TF_FORCE_GPU_ALLOW_GROWTH
         except RuntimeError:
@@ -113,11 +117,58 @@ def _split_cpu(count: int) -> None:
                                f"(parbench launches it isolated)") from error
 
 
+#: Of a GPU split into logical GPUs, the share of its memory they get between them (TF and CUDA
+#: keep the rest); where its memory is unknown, each gets `FALLBACK_LOGICAL_GPU_MB`.
+LOGICAL_GPUS_MEMORY_SHARE = 0.85
+FALLBACK_LOGICAL_GPU_MB = 2048
+
+
+def logical_gpu_memory_mb(count: int, total_mb: float | None) -> int:
+    """The memory limit of each of `count` logical GPUs split from one of `total_mb` MiB."""
+    if not total_mb:
+        return FALLBACK_LOGICAL_GPU_MB
+    return int(total_mb * LOGICAL_GPUS_MEMORY_SHARE / count)
+
+
+def _gpu_memory_mb() -> float | None:
+    """GPU 0's memory in MiB as nvidia-smi reports it ("81559 MiB"), or None."""
+    from suites.kept.provenance import nvidia_smi
+
+    rows = nvidia_smi()
+    memory = str(rows[0].get("memory", "")) if rows else ""
+    number = memory.split()[0] if memory.split() else ""
+    return float(number) if number.replace(".", "", 1).isdigit() else None
+
+
+def _split_gpu(gpu: tf.config.PhysicalDevice, count: int) -> None:
+    """One GPU as `count` logical GPUs (/GPU:0 ... /GPU:count-1), each with an equal share of its
+    memory: the case's replicas or stages then run on CUDA as on `count` GPUs, emulated."""
+    limit = logical_gpu_memory_mb(count, _gpu_memory_mb())
+    try:
+        tf.config.set_logical_device_configuration(
+            gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * count)
+    except RuntimeError as error:  # TF already initialised in this process
+        have = len(tf.config.list_logical_devices("GPU"))
+        if have < count:
+            raise RuntimeError(f"this case needs {count} logical GPUs but TensorFlow is already "
+                               f"initialised with {have}; run it in a fresh process "
+                               f"(parbench launches it isolated)") from error
+
+
 def replica_devices(case: Case) -> list[str]:
     """The devices of this process that hold a replica (a tower) of the case."""
     kind = "GPU" if case.device is DeviceKind.GPU else "CPU"
     count = case.n_devices if plugin_for(case).replicas_in_process else 1
     return [f"/{kind}:{index}" for index in range(count)]
+
+
+def local_gpus(case: Case) -> list[str]:
+    """The case's replica devices that are GPUs of this process: none in a process that sees no
+    GPU (a parameter-server cluster's chief and parameter servers, whose CUDA_VISIBLE_DEVICES is
+    empty: only the workers hold GPUs)."""
+    if case.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
+        return []
+    return replica_devices(case)
 
 
 def this_task_index() -> int:
@@ -128,9 +179,11 @@ def this_task_index() -> int:
 
 def gpu_ordinals(case: Case) -> tuple[int, ...]:
     """The ordinals of the GPUs this process's replicas run on (its energy is read over them):
-    a multi-worker rank sees only its own GPU, as GPU 0."""
-    if case.device is not DeviceKind.GPU:
-        return ()
+    a multi-worker rank sees only its own GPU, as GPU 0; logical GPUs are all GPU 0."""
+    if not local_gpus(case):
+        return ()  # no GPU in this process (a parameter-server chief): none of its own to read
+    if plugin_for(case).emulated(case):
+        return (0,)  # logical GPUs split from GPU 0
     return tuple(range(len(replica_devices(case))))
 
 

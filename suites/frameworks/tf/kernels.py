@@ -32,8 +32,9 @@ class _TfKernel(Runnable):
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
-        self.copies = rotation_count(self.workload.input_elements() * self.dtype.size,
-                                     last_level_cache_bytes(self.case.framework, self.case.device))
+        shares = plugin_for(self.case).kernel_cache_shares(self.case)
+        per_cache = self.workload.input_elements() * self.dtype.size // shares
+        self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
 
     def synchronize(self) -> None:

@@ -55,8 +55,9 @@ class Adam(Optimizer):
     m <- m + (1 - b1)(g - m); v <- b2 v + (1 - b2) g^2; t <- t + 1;
     variable -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     Slots: the two moments (the variable's shape and dtype) and the step count t (a scalar of
-    the variable's dtype, per variable as torch keeps it); bias corrections in float64, as
-    torch computes them in Python floats. Constants are made in the variable's dtype
+    the variable's dtype, per variable as torch keeps it); bias corrections in the variable's
+    dtype too (torch computes them in Python floats, but a TPU has no float64: float32 variables
+    keep the whole update in float32). Constants are made in the variable's dtype
     (`tf.constant`, not `tf.cast` of a Python float, which rounds through float32)."""
 
     beta1: float = ADAM_BETAS[0]
@@ -80,9 +81,9 @@ class Adam(Optimizer):
         new_m = old_m + (grad - old_m) * tf.constant(1.0 - self.beta1, dtype)
         new_v = old_v * tf.constant(self.beta2, dtype) + grad * grad * tf.constant(1.0 - self.beta2, dtype)
         new_step = old_step + 1
-        t = tf.cast(new_step, tf.float64)
-        step_size = tf.cast(self.learning_rate / (1.0 - self.beta1 ** t), dtype)
-        correction2_sqrt = tf.cast(tf.sqrt(1.0 - self.beta2 ** t), dtype)
+        t, one = tf.cast(new_step, dtype), tf.constant(1.0, dtype)
+        step_size = tf.constant(self.learning_rate, dtype) / (one - tf.constant(self.beta1, dtype) ** t)
+        correction2_sqrt = tf.sqrt(one - tf.constant(self.beta2, dtype) ** t)
         delta = step_size * (new_m / (tf.sqrt(new_v) / correction2_sqrt + tf.constant(self.epsilon, dtype)))
         if finite is not None:
             new_m, new_v = tf.where(finite, new_m, old_m), tf.where(finite, new_v, old_v)

@@ -93,15 +93,22 @@ class ParameterServerTrainer(Trainer):
         self._seeds.append(seed)
         return seed
 
-    def _worker_dataset(self) -> tf.data.Dataset:
+    def _worker_dataset(self, context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         seeds = tf.constant(self._seeds or [0], tf.int32)
         return (tf.data.Dataset.from_tensor_slices(seeds)
                 .map(lambda seed: self._random_local_batch(seed, 0)).cache().repeat())
 
+    def _device_batches(self) -> Any:
+        """Each worker's rotated batches, prefetched to its device (the strategy's input
+        pipeline; `InputOptions.experimental_prefetch_to_device` is on by default), so a step
+        finds its batch there, as every other strategy's does, instead of copying it from the
+        host first."""
+        return self.strategy.distribute_datasets_from_function(self._worker_dataset)
+
     def step(self, batch: Batch) -> Any:
         """Schedule one update per worker (a global batch); returns before they run."""
         if self._iterator is None:
-            self._iterator = iter(self.coordinator.create_per_worker_dataset(self._worker_dataset))
+            self._iterator = iter(self.coordinator.create_per_worker_dataset(tf.function(self._device_batches)))
         for _ in range(self.workers):
             self.coordinator.schedule(self._timed, args=(self._iterator,))
 

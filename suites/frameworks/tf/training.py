@@ -24,9 +24,10 @@ import tensorflow as tf
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
 from suites.cases.strategy_plugins import plugin_for
-from suites.cases.vocabulary import Compile, Precision
+from suites.cases.vocabulary import Compile, DeviceKind, Precision
 from suites.frameworks.tf import memory as tf_memory
-from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, host_cpu, replica_devices
+from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus,
+                                             replica_devices)
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
@@ -66,7 +67,7 @@ class TfTrainStep(Runnable):
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
-        self.memory_baseline = self.memory_baseline.with_gpus(replica_devices(self.case))
+        self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.case))
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
@@ -111,8 +112,14 @@ class TfTrainStep(Runnable):
     def gpu_ordinals(self) -> tuple[int, ...]:
         return gpu_ordinals(self.case)
 
-    def memory_probe(self) -> MemoryProbe:
-        """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set."""
+    def memory_probe(self) -> MemoryProbe | None:
+        """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set.
+        None in a GPU case run from a process without a GPU (a parameter-server chief): its
+        tasks' host memory is not the case's GPU memory, and the workers' GPUs are theirs."""
+        if self.case.device is DeviceKind.GPU and not local_gpus(self.case):
+            self.details["memory_not_measured"] = (
+                "the chief that runs the case sees no GPU; the workers' GPU memory is not read from it")
+            return None
         return (self.trainer.memory_probe()
                 or tf_memory.memory_probe(replica_devices(self.case), self.memory_baseline))
 

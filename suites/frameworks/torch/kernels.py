@@ -35,8 +35,9 @@ class _TorchKernel(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        self.copies = rotation_count(self.workload.input_elements() * element_bytes,
-                                     last_level_cache_bytes(self.case.framework, self.case.device))
+        shares = plugin_for(self.case).kernel_cache_shares(self.case)
+        per_cache = self.workload.input_elements() * element_bytes // shares
+        self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
 
     def synchronize(self) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
-from suites.strategies.base import Launch, StrategyPlugin, split_reason
+from suites.strategies.base import Launch, StrategyPlugin, split_reason, too_few_gpus_reason
 from suites.workloads import workload_of
 
 if TYPE_CHECKING:
@@ -92,13 +92,12 @@ def param(case: Case, name: str, default: str) -> str:
     return str(workload_of(case).p.get(name, default))
 
 
-def replicas_reason(case: Case, device: "DeviceInfo", what: str) -> str | None:
-    """Device kind and count, and an even split of a training batch over the replicas."""
+def replicas_reason(case: Case, device: "DeviceInfo", what: str, can_share: bool = False) -> str | None:
+    """Device kind and count (`can_share`: fewer GPUs are split into logical ones), and an even
+    split of a training batch over the replicas."""
     if case.device is DeviceKind.TPU:
         return f"{what} runs on CPUs or GPUs; TPUs use strategy 'tpu' (TPUStrategy)"
-    if case.device is DeviceKind.GPU and device.count < case.n_devices:
-        return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
-    return split_reason(case, "replicas")
+    return too_few_gpus_reason(case, device, what, can_share) or split_reason(case, "replicas")
 
 
 def mirrored_variables_reason(case: Case, what: str) -> str | None:

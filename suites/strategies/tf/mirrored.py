@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.base import Launch
-from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason,
+from suites.strategies.base import Launch, on_shared_gpus
+from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason, param,
                                        nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
@@ -25,19 +25,27 @@ class Mirrored(DistributeStrategy):
     kinds = frozenset({"training", "collective"})
     launch = Launch.ISOLATED
     replicas_in_process = True
+    #: Fewer GPUs than replicas: one GPU split into logical GPUs (`suites.frameworks.tf.distribute`).
+    shares_gpus = True
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         what = "MirroredStrategy"
-        return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
-                or backend_reason(case, what, ("auto", "nccl")) or nccl_bf16_reason(case, what))
+        shared = on_shared_gpus(case, device.count) and param(case, "backend", "auto") == "nccl"
+        return (replicas_reason(case, device, what, self.shares_gpus) or mirrored_variables_reason(case, what)
+                or backend_reason(case, what, ("auto", "nccl"))
+                or (shared and f"{what}'s NCCL all-reduce needs a GPU per replica; {device.count} visible "
+                               "(backend 'auto' reduces logical GPUs through one)")
+                or nccl_bf16_reason(case, what))
 
     def cross_device_ops(self, case: Case, backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
         import tensorflow as tf
 
         from suites.run.availability import Unsupported
 
-        if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU):
+        # NCCL needs a physical GPU per replica: logical GPUs split from one reduce through one.
+        if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU
+                                      and not self.emulated(case)):
             return tf.distribute.NcclAllReduce()
         if backend_name == "auto":
             return tf.distribute.ReductionToOneDevice()

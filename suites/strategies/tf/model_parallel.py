@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.strategies.base import Launch
+from suites.cases.vocabulary import Strategy
+from suites.strategies.base import Launch, too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy, param
 from suites.workloads import workload_of
@@ -31,6 +31,7 @@ class ModelParallel(TfStrategy):
     #: The process holds every device of the case (one stage each), which TF must be told
     #: about before it initialises.
     replicas_in_process = True
+    shares_gpus = True  # logical GPUs split from one where there are fewer
 
     def microbatches(self, case: Case) -> int:
         return 1
@@ -40,9 +41,9 @@ class ModelParallel(TfStrategy):
         if case.n_devices < 2:
             return (f"{what} over one device runs the whole model there (strategy 'single' "
                     "times that)")
-        if case.device is DeviceKind.GPU and device.count < case.n_devices:
-            return (f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; "
-                    f"{device.count} visible")
+        too_few = too_few_gpus_reason(case, device, what, self.shares_gpus)
+        if too_few:
+            return too_few
         if param(case, "placement", "replicated") == "param_server":
             return (f"placement 'param_server' is a towers layout; {what} places each layer "
                     "group's variables on its own device")

@@ -36,6 +36,7 @@ class Towers(TfStrategy):
                           "replica context (strategy mirrored)")
     launch = Launch.ISOLATED
     replicas_in_process = True
+    shares_gpus = True  # logical GPUs split from one where there are fewer
     compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
                                    "XLA computation runs on one device"}
 
@@ -44,7 +45,11 @@ class Towers(TfStrategy):
         return workload.kind == "training" or issubclass(workload, Matmul)
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        return replicas_reason(case, device, "towers")
+        return replicas_reason(case, device, "towers", self.shares_gpus)
+
+    def kernel_cache_shares(self, case: Case) -> int:
+        """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
+        return 1 if self.emulated(case) else case.n_devices
 
     def kernel_devices(self, case: Case) -> list[str]:
         from suites.frameworks.tf.distribute import replica_devices

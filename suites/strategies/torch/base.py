@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
-from suites.strategies.base import Launch, StrategyPlugin
+from suites.strategies.base import Launch, StrategyPlugin, on_shared_gpus, visible_gpus
 from suites.workloads import workload_of
 from suites.workloads.base import Param
 
@@ -107,16 +107,25 @@ class RankProcesses(TorchStrategy):
     nccl on GPU, or the case's `backend` parameter (allreduce cases)."""
 
     launch = Launch.RANKS
+    #: With fewer GPUs than ranks, the ranks share them round-robin over gloo (NCCL refuses two
+    #: ranks on one GPU): every multi-GPU code path runs on CUDA tensors, `emulated`.
+    shares_gpus = True
 
-    def backend(self, case: Case) -> str:
+    def backend(self, case: Case, gpus: int | None = None) -> str:
+        """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
+        do share fewer GPUs than they are: `gpus` visible, discovered where not given) and gloo on
+        CPUs."""
         requested = str(workload_of(case).p.get("backend", "auto"))
         if requested != "auto":
             return requested
-        return "nccl" if case.device is DeviceKind.GPU else "gloo"
+        if case.device is not DeviceKind.GPU:
+            return "gloo"
+        shared = self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework) if gpus is None else gpus)
+        return "gloo" if shared else "nccl"
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
         """gloo ranks on a GPU machine may share GPUs; NCCL needs a GPU of its own for every rank."""
-        backend = self.backend(case)
+        backend = self.backend(case, device.count if case.device is DeviceKind.GPU else None)
         if backend not in PROCESS_GROUP_BACKENDS:
             return (f"backend {backend!r} is not a torch.distributed backend; torch uses "
                     f"{' or '.join(PROCESS_GROUP_BACKENDS)}")

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Compile, Strategy
+from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.stages import (MICROBATCHES, bubble, layer_names, layer_sizes, layers_reason,
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
@@ -88,7 +88,15 @@ class Pipeline(RankProcesses):
     def stages_per_rank(self, case: Case) -> int:
         return STAGES_PER_RANK.get(self.schedule(case), 1)
 
+    #: Stages pass activations with send/recv, which gloo does not do for CUDA tensors (the
+    #: backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
+    shares_gpus = False
+
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+        if case.device is DeviceKind.GPU and device.count < case.n_devices:
+            return (f"a pipeline over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} "
+                    "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
+                    "tensors and NCCL refuses between ranks sharing a GPU)")
         reason = super().unavailable_reason(case, device)
         if reason:
             return reason

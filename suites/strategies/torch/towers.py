@@ -48,6 +48,10 @@ class Towers(TorchStrategy):
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
         return False
 
+    def kernel_cache_shares(self, case: Case) -> int:
+        """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
+        return 1 if self.emulated(case) else case.n_devices
+
     def kernel_devices(self, case: Case) -> list["torch.device"]:
         """The first `n_devices` visible GPUs."""
         import torch
