@@ -73,7 +73,7 @@ POWER_CAPPED = {"sm": [1755, 1980, 1410, 1100, 1200], "mem": [2619],
                 "temperature": [40, 48, 61, 66, 64], "utilization": [0, 100], "events": [0x0, 0x4, 0x4, 0x4]}
 
 
-def sampled(nvml: FakeNvml, samples: int, ordinals: tuple[int, ...] = (0,), visible: str = "") -> list[GpuTelemetry]:
+def sampled(nvml: FakeNvml, samples: int, ordinals: tuple[int, ...] = (0,), visible: str = "0,1,2,3") -> list[GpuTelemetry]:
     """`samples` samples: start's, stop's and those between, taken without the thread's timing."""
     sampler = GpuSampler(ordinals, nvml=nvml, interval_s=3600, visible=visible)  # type: ignore[arg-type]
     sampler.start()
@@ -122,7 +122,7 @@ def test_drivers_before_535_name_the_reasons_throttle_reasons():
 
 
 def test_without_a_gpu_nvml_knows_the_reason_says_so():
-    sampler = GpuSampler([0], nvml=FakeNvml({}), visible="")  # type: ignore[arg-type]
+    sampler = GpuSampler([0], nvml=FakeNvml({}), visible="0")  # type: ignore[arg-type]
     assert sampler.reason.startswith("no GPU telemetry") and "no NVML handle" in sampler.reason
     sampler.start()
     assert sampler.stop() == []
@@ -136,7 +136,7 @@ class SampledDevice(PretendDevice):
         self.nvml, self.busy_s = nvml, busy_s
 
     def telemetry_sampler(self) -> GpuSampler:
-        return GpuSampler([0], nvml=self.nvml, interval_s=3600, visible="")  # type: ignore[arg-type]
+        return GpuSampler([0], nvml=self.nvml, interval_s=3600, visible="0")  # type: ignore[arg-type]
 
     def kernel_seconds_per_step(self, steps: int) -> float:
         return self.busy_s
