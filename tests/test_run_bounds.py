@@ -3,13 +3,19 @@ finish inside its limit is stopped there, and the run goes on."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.frontends.cli import main
 from suites.frontends.commands import run as run_command
 from suites.kept.store import ResultsStore
+from suites.run.eta import case_estimate_s
+from suites.run.launchers import case_timeout
+from suites.run.runner import RunContext, run_cases
 
 #: Three CPU matmuls (the first one small) and a GPU one, unavailable here: it costs nothing.
 GRID = """
@@ -81,3 +87,50 @@ def test_max_minutes_that_is_no_positive_number_is_one_line(capsys, results_dir,
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("parbench: error: --max-minutes must be a positive number")
     assert not results_dir.exists()
+
+
+#: The probe's GEMM rate the bounded-case tests pretend: 1 GFLOP/s, so a case of N gflop is
+#: predicted at N seconds a step.
+PROBED_FLOPS_PER_S = 1e9
+
+
+@pytest.fixture
+def sleepy(monkeypatch):
+    """The sleepy plugin workload registered here and in workers; the probe's rate controlled."""
+    from suites.run import bounds
+    from suites.workloads.user_model import PLUGINS_ENV, load_plugins
+
+    monkeypatch.setenv(PLUGINS_ENV, str(Path(__file__).with_name("sleepy_workload.py")))
+    load_plugins()
+    monkeypatch.setattr(bounds, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
+
+
+def sleepy_case(step_ms: int, gflop: int) -> Case:
+    return Case.make("sleepy", "torch", "cpu", params={"step_ms": step_ms, "gflop": gflop})
+
+
+def test_a_case_that_overruns_its_limit_is_stopped_there_and_the_run_goes_on(sleepy, results_dir):
+    # 30 GFLOP at 1 GFLOP/s: a 30 s first step, half its 60 s limit: run where it can be
+    # stopped; its step sleeps an hour, and its limit is 2 s.
+    stuck, quick = sleepy_case(step_ms=3_600_000, gflop=30), sleepy_case(step_ms=1, gflop=0)
+    timing = TimingConfig(warmup_s=0.0, min_warmup_steps=1, min_samples=3, min_time_s=0.0, budget_s=0.05,
+                          case_timeout_s=2.0)
+    context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=timing)
+    records = list(run_cases([stuck, quick], context))
+    assert [r.status for r in records] == [Status.UNAVAILABLE, Status.OK]
+    assert records[0].reason.startswith("too slow here: not finished within its 2 s limit (predicted "
+                                        "first step 30 s); stopped")
+    assert [r.case for r in ResultsStore(results_dir).load()] == [stuck, quick]
+    # The run's estimate counts it as what it costs at most: its deadline.
+    assert case_estimate_s(stuck, timing) == case_timeout(timing, stuck) == 2.0
+
+
+def test_a_case_predicted_far_over_its_limit_is_refused_without_running(sleepy, results_dir):
+    # 500 s predicted against a 60 s limit; were it run, its step would sleep an hour.
+    refused = sleepy_case(step_ms=3_600_000, gflop=500)
+    context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=TimingConfig())
+    (record,) = run_cases([refused], context)
+    assert record.status is Status.UNAVAILABLE
+    assert record.reason.startswith("too slow here: predicted first step 500 s")
+    assert record.measurement is None and record.check is None
+    assert case_estimate_s(refused, TimingConfig()) == 0.0

@@ -9,6 +9,9 @@ from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile
 from suites.run.availability import unavailable_reason
+from suites.run.bounds import bound_for
+from suites.run.launchers import case_timeout
+from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
 from suites.strategies.base import Launch
 
 #: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
@@ -22,15 +25,30 @@ COMPILE_OVERHEAD_S = 30.0
 
 
 def case_estimate_s(case: Case, timing: TimingConfig) -> float:
-    """Expected seconds for `case`: nothing if it is unavailable here, else warm-up and the
-    timing budget (a case stops earlier when it converges) plus set-up or launch, and a compiled
-    case's compiles."""
+    """Expected seconds for `case`: nothing if it is unavailable here or refused as too slow
+    (`suites.run.bounds`), else its steps (`steps_estimate_s`) plus set-up or launch, and a
+    compiled case's compiles; a case run where it can be stopped, at most its deadline."""
     if unavailable_reason(case):
         return 0.0
-    launched = plugin_for(case).launch is not Launch.IN_PROCESS
+    bound = bound_for(case, timing)
+    if bound.refused:
+        return 0.0
+    launched = plugin_for(case).launch is not Launch.IN_PROCESS or bound.isolated
     compiles = COMPILE_OVERHEAD_S if case.compile is not Compile.NONE else 0.0
-    return (timing.warmup_s + timing.budget_s + compiles
-            + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
+    total = (steps_estimate_s(timing, bound.predicted_step_s) + compiles
+             + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
+    return min(total, case_timeout(timing, case)) if bound.isolated else total
+
+
+def steps_estimate_s(timing: TimingConfig, step_s: float | None) -> float:
+    """Warm-up and the timing budget (a case stops earlier when it converges); where one step
+    is predicted to take `step_s`, also the check's step and the first, and at least the
+    fewest warm and timed steps the timer takes, up to the time it allows after the first."""
+    if step_s is None:
+        return timing.warmup_s + timing.budget_s
+    after_first = (max(timing.warmup_s, timing.min_warmup_steps * step_s)
+                   + max(timing.budget_s, MIN_BUDGET_SAMPLES * step_s))
+    return 2 * step_s + min(after_first, case_limit_s(timing))
 
 
 @dataclass
