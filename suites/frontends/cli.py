@@ -7,6 +7,7 @@ import sys
 import warnings
 
 from suites.errors import UserError
+from suites.run.scratch import run_temp_dir
 from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `help`, `add_arguments(parser)` and `run(args) -> int`.
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
-        return int(args.handler(args) or 0)
+        with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
+            return int(args.handler(args) or 0)
     except UserError as error:
         print(f"parbench: error: {error}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.kept.record import Record
 from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.run.runner import RunContext, run_cases
+from suites.run.scratch import run_temp_dir
 from suites.workloads import workload_class
 from suites.workloads.user_model import UserModel
 
@@ -56,4 +57,6 @@ def benchmark_model(model: UserModel, batch: int = 32, *, devices: Iterable[str]
     store = ResultsStore(results)
     context = RunContext(suite=f"user:{model.model_name}", store=store,
                          timing=timing or TimingConfig(budget_s=2.0), label=label)
-    return list(run_cases(cases_for(model, batch, devices, strategies, precisions, n_devices), context))
+    cases = cases_for(model, batch, devices, strategies, precisions, n_devices)
+    with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
+        return list(run_cases(cases, context))
