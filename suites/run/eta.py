@@ -14,9 +14,11 @@ from suites.run.launchers import case_timeout
 from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
 from suites.strategies.base import Launch
 
-#: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
-#: and rendezvous for a launched one: first guesses, corrected by the run's own progress.
-IN_PROCESS_OVERHEAD_S = 0.5
+#: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
+#: imports and rendezvous for a launched one: first guesses, corrected by the run's own progress.
+#: The `quick` suite's in-process cases took 4-8 s each on its 2.5 s budget and 0.25 s warm-up
+#: (2-core VM, load average 0.1-0.9).
+IN_PROCESS_OVERHEAD_S = 2.0
 LAUNCH_OVERHEAD_S = 8.0
 #: A compiled case compiles twice, for its check and (cold) for its first step: torch.compile
 #: of a small model's training step took 30-50 s each on a busy 2-core VM, a kernel's under
