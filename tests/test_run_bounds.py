@@ -13,7 +13,7 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.frontends.cli import main
 from suites.frontends.commands import run as run_command
 from suites.kept.store import ResultsStore
-from suites.run.eta import case_estimate_s
+from suites.run.eta import busy_machine_note, case_estimate_s
 from suites.run.launchers import case_timeout
 from suites.run.runner import RunContext, run_cases
 
@@ -134,3 +134,9 @@ def test_a_case_predicted_far_over_its_limit_is_refused_without_running(sleepy, 
     assert record.reason.startswith("too slow here: predicted first step 500 s")
     assert record.measurement is None and record.check is None
     assert case_estimate_s(refused, TimingConfig()) == 0.0
+
+
+def test_the_estimate_says_when_other_work_competes_for_the_cores():
+    assert busy_machine_note(1.9, 2) == ""
+    assert busy_machine_note(10.2, 2) == ("; load average 10.2 on 2 cores: other work competes for them, "
+                                          "expect longer")

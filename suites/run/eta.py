@@ -98,3 +98,12 @@ def duration_text(seconds: float) -> str:
         return f"{minutes} min {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def busy_machine_note(load: float, cores: int) -> str:
+    """'' where the 1-minute load average leaves a core per runnable process; else a note that
+    the estimate will be short: it counts a case's own costs, while other work takes turns on
+    its cores (the `quick` suite, estimated at 48 s, took 250 s at load 6-12 on 2 cores)."""
+    if load <= cores:
+        return ""
+    return f"; load average {load:.1f} on {cores} cores: other work competes for them, expect longer"

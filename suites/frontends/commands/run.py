@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from suites.kept.run_summary import RunSummary
 from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
 from suites.run.cap import RunCap, cap_seconds
-from suites.run.eta import Eta, duration_text
+from suites.run.eta import Eta, busy_machine_note, duration_text
 from suites.run.runner import RunContext, run_case
 
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     eta = Eta.for_cases(cases, timing)
     estimate_s = eta.remaining_s()
     capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
-    console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}", markup=False)
+    busy = busy_machine_note(os.getloadavg()[0], len(os.sched_getaffinity(0)))
+    console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}{busy}",
+                  markup=False)
     store.ensure_writable()
     started_at = now_iso()
     cap = RunCap(cap_s, clock) if cap_s is not None else None
