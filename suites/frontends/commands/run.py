@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cap_s = cap_seconds(args.max_minutes)
+    started_at, run_started = now_iso(), clock()
+    # The cap counts from the start: estimating imports the frameworks and probes their GEMMs.
+    cap = RunCap(cap_s, clock) if cap_s is not None else None
     suite = load_suite(args.suite)
     cases = select(suite.cases, args.filter, suite.name)
     timing = suite.timing
@@ -65,9 +68,6 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}{busy}",
                   markup=False)
     store.ensure_writable()
-    started_at = now_iso()
-    cap = RunCap(cap_s, clock) if cap_s is not None else None
-    run_started = clock()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("~{task.fields[left]} left"),
                   TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
