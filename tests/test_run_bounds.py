@@ -3,6 +3,7 @@ finish inside its limit is stopped there, and the run goes on."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,13 +97,18 @@ PROBED_FLOPS_PER_S = 1e9
 
 @pytest.fixture
 def sleepy(monkeypatch):
-    """The sleepy plugin workload registered here and in workers; the probe's rate controlled."""
+    """The sleepy plugin workload registered here and in workers, for this test only; the
+    probe's rate controlled."""
     from suites.run import bounds
+    from suites.workloads import WORKLOADS
     from suites.workloads.user_model import PLUGINS_ENV, load_plugins
 
     monkeypatch.setenv(PLUGINS_ENV, str(Path(__file__).with_name("sleepy_workload.py")))
     load_plugins()
     monkeypatch.setattr(bounds, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
+    yield
+    WORKLOADS.pop("sleepy", None)  # the registry's other tests see the built-in workloads only
+    sys.modules.pop("parbench_plugin_sleepy_workload", None)
 
 
 def sleepy_case(step_ms: int, gflop: int) -> Case:
