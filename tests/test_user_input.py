@@ -77,3 +77,19 @@ def test_benchmark_model_generates_no_strategy_on_a_device_it_cannot_use():
     default = cases_for(model_of_both_frameworks(), batch=32)
     assert all(c.strategy is not Strategy.TPU for c in default)
 
+
+
+def test_benchmark_model_generates_only_strategies_that_train_and_says_which_it_skipped():
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cases = cases_for(model_of_both_frameworks(), batch=32, devices=["cpu"], precisions=["fp32"],
+                          strategies=["single", "towers", "mirrored", "ddp"])
+    triples = {(c.framework, c.strategy) for c in cases}
+    assert triples == {(Framework.TORCH, Strategy.SINGLE), (Framework.TORCH, Strategy.DDP),
+                       (Framework.TF, Strategy.SINGLE), (Framework.TF, Strategy.TOWERS),
+                       (Framework.TF, Strategy.MIRRORED)}
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1, messages
+    assert "torch/cpu/towers" in messages[0] and "torch/cpu/mirrored" in messages[0]
+    assert "tf/cpu/ddp" in messages[0] and "tf/cpu/towers" not in messages[0]

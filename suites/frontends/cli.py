@@ -8,6 +8,7 @@ import warnings
 
 from suites import knobs
 from suites.errors import UserError
+from suites.run.scratch import run_temp_dir
 from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
-        return int(args.handler(args) or 0)
+        with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
+            return int(args.handler(args) or 0)
     except UserError as error:
         print(f"parbench: error: {error}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -12,6 +13,8 @@ from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.kept.record import Record
 from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.run.runner import RunContext, run_cases
+from suites.run.scratch import run_temp_dir
+from suites.workloads import workload_class
 from suites.workloads.user_model import UserModel
 
 
@@ -19,18 +22,25 @@ def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gp
               strategies: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
               n_devices: int = 2) -> list[Case]:
     """Every (framework, device, strategy, precision) the model has a builder for, less the
-    framework x device x strategy combinations that exist nowhere (`is_combination`); strategies
-    that spread work get `n_devices` devices, `single` gets one."""
+    framework x device x strategy combinations that exist nowhere or do not train
+    (`is_combination`: torch `towers` splits a matmul); strategies that spread work get
+    `n_devices` devices, `single` gets one. Strategies named in `strategies` that some of the
+    model's framework x device pairs skip are said in one warning."""
     chosen_strategies = [Strategy(s) for s in strategies] if strategies else list(Strategy)
     chosen_precisions = [Precision(p) for p in precisions] if precisions else list(Precision)
-    cases = []
-    for framework, device, strategy, precision in itertools.product(
-            model.builders, map(DeviceKind, devices), chosen_strategies, chosen_precisions):
-        if not is_combination(framework, device, strategy):
+    train_step = workload_class("train_step")
+    cases, skipped = [], []
+    for framework, device, strategy in itertools.product(model.builders, map(DeviceKind, devices),
+                                                         chosen_strategies):
+        if not is_combination(framework, device, strategy, train_step):
+            skipped.append(f"{framework}/{device}/{strategy}")
             continue
         count = 1 if strategy is Strategy.SINGLE else n_devices
-        cases.append(Case.make("train_step", framework, device, strategy, precision, count,
-                               {"model": model.model_name, "batch": batch}))
+        cases += [Case.make("train_step", framework, device, strategy, precision, count,
+                            {"model": model.model_name, "batch": batch}) for precision in chosen_precisions]
+    if strategies and skipped:
+        warnings.warn(f"benchmark_model: skipped {len(skipped)} framework/device/strategy combination(s) "
+                      f"that do not apply to a training step: {', '.join(skipped)}", stacklevel=2)
     return cases
 
 
@@ -41,9 +51,12 @@ def benchmark_model(model: UserModel, batch: int = 32, *, devices: Iterable[str]
     """Time one training step of `model` per applicable case; store and return the records.
 
     Cases that cannot run here come back `unavailable` with the reason (e.g. no GPU,
-    DataParallel on CPU), so the returned list always covers the whole grid.
+    DataParallel on CPU), so the returned list covers every combination that applies;
+    combinations that never apply are not generated (`cases_for` says which, once).
     """
     store = ResultsStore(results)
     context = RunContext(suite=f"user:{model.model_name}", store=store,
                          timing=timing or TimingConfig(budget_s=2.0), label=label)
-    return list(run_cases(cases_for(model, batch, devices, strategies, precisions, n_devices), context))
+    cases = cases_for(model, batch, devices, strategies, precisions, n_devices)
+    with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
+        return list(run_cases(cases, context))

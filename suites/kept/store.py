@@ -20,9 +20,12 @@ from typing import Iterable, Iterator
 from suites.errors import UserError
 from suites.knobs import MAX_LABEL_CHARS
 from suites.kept.record import Record
+from suites.kept.run_summary import RunSummary
 
 DEFAULT_RESULTS_DIR = Path("results")
 RECORDS_SUBDIR = "parbench"
+#: Under RECORDS_SUBDIR: one `<run_id>.json` per `parbench run` (`suites.kept.run_summary`).
+RUNS_SUBDIR = "runs"
 
 
 class ResultsWarning(UserWarning):
@@ -68,6 +71,21 @@ class ResultsStore:
         finally:
             os.close(fd)  # closing releases the lock
         return path
+
+    def save_run_summary(self, summary: RunSummary) -> Path:
+        """Write the run's summary whole (a temporary file renamed over it)."""
+        folder = self.directory / RUNS_SUBDIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{_safe_name(summary.run_id)}.json"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(summary.to_dict(), indent=1))
+        tmp.replace(path)
+        return path
+
+    @staticmethod
+    def is_run_summary(path: Path) -> bool:
+        """Whether `path` is a run's summary (bookkeeping, no results) in a store's folder."""
+        return path.parent.name == RUNS_SUBDIR and path.parent.parent.name == RECORDS_SUBDIR
 
     def files(self) -> list[Path]:
         return sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []

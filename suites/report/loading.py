@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from suites.kept.store import ResultsWarning
+from suites.kept.store import ResultsStore, ResultsWarning
 from suites.report import from_asv, from_parbench, from_pytest_benchmark
 from suites.report.columns import tidy
 from suites.report.derived import add_throughput, fill_metrics
@@ -33,7 +33,7 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
     for path in map(Path, paths):
         if path.is_dir():
             candidates = sorted(p for pattern in ("*.jsonl", "*.json") for p in path.rglob(pattern)
-                                if p.name not in BOOKKEEPING
+                                if p.name not in BOOKKEEPING and not ResultsStore.is_run_summary(p)
                                 and not any(part.startswith(".") for part in p.relative_to(path).parts))
         elif path.exists():
             candidates = [path]

@@ -8,12 +8,16 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile
 from suites.run.availability import unavailable_reason
-from suites.run.launchers import launch_mode
+from suites.run.bounds import bound_for
+from suites.run.launchers import case_timeout, launch_mode
+from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
 from suites.strategies.base import Launch
 
-#: Set-up, numerics check and teardown of an in-process case, and a fresh process's imports
-#: and rendezvous for a launched one: first guesses, corrected by the run's own progress.
-IN_PROCESS_OVERHEAD_S = 0.5
+#: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
+#: imports and rendezvous for a launched one: first guesses, corrected by the run's own progress.
+#: The `quick` suite's in-process cases took 4-8 s each on its 2.5 s budget and 0.25 s warm-up
+#: (2-core VM, load average 0.1-0.9).
+IN_PROCESS_OVERHEAD_S = 2.0
 LAUNCH_OVERHEAD_S = 8.0
 #: A compiled case compiles twice, for its check and (cold) for its first step: torch.compile
 #: of a small model's training step took 30-50 s each on a busy 2-core VM, a kernel's under
@@ -22,15 +26,30 @@ COMPILE_OVERHEAD_S = 30.0
 
 
 def case_estimate_s(case: Case, timing: TimingConfig) -> float:
-    """Expected seconds for `case`: nothing if it is unavailable here, else warm-up and the
-    timing budget (a case stops earlier when it converges) plus set-up or launch, and a compiled
-    case's compiles."""
+    """Expected seconds for `case`: nothing if it is unavailable here or refused as too slow
+    (`suites.run.bounds`), else its steps (`steps_estimate_s`) plus set-up or launch, and a
+    compiled case's compiles; a case run where it can be stopped, at most its deadline."""
     if unavailable_reason(case):
         return 0.0
-    launched = launch_mode(case) is not Launch.IN_PROCESS
+    bound = bound_for(case, timing)
+    if bound.refused:
+        return 0.0
+    launched = launch_mode(case) is not Launch.IN_PROCESS or bound.isolated
     compiles = COMPILE_OVERHEAD_S if case.compile is not Compile.NONE else 0.0
-    return (timing.warmup_s + timing.budget_s + compiles
-            + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
+    total = (steps_estimate_s(timing, bound.predicted_step_s) + compiles
+             + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
+    return min(total, case_timeout(timing, case)) if bound.isolated else total
+
+
+def steps_estimate_s(timing: TimingConfig, step_s: float | None) -> float:
+    """Warm-up and the timing budget (a case stops earlier when it converges); where one step
+    is predicted to take `step_s`, also the check's step and the first, and at least the
+    fewest warm and timed steps the timer takes, up to the time it allows after the first."""
+    if step_s is None:
+        return timing.warmup_s + timing.budget_s
+    after_first = (max(timing.warmup_s, timing.min_warmup_steps * step_s)
+                   + max(timing.budget_s, MIN_BUDGET_SAMPLES * step_s))
+    return 2 * step_s + min(after_first, case_limit_s(timing))
 
 
 @dataclass
@@ -51,10 +70,21 @@ class Eta:
         self.spent_s += seconds
         self.done += 1
 
+    def left_out(self) -> None:
+        """The next case is not run (`--max-minutes`): it costs nothing and teaches nothing."""
+        self.done += 1
+
+    def _scale(self) -> float:
+        """Actual / estimated time of the cases done."""
+        return self.spent_s / self.estimated_done_s if self.estimated_done_s > 0 else 1.0
+
+    def next_s(self) -> float:
+        """The next case's estimate, scaled like the rest."""
+        return self._scale() * self.estimates[self.done]
+
     def remaining_s(self) -> float:
         """The unfinished cases' estimates, scaled by actual / estimated time of those done."""
-        scale = self.spent_s / self.estimated_done_s if self.estimated_done_s > 0 else 1.0
-        return scale * sum(self.estimates[self.done:])
+        return self._scale() * sum(self.estimates[self.done:])
 
 
 def duration_text(seconds: float) -> str:
@@ -67,3 +97,12 @@ def duration_text(seconds: float) -> str:
         return f"{minutes} min {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def busy_machine_note(load: float, cores: int) -> str:
+    """'' where the 1-minute load average leaves a core per runnable process; else a note that
+    the estimate will be short: it counts a case's own costs, while other work takes turns on
+    its cores (the `quick` suite, estimated at 48 s, took 250 s at load 6-12 on 2 cores)."""
+    if load <= cores:
+        return ""
+    return f"; load average {load:.1f} on {cores} cores: other work competes for them, expect longer"

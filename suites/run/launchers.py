@@ -27,6 +27,7 @@ from suites.cases.case import Case
 from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
+from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.strategies.base import Launch
@@ -145,8 +146,10 @@ def _worker_command(case: Case, timing: TimingConfig, out: Path) -> list[str]:
             "--timing", json.dumps(asdict(timing)), "--out", str(out)]
 
 
-def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
-    """Start one worker per env, wait for all under one deadline, combine their outcomes."""
+def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]],
+                   bound: Bound | None = None) -> Outcome:
+    """Start one worker per env, wait for all under one deadline, combine their outcomes.
+    A `bound` case (`run_bounded`) still running at the deadline was too slow, not hung."""
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
@@ -167,7 +170,16 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]])
             for process, log in processes:
                 _stop(process)
                 log.close()
+        if timed_out and bound is not None:
+            return _too_slow(case, timing, bound, _tail(tmpdir / "rank0.log"))
         return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at)
+
+
+def _too_slow(case: Case, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
+    """The outcome of a bounded case stopped at its deadline."""
+    return Outcome(Status.UNAVAILABLE, (
+        f"too slow here: not finished within its {case_timeout(timing, case):.3g} s limit (predicted "
+        f"first step {bound.predicted_step_s:.3g} s); stopped"), details={"output_tail": output_tail})
 
 
 def _dump_stacks(processes: list[subprocess.Popen]) -> None:
@@ -325,11 +337,26 @@ LAUNCHERS: dict[Launch, Callable[[Case, TimingConfig], Outcome]] = {
 }
 
 
+def run_bounded(case: Case, timing: TimingConfig, bound: Bound) -> Outcome:
+    """An in-process case predicted near its first-step limit, in one isolated process instead,
+    which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
+    gets there. The parbench process could not stop it while a step ran."""
+    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)], bound)
+
+
 def launch_case(case: Case, timing: TimingConfig) -> Outcome:
     """Run an available case with its strategy's launcher and return what it produced. A GPU
     case of an in-process strategy (`single`, torch `towers`) runs in a fresh process instead
-    (`launch_mode`)."""
-    return LAUNCHERS[launch_mode(case)](case, timing)
+    (`launch_mode`); a case predicted far over its limit is refused, one near it is run where it
+    can be stopped (`suites.run.bounds`)."""
+    launch = launch_mode(case)
+    bound = bound_for(case, timing)
+    if bound.refused:
+        return Outcome(Status.UNAVAILABLE, bound.refused,
+                       details={"predicted_first_step_s": bound.predicted_step_s})
+    if bound.isolated and launch is Launch.IN_PROCESS:
+        return run_bounded(case, timing, bound)
+    return LAUNCHERS[launch](case, timing)
 
 
 def launch_mode(case: Case) -> Launch:

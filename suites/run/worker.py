@@ -29,6 +29,8 @@ from suites.kept.contention import Contention, judge, read_cpu
 from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
+from suites.run.scratch import run_temp_dir
+from suites.strategies.base import StrategyPlugin
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
@@ -77,6 +79,20 @@ def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Pa
     return store.path_for(record.machine)
 
 
+def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) -> tuple[bool, Outcome]:
+    """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
+    outcome."""
+    try:
+        served = plugin.serve(case)
+    except Exception as error:  # a serving task whose cluster never formed
+        return True, failed(error, "serve")
+    try:
+        return served, (Outcome(Status.OK, "served the case's cluster") if served
+                        else execute_in_process(case, timing))
+    except Exception as error:  # anything outside the runnable's own stages
+        return served, failed(error, "worker")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m suites.run.worker")
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
@@ -117,18 +133,9 @@ def main() -> None:
     except (UserError, NoSuchStrategy, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
 
-    outcome: Outcome
     before = read_cpu()
-    try:
-        served = plugin.serve(case)
-    except Exception as error:  # a serving task whose cluster never formed
-        served, outcome = True, failed(error, "serve")
-    else:
-        try:
-            outcome = (Outcome(Status.OK, "served the case's cluster") if served
-                       else execute_in_process(case, timing))
-        except Exception as error:  # anything outside the runnable's own stages
-            outcome = failed(error, "worker")
+    with run_temp_dir():  # TF autograph's files, removed on the way out (also under torchrun)
+        served, outcome = _serve_or_execute(case, timing, plugin)
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     if args.out is not None:

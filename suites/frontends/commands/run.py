@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,10 +16,17 @@ from suites.cases.filters import select
 from suites.cases.grid import DEFAULT_SUITE, load_suite
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.kept.provenance import now_iso
+from suites.kept.run_summary import RunSummary
 from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
-from suites.run.eta import Eta, duration_text
-from suites.run.runner import RunContext, run_cases
+from suites.run.cap import RunCap, cap_seconds
+from suites.run.eta import Eta, busy_machine_note, duration_text
+from suites.run.runner import RunContext, run_case
+
+#: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
+#: read; tests put a controlled one in its place.
+clock = time.monotonic
 
 SUMMARY = "run a suite (default: quick) and store its records"
 KNOBS = knobs.CASE_KNOBS
@@ -35,10 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", help="machine label stored with every record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
     parser.add_argument("--budget", type=float, help="override the suite's timing budget per case, seconds")
+    parser.add_argument("--max-minutes", type=float,
+                        help="cap the run: start a case only while the time spent plus its estimate "
+                             "fits; the cases left out are listed at the end and in the run's summary")
 
 
 def run(args: argparse.Namespace) -> int:
     knobs.check_label(args.label)
+    cap_s = cap_seconds(args.max_minutes)
+    started_at, run_started = now_iso(), clock()
+    # The cap counts from the start: estimating imports the frameworks and probes their GEMMs.
+    cap = RunCap(cap_s, clock) if cap_s is not None else None
     suite = load_suite(args.suite)
     cases = select(suite.cases, args.filter, suite.name)
     timing = suite.timing
@@ -51,23 +66,35 @@ def run(args: argparse.Namespace) -> int:
     console = terminal()
     records = []
     eta = Eta.for_cases(cases, timing)
-    console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(eta.remaining_s())}", markup=False)
+    estimate_s = eta.remaining_s()
+    capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
+    busy = busy_machine_note(os.getloadavg()[0], len(os.sched_getaffinity(0)))
+    console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}{busy}",
+                  markup=False)
+    store.ensure_writable()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("~{task.fields[left]} left"),
                   TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
         task = progress.add_task(suite.name, total=len(cases), current=cases[0].id,
                                  left=duration_text(eta.remaining_s()))
-        started = time.monotonic()
-        for done, record in enumerate(run_cases(cases, context), start=1):
-            records.append(record)
-            now = time.monotonic()
-            eta.finished(now - started)
-            started = now
+        for done, case in enumerate(cases, start=1):
+            if cap is not None and not cap.admits(case, eta.next_s()):
+                eta.left_out()
+            else:
+                started = clock()
+                records.append(run_case(case, context))
+                eta.finished(clock() - started)
             progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "",
                             left=duration_text(eta.remaining_s()))
     console.print(record_table(records, title=f"suite {suite.name} - run {context.run_id}"))
-    failed = sum(r.status is Status.FAILED for r in records)
     counts = {s: sum(r.status is s for r in records) for s in Status}
-    console.print(f"{counts[Status.OK]} ok, {counts[Status.UNAVAILABLE]} unavailable, {failed} failed; "
-                  f"records in {store.path_for(context.environment['machine'])}")
-    return 1 if failed else 0
+    console.print(f"{counts[Status.OK]} ok, {counts[Status.UNAVAILABLE]} unavailable, {counts[Status.FAILED]} "
+                  f"failed; records in {store.path_for(context.environment['machine'])}")
+    summary = store.save_run_summary(RunSummary(
+        run_id=context.run_id, suite=suite.name, machine=context.environment["machine"], started=started_at,
+        finished=now_iso(), cases=len(cases), counts={str(s): n for s, n in counts.items()},
+        estimate_s=round(estimate_s, 1), elapsed_s=round(clock() - run_started, 1),
+        max_minutes=args.max_minutes, left_out=[c.id for c in cap.left_out] if cap else []))
+    if cap is not None and cap.left_out:
+        console.print(f"{cap.left_out_text()}; run summary in {summary}", markup=False, soft_wrap=True)
+    return 1 if counts[Status.FAILED] else 0

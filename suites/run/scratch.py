@@ -1,0 +1,34 @@
+"""A run's own temp folder, removed when the run ends.
+
+TensorFlow's autograph writes each function it converts to `__autograph_generated_file*.py` in
+the system temp folder and never deletes it (118 after a few suites). Inside `run_temp_dir`
+Python's `tempfile` (which autograph uses) and every process started from here (`TMPDIR`: rank
+and worker processes) write into a fresh folder instead, which is removed on the way out.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+TMPDIR_ENV = "TMPDIR"
+
+
+@contextlib.contextmanager
+def run_temp_dir() -> Iterator[Path]:
+    """A fresh folder (in the current temp folder) that is the temp folder for the duration."""
+    folder = Path(tempfile.mkdtemp(prefix="parbench-run-"))
+    previous_env, previous_tempdir = os.environ.get(TMPDIR_ENV), tempfile.tempdir
+    os.environ[TMPDIR_ENV] = tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = previous_tempdir
+        if previous_env is None:
+            os.environ.pop(TMPDIR_ENV, None)
+        else:
+            os.environ[TMPDIR_ENV] = previous_env
+        shutil.rmtree(folder, ignore_errors=True)

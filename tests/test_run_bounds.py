@@ -1,0 +1,148 @@
+"""A run's bounds: `--max-minutes` leaves out what would not fit and says so; a case that cannot
+finish inside its limit is stopped there, and the run goes on."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Status
+from suites.frontends.cli import main
+from suites.frontends.commands import run as run_command
+from suites.kept.store import ResultsStore
+from suites.run.eta import busy_machine_note, case_estimate_s
+from suites.run.launchers import case_timeout
+from suites.run.runner import RunContext, run_cases
+
+#: Three CPU matmuls (the first one small) and a GPU one, unavailable here: it costs nothing.
+GRID = """
+[timing]
+warmup_s = 0.02
+block_min_s = 0.002
+min_samples = 3
+min_time_s = 0.01
+budget_s = 0.2
+[[grid]]
+workload = "matmul"
+framework = "torch"
+device = ["cpu", "gpu"]
+params = { m = [8, 16, 24], n = 8, k = 8 }
+"""
+
+#: What each case costs on the controlled clock: far more than its estimate (under a second).
+CASE_S = 50.0
+
+
+@pytest.fixture
+def controlled_clock(monkeypatch):
+    """The run's clock moves only when a CPU case runs, by CASE_S (the GPU cases are
+    unavailable here: they take no time)."""
+    now = [0.0]
+    real_run_case = run_command.run_case
+
+    def run_case(case, context):
+        now[0] += CASE_S if case.device is DeviceKind.CPU else 0.0
+        return real_run_case(case, context)
+
+    monkeypatch.setattr(run_command, "clock", lambda: now[0])
+    monkeypatch.setattr(run_command, "run_case", run_case)
+
+
+def test_max_minutes_leaves_out_what_would_not_fit_and_lists_it(capsys, tmp_path, results_dir, controlled_clock):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    code = main(["run", "--suite", str(grid), "--results", str(results_dir), "--filter", "device=cpu",
+                 "--max-minutes", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # The first case fits (estimate < 60 s); it then took 50 s, so the next ones' estimates,
+    # scaled by that, no longer fit in the 10 s left.
+    records = ResultsStore(results_dir).load()
+    assert [r.case.param_dict["m"] for r in records] == [8] and records[0].status is Status.OK
+    left_line = next(line for line in out.splitlines() if line.startswith("left out by --max-minutes"))
+    assert left_line.startswith("left out by --max-minutes: 2 cases: ")
+    assert "m=16" in left_line and "m=24" in left_line
+    assert "1 ok, 0 unavailable, 0 failed" in out
+    (summary_path,) = (results_dir / "parbench" / "runs").glob("*.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["max_minutes"] == 1 and summary["counts"] == {"ok": 1, "unavailable": 0, "failed": 0}
+    assert [case_id.endswith(f"m={m},n=8") for case_id, m in zip(summary["left_out"], (16, 24))] == [True, True]
+
+
+def test_max_minutes_still_records_cases_that_cost_nothing(capsys, tmp_path, results_dir, controlled_clock):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    assert main(["run", "--suite", str(grid), "--results", str(results_dir), "--max-minutes", "1"]) == 0
+    statuses = sorted(str(r.status) for r in ResultsStore(results_dir).load())
+    # m=8 on the CPU, and the three GPU cases, unavailable here, estimated at nothing
+    assert statuses == ["ok", "unavailable", "unavailable", "unavailable"]
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "0", "inf"])
+def test_max_minutes_that_is_no_positive_number_is_one_line(capsys, results_dir, value):
+    assert main(["run", "--results", str(results_dir), "--max-minutes", value]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("parbench: error: --max-minutes must be a positive number")
+    assert not results_dir.exists()
+
+
+#: The probe's GEMM rate the bounded-case tests pretend: 1 GFLOP/s, so a case of N gflop is
+#: predicted at N seconds a step.
+PROBED_FLOPS_PER_S = 1e9
+
+
+@pytest.fixture
+def sleepy(monkeypatch):
+    """The sleepy plugin workload registered here and in workers, for this test only; the
+    probe's rate controlled."""
+    from suites.run import bounds
+    from suites.workloads import WORKLOADS
+    from suites.workloads.user_model import PLUGINS_ENV, load_plugins
+
+    monkeypatch.setenv(PLUGINS_ENV, str(Path(__file__).with_name("sleepy_workload.py")))
+    load_plugins()
+    monkeypatch.setattr(bounds, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
+    yield
+    WORKLOADS.pop("sleepy", None)  # the registry's other tests see the built-in workloads only
+    sys.modules.pop("parbench_plugin_sleepy_workload", None)
+
+
+def sleepy_case(step_ms: int, gflop: int) -> Case:
+    return Case.make("sleepy", "torch", "cpu", params={"step_ms": step_ms, "gflop": gflop})
+
+
+def test_a_case_that_overruns_its_limit_is_stopped_there_and_the_run_goes_on(sleepy, results_dir):
+    # 30 GFLOP at 1 GFLOP/s: a 30 s first step, half its 60 s limit: run where it can be
+    # stopped; its step sleeps an hour, and its limit is 2 s.
+    stuck, quick = sleepy_case(step_ms=3_600_000, gflop=30), sleepy_case(step_ms=1, gflop=0)
+    timing = TimingConfig(warmup_s=0.0, min_warmup_steps=1, min_samples=3, min_time_s=0.0, budget_s=0.05,
+                          case_timeout_s=2.0)
+    context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=timing)
+    records = list(run_cases([stuck, quick], context))
+    assert [r.status for r in records] == [Status.UNAVAILABLE, Status.OK]
+    assert records[0].reason.startswith("too slow here: not finished within its 2 s limit (predicted "
+                                        "first step 30 s); stopped")
+    assert [r.case for r in ResultsStore(results_dir).load()] == [stuck, quick]
+    # The run's estimate counts it as what it costs at most: its deadline.
+    assert case_estimate_s(stuck, timing) == case_timeout(timing, stuck) == 2.0
+
+
+def test_a_case_predicted_far_over_its_limit_is_refused_without_running(sleepy, results_dir):
+    # 500 s predicted against a 60 s limit; were it run, its step would sleep an hour.
+    refused = sleepy_case(step_ms=3_600_000, gflop=500)
+    context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=TimingConfig())
+    (record,) = run_cases([refused], context)
+    assert record.status is Status.UNAVAILABLE
+    assert record.reason.startswith("too slow here: predicted first step 500 s")
+    assert record.measurement is None and record.check is None
+    assert case_estimate_s(refused, TimingConfig()) == 0.0
+
+
+def test_the_estimate_says_when_other_work_competes_for_the_cores():
+    assert busy_machine_note(1.9, 2) == ""
+    assert busy_machine_note(10.2, 2) == ("; load average 10.2 on 2 cores: other work competes for them, "
+                                          "expect longer")
