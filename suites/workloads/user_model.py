@@ -108,18 +108,22 @@ def _remember_plugin(functions: Any) -> None:
 def load_plugins() -> None:
     """Import every file or module named in PARBENCH_PLUGINS (the CLI and worker processes).
 
-    A plugin that cannot be imported, or that registers no model, is a UserError naming it."""
+    A plugin that cannot be imported, or that registers neither a model nor a workload, is a
+    UserError naming it."""
+    from suites.workloads import WORKLOADS
+
     for entry in knobs.read(PLUGINS_ENV) or ():
-        registered = set(MODELS)
+        registered = (set(MODELS), set(WORKLOADS))
         try:
             loaded = _load_plugin(entry)
         except Exception as error:  # a user's file: any error of it is theirs to fix
             sys.modules.pop(_module_name(Path(entry)), None)
             raise UserError(f"{PLUGINS_ENV}: {entry}: {_import_problem(entry, error)}; fix it, or remove it "
                             f"from {PLUGINS_ENV}") from None
-        if loaded and set(MODELS) == registered:
-            raise UserError(f"{PLUGINS_ENV}: {entry} registers no model; call suites.user_model(...) at module "
-                            f"level in it, or remove it from {PLUGINS_ENV}")
+        if loaded and (set(MODELS), set(WORKLOADS)) == registered:
+            raise UserError(f"{PLUGINS_ENV}: {entry} registers no model or workload; call suites.user_model(...) "
+                            f"(or decorate a Workload with suites.workloads.register) at module level in it, or "
+                            f"remove it from {PLUGINS_ENV}")
 
 
 def _module_name(path: Path) -> str:
