@@ -76,7 +76,8 @@ def test_an_unknown_fault_is_an_error_naming_the_known_ones(monkeypatch):
 
 # --- injected faults fail the case ---------------------------------------------------------------
 def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> str:
-    """Run `case` with `fault` injected (rank processes inherit it); its failure's reason."""
+    """Run `case` with `fault` injected (rank processes inherit it): it fails, and its check's
+    detail (returned) names the fault."""
     pytest.importorskip("torch")
     from suites.kept.store import ResultsStore
     from suites.run.runner import RunContext, run_case
@@ -85,9 +86,9 @@ def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
     record = run_case(case, RunContext(suite="test", store=store, timing=FAST))
-    assert record.status is Status.FAILED, (record.status, record.reason)
-    assert record.reason.startswith("numerics check failed") and f"fault injected: {fault.value}" in record.reason
-    return record.reason
+    assert record.status is Status.FAILED and "numerics check failed" in record.reason, record.reason
+    assert not record.check.passed and f"fault injected: {fault.value}" in record.check.detail, record.check
+    return record.check.detail
 
 
 @pytest.mark.slow
@@ -101,9 +102,9 @@ def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> 
 ], ids=["not_all_reduced", "scaled_twice", "wrong_shard", "dropped_microbatch", "local_bn_synced",
         "sync_bn_local"])
 def test_an_injected_strategy_bug_fails_the_torch_case(fault, case, tmp_path, monkeypatch, our_processes):
-    reason = _failed_by(fault, case, tmp_path, monkeypatch)
+    detail = _failed_by(fault, case, tmp_path, monkeypatch)
     if fault is faults.Fault.NOT_ALL_REDUCED:  # rank 0's gradients are right; rank 1's are not
-        assert "rank 1 of 2 (the worst)" in reason
+        assert "rank 1 of 2 (the worst)" in detail
     assert our_processes() == []
 
 

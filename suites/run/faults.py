@@ -6,7 +6,7 @@ inherit it from the launcher). Unset, every function below is the identity. The 
 runnables call them where the fault acts: on the model a step builds (`step_model`), on the
 gradients the check reads (`observed_gradients`), on a pipeline micro-batch's loss
 (`microbatch_loss_weight`), on the weights an asynchronous update says it read
-(`claimed_weights`) and on whether this rank's backward runs without its all-reduce
+(`claimed_weights`) and on whether this rank's gradients are its own shard's alone
 (`skips_all_reduce`). A failed check's detail names the injected fault (`detail`).
 """
 from __future__ import annotations
@@ -67,8 +67,8 @@ def step_model(spec: "ModelSpec") -> "ModelSpec":
 
 
 def skips_all_reduce(rank: int, world_size: int) -> bool:
-    """Whether this rank's check backward runs without the all-reduce (NOT_ALL_REDUCED: the
-    last rank of several)."""
+    """Whether this rank's checked gradients are its own shard's, not all-reduced
+    (NOT_ALL_REDUCED: the last rank of several)."""
     return injected() is Fault.NOT_ALL_REDUCED and world_size > 1 and rank == world_size - 1
 
 

@@ -269,14 +269,12 @@ class TorchTrainStep(Runnable):
         computes and sends to the others."""
         (x, y), (x_local, y_local) = self._check_batch(check, CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
+        self._backward(x_local, y_local)
         world = self.group.world_size if self.group else 1
-        skip = (faults.skips_all_reduce(self.rank, world) and hasattr(self.wrapped, "no_sync"))
-        with self.wrapped.no_sync() if skip else contextlib.nullcontext():
-            if self.strategy_step is not None:
-                self.strategy_step.backward(x_local, y_local)
-            else:
-                self.loss(self.trained(x_local), y_local).backward()
-        gradients = faults.observed_gradients(self.plugin.gradients(self.model), world)
+        gradients = self.plugin.gradients(self.model)
+        if faults.skips_all_reduce(self.rank, world):
+            gradients = self._own_shard_gradients(x_local, y_local)
+        gradients = faults.observed_gradients(gradients, world)
         self.optimizer.zero_grad(set_to_none=True)
         reference = self._on_root(lambda: reference_gradients(self.workload.model, self.weights, x, y,
                                                                check.statistics_groups))
@@ -284,6 +282,20 @@ class TorchTrainStep(Runnable):
                                              f"{self._describe(check)} vs float64 single-device"
                                              f"{faults.detail()}")
         return self._worst_rank(result)
+
+    def _backward(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Forward and backward of the case's step, leaving the gradients in the parameters."""
+        if self.strategy_step is not None:
+            self.strategy_step.backward(x, y)
+        else:
+            self.loss(self.trained(x), y).backward()
+
+    def _own_shard_gradients(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
+        """This rank's gradients of its own part of the batch alone, from the initial weights, on
+        a model of its own (no collective): what it applies where its all-reduce did not run."""
+        model = torch_models.build(self.spec, self.weights, self.device)
+        self.loss(model(x), y).backward()
+        return model.canonical_gradients()
 
     def _loss_trajectory_check(self, check: TrainStep) -> Check:
         """Losses of the first steps in this precision and strategy against the fp32
