@@ -78,7 +78,6 @@ def test_an_unknown_fault_is_an_error_naming_the_known_ones(monkeypatch):
 def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> str:
     """Run `case` with `fault` injected (rank processes inherit it): it fails, and its check's
     detail (returned) names the fault."""
-    pytest.importorskip("torch")
     from suites.kept.store import ResultsStore
     from suites.run.runner import RunContext, run_case
 
@@ -102,9 +101,19 @@ def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> 
 ], ids=["not_all_reduced", "scaled_twice", "wrong_shard", "dropped_microbatch", "local_bn_synced",
         "sync_bn_local"])
 def test_an_injected_strategy_bug_fails_the_torch_case(fault, case, tmp_path, monkeypatch, our_processes):
+    pytest.importorskip("torch")
     detail = _failed_by(fault, case, tmp_path, monkeypatch)
     if fault is faults.Fault.NOT_ALL_REDUCED:  # rank 0's gradients are right; rank 1's are not
         assert "rank 1 of 2 (the worst)" in detail
+    assert our_processes() == []
+
+
+@pytest.mark.slow
+def test_tf_mirrored_batch_norm_synchronised_where_it_should_be_local_fails(tmp_path, monkeypatch, our_processes):
+    """Two replicas over 2 logical CPU devices (a fresh process)."""
+    pytest.importorskip("tensorflow")
+    _failed_by(faults.Fault.FLIPPED_BATCHNORM, train_case("tf", "mirrored", 2, **TINY_RESNET, batchnorm="local"),
+               tmp_path, monkeypatch)
     assert our_processes() == []
 
 
