@@ -12,7 +12,7 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
-from suites.kept.check import GRADIENT_TOLERANCE, gradients_against_reference
+from suites.kept.check import gradients_against_reference
 from suites.run import faults
 from suites.workloads import workload_of
 

@@ -25,7 +25,7 @@ FAULT_ENV = "PARBENCH_INJECT_FAULT"
 
 
 class Fault(str, Enum):
-    #: The last rank applies its own shard's gradient, not the average over the ranks.
+    #: The last rank's gradients are its own shard's alone, not the average over the ranks.
     NOT_ALL_REDUCED = "not_all_reduced"
     #: The gradients are divided by the world size twice (a mean of means).
     SCALED_TWICE = "scaled_twice"
