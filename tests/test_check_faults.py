@@ -150,3 +150,25 @@ def test_a_stale_parameter_server_update_counted_as_fresh_fails(monkeypatch):
     assert "fault injected: stale_update" in check.detail
     step.teardown()
 
+
+
+
+def test_the_tf_check_leaves_the_timed_xla_step_alone():
+    """The check steps a trainer of its own at its own batch, so nothing of it compiles (or
+    autotunes) the timed step's program: the timed step's first call is its compile, as in a
+    fresh process and as torch's is, and `compile_s` is comparable across frameworks."""
+    pytest.importorskip("tensorflow")
+    from suites.frameworks.tf.training import TfTrainStep
+
+    case = Case.make("train_step", "tf", "cpu", params={"model": "mlp", "batch": 8, "hidden": 16}, compile="xla")
+    step = TfTrainStep(workload_of(case))
+    step.setup()
+    try:
+        def untouchable(*args):
+            raise AssertionError("the check ran the timed trainer")
+
+        step.trainer.checked_step = step.trainer.step = untouchable
+        assert step.check().passed
+        assert step.compilations() == 0
+    finally:
+        step.teardown()
