@@ -23,7 +23,8 @@ Schema version 1, one JSON object per line:
                  case's compilations after its first step's, in warm-up; null otherwise)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
-  check         {passed, metric, value, tolerance, detail} or null
+  check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
+                check held beyond what was held when it began; both null in older records)} or null
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
                 samples_per_kwh}] where energy was read
