@@ -114,19 +114,19 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
     update's gradient belongs to other rows, or when no update read the initial weights."""
     step = TfTrainStep(workload_of(cluster_case("single", 1, batch=8)))
     step.setup()
-    x, y = step.spec.make_batch(8, CHECK_SEED)
+    x, y = step.spec.make_batch(step.workload.check_workload().global_batch, CHECK_SEED)  # 2 samples
     initial = step.weights
     moved = {name: value + 0.01 for name, value in initial.items()}
-    first, second = slice(0, 4), slice(4, 8)
+    first, second = slice(0, 1), slice(1, 2)
     right = [_update(step, first, initial, x, y), _update(step, second, moved, x, y)]
-    step.trainer = _Updates(right, 4, initial)
+    step.check_trainer = lambda work: _Updates(right, 1, initial)
     check = step.check()
     assert check.passed and check.value < 1e-5, check
     assert "each of 2 update(s)" in check.detail and "1 read the initial weights" in check.detail
     swapped = replace(right[1], gradients=_update(step, first, moved, x, y).gradients)
-    step.trainer = _Updates([right[0], swapped], 4, initial)
+    step.check_trainer = lambda work: _Updates([right[0], swapped], 1, initial)
     assert not step.check().passed
-    step.trainer = _Updates([_update(step, first, moved, x, y), right[1]], 4, initial)
+    step.check_trainer = lambda work: _Updates([_update(step, first, moved, x, y), right[1]], 1, initial)
     failed = step.check()
     assert not failed.passed and "no update read the initial weights" in failed.detail
 

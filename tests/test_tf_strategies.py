@@ -183,8 +183,15 @@ def test_gradient_check_fails_when_part_of_the_batch_is_lost():
     runnable = TfTrainStep(TrainStep(train_case("single", batch=8)))
     runnable.setup()
     assert runnable.check().passed
-    full = runnable.trainer.numpy_batch
-    runnable.trainer.numpy_batch = lambda x, y: full(np.concatenate([x[:4], x[:4]]), np.concatenate([y[:4], y[:4]]))
+    build = runnable.check_trainer
+
+    def losing_half(work):  # the check's trainer, fed its batch's first half twice
+        trainer = build(work)
+        full = trainer.numpy_batch
+        trainer.numpy_batch = lambda x, y: full(np.concatenate([x[:1], x[:1]]), np.concatenate([y[:1], y[:1]]))
+        return trainer
+
+    runnable.check_trainer = losing_half
     check = runnable.check()
     assert not check.passed and check.metric == "grad_rel_l2_err" and check.value > 0.05
 
@@ -214,7 +221,7 @@ def test_adam_single_device_cases_pass_their_checks(tmp_path, precision):
 def test_the_loss_trajectory_reference_uses_the_case_optimizer():
     runnable = TfTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
     runnable.setup()
-    assert runnable._reference(tf.float32).optimizer == optimizer_for("adam")
+    assert runnable._reference(tf.float32, runnable.workload.check_workload()).optimizer == optimizer_for("adam")
     assert runnable.trainer.optimizer == optimizer_for("adam")
 
 

@@ -42,7 +42,7 @@ def _gradients_match(record) -> None:
     assert record.status is Status.OK, record.reason
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
-    assert record.check.value <= record.check.tolerance == 1e-3
+    assert record.check.value <= record.check.tolerance == 5e-2
     assert len(record.measurement.rank_medians) == record.case.n_devices
 
 

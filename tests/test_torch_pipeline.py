@@ -211,7 +211,7 @@ def test_pipeline_on_two_gloo_stages_matches_the_full_batch_gradient(tmp_path, o
     assert record.status is Status.OK, record.reason
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
-    assert record.check.value <= record.check.tolerance == 1e-3
+    assert record.check.value <= record.check.tolerance == 5e-2
     assert "global batch 8" in record.check.detail
     assert len(record.measurement.rank_medians) == 2
     assert record.metrics["pipeline_bubble"] == pytest.approx(1 / (microbatches + 1))

@@ -177,7 +177,7 @@ def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(t
     assert record.status is Status.OK, record.reason
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
-    assert record.check.value <= record.check.tolerance == 1e-3
+    assert record.check.value <= record.check.tolerance == 5e-2
     assert "global batch 8" in record.check.detail
     assert len(record.measurement.rank_medians) == 2
     # each rank's step without the all-reduce (no_sync), and the share the exchange takes

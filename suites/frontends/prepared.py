@@ -12,7 +12,7 @@ from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.kept.check import Check
 from suites.run.availability import unavailable_reason
-from suites.run.execute import unsupported_errors, unsupported_reason
+from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
 from suites.run.runnable import Runnable
 from suites.run.timing import TooSlow, WarmUp, warm_up
 from suites.strategies.base import Launch
@@ -72,7 +72,7 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     runnable = workload_of(case).runnable()
     try:
         runnable.setup()
-        check = runnable.check()
+        check = measured_check(runnable)
         if not check.passed:
             raise NumericsFailed(case, check)
         warm = warm_up(runnable, timing)

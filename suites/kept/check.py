@@ -25,6 +25,11 @@ class Check:
     value: float
     tolerance: float
     detail: str = ""
+    #: Wall time of the whole check (its steps and its reference), seconds; None: not measured.
+    check_s: float | None = None
+    #: The most memory the check held beyond what the process (CPU: resident set) or its
+    #: busiest GPU (allocator) held when the check began, bytes; None: not measured.
+    memory_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,42 +65,71 @@ def against_reference(output: np.ndarray, reference: np.ndarray, precision: Prec
 # A data-parallel strategy must produce the single-device full-batch gradient; mixed precision
 # must follow the fp32 loss trajectory. Shared by the torch and TF training implementations.
 
-#: Relative L2 error of first-step gradients against the float64 full-batch gradient, worst
-#: parameter. A strategy bug (a missing shard, a sum instead of a mean) is an O(1) error.
-#: fp32 measures ~1e-7 (mlp) to ~1e-4 (cnn, batch 256). tf32 rounds every matmul/conv input
-#: to 10 mantissa bits (2^-11); these ReLU networks amplify that: simulating the rounding moves
-#: the mlp's first-layer gradient by ~3% (a 5e-4 weight perturbation in float64 moves it ~2%).
-GRADIENT_TOLERANCE: dict[Precision, float] = {Precision.FP32: 1e-3, Precision.TF32: 1e-1}
+#: A parameter's gradient error is measured against its own reference gradient's norm plus this
+#: share of the whole reference gradient's norm (torch.testing's atol + rtol x |expected|, per
+#: parameter, with atol scaled to the whole gradient). Relative to its own norm alone the error is
+#: ill-conditioned: a deep batch-norm scale of ResNet-50 whose true gradient is ~1e-2 of the whole
+#: read 1.6e-2 in fp32 (TF, batch 2; the issue #22 report), and an attention key bias, whose true gradient is exactly
+#: zero, reads its float32 rounding over ~1e-17. A strategy bug (a missing or doubled shard, a
+#: gradient not averaged) moves whole parameters by O(1) of their own norm.
+GRADIENT_FLOOR = 1e-2
+#: Tolerance of `gradient_error` per precision. Measured float32 vs float64 first-step gradients
+#: (CPU, same weights and batch; `floored`: `gradient_error` of the worst parameter, `whole`: the
+#: whole gradient's relative L2 error); the tolerance sits 4x above the worst:
+#:   ResNet-50 (224x224, 1000 classes), torch, batch 2: floored 3.0e-6, whole 6.2e-7; batch 8:
+#:     floored 1.2e-3, whole 3.0e-4 (a ReLU or max-pool choice that flips between float32 and
+#:     float64 reroutes whole gradients). TF, batch 2: floored 1.2e-2 (stem.conv.kernel), whole
+#:     2.9e-3; batch 8: floored 2.7e-3. TF's float64 gradient equals torch's to 3e-15, so this is
+#:     TF's float32 CPU kernels (oneDNN on or off alike), confined to the stem (conv, batch norm).
+#:   BERT-base and GPT-2 small (2 layers, seq 128), batch 4: floored 2.9e-6 / 3.0e-6, whole 5e-7;
+#:   the Llama stack (2 layers, d_model 512, seq 128), batch 4: floored 2.2e-6, whole 1.3e-6;
+#:   the mlp and cnn, batch 8: floored 3.0e-7 / 2.0e-5.
+#: A strategy bug measures 0.25 or more (tests/test_check_faults.py). tf32 rounds every
+#: matmul/conv input to 10 mantissa bits (2^-11); these ReLU networks amplify that: simulating the
+#: rounding moves the mlp's first-layer gradient by ~3%.
+GRADIENT_TOLERANCE: dict[Precision, float] = {Precision.FP32: 5e-2, Precision.TF32: 1e-1}
 #: Max relative deviation of the mixed-precision loss from the fp32 loss over the first steps.
+#: Measured bf16 on the CPU (SGD, the check batch of 2, 5 steps; torch / TF): ResNet-50 (224x224)
+#: 5.0e-4 / 5.1e-4; BERT-base and GPT-2 small (2 layers, seq 128) 9.3e-3 / 4.1e-3 and 5.5e-3 /
+#: 1.2e-2 (their loss swings from 2.4 to 19 within the 5 steps); the Llama stack (2 layers,
+#: d_model 512) 1.8e-3 / 1.5e-3. fp16 (not measured here: CPU fp16 kernels are too slow) keeps
+#: a third of bf16's tolerance, for its 10 mantissa bits to bf16's 7.
 LOSS_TRAJECTORY_TOLERANCE: dict[Precision, float] = {Precision.FP16: 1e-2, Precision.BF16: 3e-2}
 LOSS_TRAJECTORY_STEPS = 5
-#: A parameter's gradient error is relative to its own reference gradient, or to this share of
-#: the whole gradient's norm where its own is smaller: some parameters have an exactly zero true
-#: gradient (an attention key bias: softmax ignores a constant added to every score of a row), so
-#: their float32 rounding (~1e-8) over a float64 ~1e-17 would read as a huge relative error. A
-#: strategy bug moves a whole shard's gradient, O(1) of the whole norm, far above this floor.
-ZERO_GRADIENT_FLOOR = 1e-3
 
 
-def relative_l2_error(output: np.ndarray, reference: np.ndarray, floor: float = 0.0) -> float:
-    """||output - reference|| / max(||reference||, floor): unlike a max-norm it is not dominated
-    by the few elements a flipped ReLU changes."""
+def gradient_norm(gradients: dict[str, np.ndarray]) -> float:
+    """The L2 norm of all the parameters' gradients together."""
+    return float(np.sqrt(sum(np.sum(np.square(np.asarray(g, np.float64))) for g in gradients.values())))
+
+
+def difference_norm(output: np.ndarray, reference: np.ndarray) -> float:
+    """||output - reference|| in float64; infinite where the output is not finite."""
     output = np.asarray(output, dtype=np.float64)
     if not np.all(np.isfinite(output)):
         return float("inf")
-    return float(np.linalg.norm(output - reference)) / (max(float(np.linalg.norm(reference)), floor) or 1.0)
+    return float(np.linalg.norm(output - reference))
 
 
 def gradients_against_reference(gradients: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                                 precision: Precision, detail: str = "") -> Check:
-    """The worst parameter's `relative_l2_error`, floored at `ZERO_GRADIENT_FLOOR` x the whole
-    reference gradient's norm."""
-    floor = ZERO_GRADIENT_FLOOR * float(np.sqrt(sum(np.sum(np.square(g)) for g in reference.values())))
-    errors = {name: relative_l2_error(gradients[name], reference[name], floor) for name in reference}
-    worst = max(errors, key=errors.__getitem__)
+                                precision: Precision, detail: str = "") -> Check:
+    """The worst parameter's error, ||output - reference|| / (||reference|| + GRADIENT_FLOOR x
+    the whole reference gradient's norm); the detail names it and gives the whole gradient's
+    relative L2 error beside it."""
     tolerance = GRADIENT_TOLERANCE[precision]
+    suffix = f"; {detail}" if detail else ""
+    missing = sorted(set(reference) - set(gradients))
+    if missing:
+        return Check(False, "grad_rel_l2_err", float("inf"), tolerance,
+                     f"no gradient for {', '.join(missing[:5])}{suffix}")
+    whole = gradient_norm(reference) or 1.0
+    differences = {name: difference_norm(gradients[name], reference[name]) for name in reference}
+    errors = {name: differences[name] / (float(np.linalg.norm(reference[name])) + GRADIENT_FLOOR * whole)
+              for name in reference}
+    worst = max(errors, key=errors.__getitem__)
+    whole_error = float(np.sqrt(sum(d * d for d in differences.values()))) / whole
     return Check(errors[worst] <= tolerance, "grad_rel_l2_err", errors[worst], tolerance,
-                 f"worst parameter {worst}" + (f"; {detail}" if detail else ""))
+                 f"worst parameter {worst}; whole gradient {whole_error:.1e}{suffix}")
 
 
 def loss_trajectory_check(losses: list[float], reference: list[float], precision: Precision,

@@ -28,7 +28,8 @@ Schema version 1, one JSON object per line:
                  timed block's speed over the median's - 1, where beyond the spread)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
-  check         {passed, metric, value, tolerance, detail} or null
+  check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
+                check held beyond what was held when it began; both null in older records)} or null
   contention    {load_before, load_after (1-minute load averages), steal_fraction, cores, contended,
                 why}: whether other work competed for the CPU over the case (suites.kept.contention);
                 null where the case did not run here or in older records

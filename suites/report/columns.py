@@ -87,6 +87,8 @@ COLUMNS: dict[str, str] = {
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",
     "check_value": "the check's measured value",
+    "check_s": "wall time of the numerics check (its steps on the small check batch and its reference), seconds",
+    "check_memory_gib": "the most memory the check held beyond what was held when it began (rank 0), GiB",
     "compile_s": "first-step time beyond a steady step (tracing, compilation), seconds",
     "run_id": "one `parbench run` (asv: commit-env; pytest-benchmark: saved file)",
     "timestamp": "when the case finished (UTC)",
@@ -111,7 +113,7 @@ IDENTITY = [*CONFIG, "workload", "params"]
 ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os", "python",
                "libraries", "git_commit", "threads"]
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "throughput_per_watt",
-                 "check_value",
+                 "check_value", "check_s", "check_memory_gib",
                  "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib",
                  *LIMIT_FLOATS]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]

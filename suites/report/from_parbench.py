@@ -30,7 +30,10 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         "contention": record.contention.why if record.contention else "",
         **{name: metrics.get(name) for name in TIDY_METRICS},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
-        "check_value": check.value if check else None, "run_id": record.run_id,
+        "check_value": check.value if check else None,
+        "check_s": check.check_s if check else None,
+        "check_memory_gib": (check.memory_bytes / 2**30 if check and check.memory_bytes is not None else None),
+        "run_id": record.run_id,
         "timestamp": record.timestamp, "suite": record.suite, "path": str(path),
     }
 

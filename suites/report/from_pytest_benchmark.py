@@ -57,6 +57,8 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "compile_s": extra.get("compile_s"),  # absent before the compile axis
             **{name: metrics.get(name) for name in TIDY_METRICS},
             "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),
-            "check_value": check.get("value"), "run_id": path.stem, "timestamp": data.get("datetime"),
+            "check_value": check.get("value"), "check_s": check.get("check_s"),
+            "check_memory_gib": (check["memory_bytes"] / 2**30 if check.get("memory_bytes") is not None else None),
+            "run_id": path.stem, "timestamp": data.get("datetime"),
             "suite": "pytest-benchmark", "path": str(path),
         }

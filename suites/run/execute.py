@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from suites.cases.case import Case
@@ -11,7 +11,9 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
+from suites.kept.memory import largest_peak
 from suites.run.availability import Unsupported
+from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
 from suites.workloads import workload_of
 
@@ -61,6 +63,24 @@ def unsupported_reason(error: BaseException) -> str:
     return f"not supported here: {message}"[:500]
 
 
+def measured_check(runnable: Runnable) -> Check:
+    """The runnable's numerics check, with its wall time and the most memory it held beyond what
+    its process (or busiest GPU) held when it began: this rank's, rank 0's in a record (the
+    rank that computes the reference)."""
+    probe = runnable.memory_probe()
+    held = None
+    if probe is not None:
+        probe.start()
+        held = largest_peak(probe.stop())  # a peak read at once: what is held now
+        probe.start()
+    start = time.perf_counter()
+    check = runnable.check()
+    seconds = time.perf_counter() - start
+    peak = largest_peak(probe.stop()) if probe is not None else None
+    added = None if peak is None or held is None else max(0, peak - held)
+    return replace(check, check_s=seconds, memory_bytes=added)
+
+
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     workload = workload_of(case)
     runnable_class = workload.runnable_class(case.framework)
@@ -70,7 +90,7 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     try:
         runnable.setup()
         stage = "check"
-        check = runnable.check()
+        check = measured_check(runnable)
         stage = "timing"
         measurement = measure(runnable, timing)
     except unsupported as error:

@@ -305,7 +305,8 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
         peer = min(exits, key=lambda other: (exits[other], other))
         why = (f"rank {index} was stopped before reporting, after rank {peer} exited with code "
                f"{processes[peer].returncode}")
-    return Outcome(Status.FAILED, why, details={
+    # A failed numerics check is every rank's (the worst rank's, shared): the record keeps it.
+    return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
         "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
         **(outcome.details if outcome else {})})
 

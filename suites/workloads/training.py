@@ -16,6 +16,7 @@ error), mean over the global batch.
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Mapping
@@ -55,6 +56,9 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
     "sgd": OptimizerSpec("sgd", learning_rate=0.01, states_per_parameter=0),
     "adam": OptimizerSpec("adam", learning_rate=1e-4, states_per_parameter=2),
 }
+#: Samples per device in the numerics check's batch (`TrainStep.check_workload`): two, so that a
+#: replica's local batch statistics are over more than one sample.
+CHECK_SAMPLES_PER_DEVICE = 2
 #: Metadata key of a spec field that is a `train_step` parameter; its value is the help text.
 SIZE_HELP = "train_step size"
 #: Metadata key of the values such a field may take, where they are few.
@@ -454,6 +458,19 @@ class TrainStep(Workload):
     def global_batch(self) -> int:
         batch = int(self.p["batch"])
         return batch * self.case.n_devices if self.p["scaling"] == "weak" else batch
+
+    def check_workload(self) -> "TrainStep":
+        """This workload at the numerics check's global batch: `CHECK_SAMPLES_PER_DEVICE` per
+        device, rounded up to a multiple of the parts the step cuts its batch into (devices,
+        micro-batches), never more than the case's own. The check runs the case's own step
+        (strategy, devices, precision) on it, so its time and memory do not grow with the
+        global batch, and its float64 reference costs a few samples per device."""
+        parts = math.lcm(self.case.n_devices, int(self.p.get("microbatches", 1)))
+        wanted = CHECK_SAMPLES_PER_DEVICE * self.case.n_devices
+        check_batch = min(self.global_batch, -(-wanted // parts) * parts)
+        batch = check_batch if self.p["scaling"] == "strong" else check_batch // self.case.n_devices
+        return type(self)(replace(self.case, params=tuple(sorted({**self.case.param_dict,
+                                                                   "batch": batch}.items()))))
 
     def split_problem(self, parts: int, what: str) -> str | None:
         if self.global_batch % parts:

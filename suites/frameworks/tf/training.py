@@ -30,7 +30,8 @@ from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, ho
                                              replica_devices)
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
-from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup
+from suites.frameworks.tf.trainers import SingleDeviceTrainer, Trainer, TrainingSetup
+from suites.run import faults
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
@@ -58,12 +59,12 @@ class TfTrainStep(Runnable):
         configure_runtime(self.case)
         self.details.update(backend.cudnn_details(self.case))
         backend.set_matmul_precision(self.case.precision)
-        self.spec = self.workload.model
+        self.spec = faults.step_model(self.workload.model)
         if self.spec.batch_statistics is not None:
             self.details["batchnorm"] = BATCHNORM_DETAILS[self.spec.batch_statistics]
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
-        strategy = self.plugin.distribute(self.case)
+        strategy = self.strategy = self.plugin.distribute(self.case)
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
@@ -83,9 +84,10 @@ class TfTrainStep(Runnable):
         self._order = itertools.cycle(range(count))
 
     def _training_setup(self, compute_dtype: tf.DType, scaling: LossScaling,
-                        variable_dtype: tf.DType = tf.float32, statistics_groups: int = 1) -> TrainingSetup:
-        return TrainingSetup(self.spec, self.weights, self.workload.global_batch, compute_dtype,
-                             scaling, variable_dtype, optimizer=self.workload.optimizer,
+                        variable_dtype: tf.DType = tf.float32, statistics_groups: int = 1,
+                        global_batch: int | None = None) -> TrainingSetup:
+        return TrainingSetup(self.spec, self.weights, global_batch or self.workload.global_batch,
+                             compute_dtype, scaling, variable_dtype, optimizer=self.workload.optimizer,
                              statistics_groups=statistics_groups)
 
     def step(self) -> None:
@@ -125,87 +127,110 @@ class TfTrainStep(Runnable):
 
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:
-        if self.case.precision in MIXED:
-            check = self._loss_trajectory_check()
-        elif getattr(self.trainer, "asynchronous", False):
-            check = self._worker_updates_check()
-        else:
-            check = self._gradient_check()
-        copies = self.trainer.weight_copies()
-        return self._copies_diverged(copies) or replace(
-            check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical after the steps")
+        """The check runs a trainer of its own, built by the case's strategy as the timed one is,
+        at the check's small global batch (`TrainStep.check_workload`): its cost does not grow
+        with the global batch, and it compiles nothing of the timed step, whose first timed
+        step (XLA: its compile) is measured as torch's is. The trainer is dropped afterwards."""
+        work = self.workload.check_workload()
+        checker = self.check_trainer(work)
+        try:
+            if self.case.precision in MIXED:
+                check = self._loss_trajectory_check(checker, work)
+            elif getattr(checker, "asynchronous", False):
+                check = self._worker_updates_check(checker, work)
+            else:
+                check = self._gradient_check(checker, work)
+            copies = checker.weight_copies()
+            return self._copies_diverged(copies, work) or replace(
+                check, detail=f"{check.detail}; {len(copies)} copies of the variables here, identical "
+                              f"after the steps{faults.detail()}")
+        finally:
+            del checker
 
-    def _reference(self, dtype: tf.DType) -> SingleDeviceTrainer:
-        """One device, the whole global batch, batch statistics over the parts the case's
-        replicas compute them over."""
-        setup = self._training_setup(dtype, LossScaling(False), dtype, self.workload.statistics_groups)
+    def check_trainer(self, work: TrainStep) -> Trainer:
+        """A trainer like the timed one (the case's strategy, precision and compiler) at the
+        check workload's global batch."""
+        setup = self._training_setup(backend.DTYPES[self.case.precision],
+                                     LossScaling.for_precision(self.case.precision),
+                                     global_batch=work.global_batch)
+        return self.plugin.trainer(replace(setup, xla=self.case.compile is Compile.XLA), work.case, work.p,
+                                   self.strategy)
+
+    def _reference(self, dtype: tf.DType, work: TrainStep) -> SingleDeviceTrainer:
+        """One device, the whole check batch, batch statistics over the parts the case's
+        replicas compute them over. Built from the case's model, whatever an injected fault built."""
+        setup = replace(self._training_setup(dtype, LossScaling(False), dtype, work.statistics_groups,
+                                             work.global_batch), spec=work.model)
         return SingleDeviceTrainer(setup, self.reference_device)
 
-    def _describe(self) -> str:
+    def _describe(self, work: TrainStep) -> str:
         return (f"{self.plugin.describe(self.case, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
-                f"global batch {self.workload.global_batch}{self.workload.statistics_detail()}")
+                f"check batch {work.global_batch} of global batch {self.workload.global_batch}"
+                f"{work.statistics_detail()}")
 
-    def _gradient_check(self) -> Check:
+    def _gradient_check(self, checker: Trainer, work: TrainStep) -> Check:
         """Every copy's applied first-step gradient against the float64 full-batch gradient."""
-        x, y = self.spec.make_batch(self.workload.global_batch, CHECK_SEED)
-        _, copies = self.trainer.checked_step(self.trainer.numpy_batch(x, y))
-        reference_trainer = self._reference(tf.float64)
+        x, y = self.spec.make_batch(work.global_batch, CHECK_SEED)
+        _, copies = checker.checked_step(checker.numpy_batch(x, y))
+        reference_trainer = self._reference(tf.float64, work)
         _, (reference,) = reference_trainer.checked_step(reference_trainer.numpy_batch(x, y))
-        detail = f"{self._describe()} vs float64 single-device, {len(copies)} applied gradient(s)"
-        checks = [gradients_against_reference(copy, reference, self.case.precision, detail)
+        detail = f"{self._describe(work)} vs float64 single-device, {len(copies)} applied gradient(s)"
+        checks = [gradients_against_reference(faults.observed_gradients(copy, self.case.n_devices),
+                                              reference, self.case.precision, detail)
                   for copy in copies]
         return max(checks, key=lambda check: check.value)
 
-    def _worker_updates_check(self) -> Check:
+    def _worker_updates_check(self, checker: Trainer, work: TrainStep) -> Check:
         """Asynchronous training (a parameter server): one update per worker, each on its own
         rows of the check batch; every update's gradient against the float64 gradient of its
         own rows' mean loss at the weights that update read. The update that runs first reads
         the initial weights (with one worker the updates run in turn, and the first is
         single-device training's first step)."""
-        x, y = self.spec.make_batch(self.workload.global_batch, CHECK_SEED)
-        updates = self.trainer.worker_updates(self.trainer.numpy_batch(x, y))
+        x, y = self.spec.make_batch(work.global_batch, CHECK_SEED)
+        updates = checker.worker_updates(checker.numpy_batch(x, y))
         checks, fresh = [], 0
         for update in updates:
-            fresh += all(np.array_equal(update.weights[name], self.weights[name]) for name in self.weights)
+            read = faults.claimed_weights(update.weights, self.weights)
+            fresh += all(np.array_equal(read[name], self.weights[name]) for name in self.weights)
             setup = replace(self._training_setup(tf.float64, LossScaling(False), tf.float64),
-                            weights=update.weights, global_batch=update.rows.stop - update.rows.start)
+                            weights=read, global_batch=update.rows.stop - update.rows.start)
             reference = SingleDeviceTrainer(setup, self.reference_device)
             _, (gradient,) = reference.checked_step(reference.numpy_batch(x[update.rows], y[update.rows]))
             checks.append(gradients_against_reference(update.gradients, gradient, self.case.precision,
                                                       ""))
         worst = max(checks, key=lambda check: check.value)
-        detail = (f"{self._describe()}: each of {len(updates)} update(s) vs the float64 gradient of its "
-                  f"own batch of {self.trainer.local_batch} at the weights it read "
+        detail = (f"{self._describe(work)}: each of {len(updates)} update(s) vs the float64 gradient of its "
+                  f"own batch of {checker.local_batch} at the weights it read "
                   f"({fresh} read the initial weights; {worst.detail})")
         if not fresh:  # the update that ran first must have read them
             return replace(worst, passed=False, detail=f"no update read the initial weights; {detail}")
         return replace(worst, detail=detail)
 
-    def _loss_trajectory_check(self) -> Check:
+    def _loss_trajectory_check(self, checker: Trainer, work: TrainStep) -> Check:
         """Losses of the first steps against the fp32 single-device trajectory on the same
         batches, with the same optimizer (`_reference` shares the case's `TrainingSetup`); a
         step that loss scaling skipped (non-finite gradients) is skipped there too."""
-        batches = [self.spec.make_batch(self.workload.global_batch, CHECK_SEED + i)
+        batches = [self.spec.make_batch(work.global_batch, CHECK_SEED + i)
                    for i in range(LOSS_TRAJECTORY_STEPS)]
         losses, applied = [], []
         for x, y in batches:
-            scale = self.trainer.loss_scale()
-            losses.append(self.trainer.checked_step(self.trainer.numpy_batch(x, y))[0])
-            applied.append(scale is None or self.trainer.loss_scale() >= scale)
-        reference_trainer = self._reference(tf.float32)
+            scale = checker.loss_scale()
+            losses.append(checker.checked_step(checker.numpy_batch(x, y))[0])
+            applied.append(scale is None or checker.loss_scale() >= scale)
+        reference_trainer = self._reference(tf.float32, work)
         reference = [reference_trainer.checked_step(reference_trainer.numpy_batch(x, y))[0] if update
                      else reference_trainer.loss(reference_trainer.numpy_batch(x, y))
                      for (x, y), update in zip(batches, applied)]
         skipped = applied.count(False)
         check = loss_trajectory_check(losses, reference, self.case.precision,
-                                      f"{self._describe()}, {self.workload.optimizer}; {skipped} step(s) "
+                                      f"{self._describe(work)}, {self.workload.optimizer}; {skipped} step(s) "
                                       "skipped by loss scaling")
         if not any(applied):
             return Check(False, check.metric, float("inf"), check.tolerance,
                          "loss scaling skipped every step: no update was checked")
         return check
 
-    def _copies_diverged(self, copies: list[dict[str, np.ndarray]]) -> Check | None:
+    def _copies_diverged(self, copies: list[dict[str, np.ndarray]], work: TrainStep) -> Check | None:
         """A failed check if the copies of the variables in this process differ after the check's
         steps (every copy must apply the same update), else None."""
         difference = max(float(np.max(np.abs(copy[name] - copies[0][name])))
@@ -213,4 +238,4 @@ class TfTrainStep(Runnable):
         if difference == 0.0:
             return None
         return Check(False, "copy_max_abs_diff", difference, 0.0,
-                     f"{self._describe()}: the {len(copies)} copies of the variables diverged")
+                     f"{self._describe(work)}: the {len(copies)} copies of the variables diverged")

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Iterable
+from dataclasses import replace
+from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 import torch
@@ -28,8 +29,9 @@ from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory as torch_memory
 from suites.frameworks.torch import models as torch_models
-from suites.frameworks.torch.distributed import limit_threads_from_env
+from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
+from suites.run import faults
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
@@ -37,8 +39,9 @@ from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS, Mode
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
-#: Check batches come from `spec.make_batch(global batch, CHECK_SEED + step)`.
+#: Check batches come from `spec.make_batch(check batch, CHECK_SEED + step)`.
 CHECK_SEED = 100
+T = TypeVar("T")
 
 
 def grouped_loss(model: torch.nn.Module, spec: ModelSpec, inputs: torch.Tensor, target: torch.Tensor,
@@ -113,7 +116,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.device = self.group.device if self.group else backend.device_for(self.case)
         self._saved_flags = backend.configure(self.case)
         self.details.update(backend.flag_details(self.case))
-        self.spec = self.workload.model
+        self.spec = faults.step_model(self.workload.model)
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
         self._batch_statistics()
@@ -233,43 +236,72 @@ class TorchTrainStep(ProfiledKernels, Runnable):
                      for device in self.devices_in_use if device.type == "cuda")
 
     # --- correctness ------------------------------------------------------------------------
-    def _check_batch(self, seed: int) -> tuple[tuple[np.ndarray, np.ndarray],
-                                               tuple[torch.Tensor, torch.Tensor]]:
-        """The deterministic global batch, and this process's part of it on the device."""
-        x, y = self.spec.make_batch(self.workload.global_batch, seed)
-        part = self.plugin.data_shard(self.case, self.rank)
+    def _check_batch(self, check: TrainStep, seed: int) -> tuple[tuple[np.ndarray, np.ndarray],
+                                                                 tuple[torch.Tensor, torch.Tensor]]:
+        """The deterministic global batch of the check workload `check`, and this process's
+        part of it on the device."""
+        x, y = self.spec.make_batch(check.global_batch, seed)
+        part = self.plugin.data_shard(check.case, self.rank)
         return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
                                           torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:
-        if self.autocast_dtype is None:
-            return self._gradient_check()
-        return self._loss_trajectory_check()
+        """The case's own step on the check's small batch (`TrainStep.check_workload`)."""
+        check = self.workload.check_workload()
+        timed_step = self.strategy_step
+        if timed_step is not None:
+            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, check.case)
+            self.strategy_step = self.plugin.train_step(checked, self.optimizer, self.scaler)
+        try:
+            if self.autocast_dtype is None:
+                return self._gradient_check(check)
+            return self._loss_trajectory_check(check)
+        finally:
+            self.strategy_step = timed_step
 
-    def _gradient_check(self) -> Check:
-        """First-step gradients of the strategy (rank processes: already averaged) against the
-        float64 single-device gradient of the same global batch and weights."""
-        (x, y), (x_local, y_local) = self._check_batch(CHECK_SEED)
+    def _describe(self, check: TrainStep) -> str:
+        return (f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s), check batch "
+                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail()}")
+
+    def _gradient_check(self, check: TrainStep) -> Check:
+        """Every rank's first-step gradients of the strategy (already averaged) against the
+        float64 single-device gradient of the same check batch and weights, which rank 0
+        computes and sends to the others."""
+        (x, y), (x_local, y_local) = self._check_batch(check, CHECK_SEED)
         self.optimizer.zero_grad(set_to_none=True)
+        self._backward(x_local, y_local)
+        world = self.group.world_size if self.group else 1
+        gradients = self.plugin.gradients(self.model)
+        if faults.skips_all_reduce(self.rank, world):
+            gradients = self._own_shard_gradients(x_local, y_local)
+        gradients = faults.observed_gradients(gradients, world)
+        self.optimizer.zero_grad(set_to_none=True)
+        reference = self._on_root(lambda: reference_gradients(self.workload.model, self.weights, x, y,
+                                                               check.statistics_groups))
+        result = gradients_against_reference(gradients, reference, self.case.precision,
+                                             f"{self._describe(check)} vs float64 single-device"
+                                             f"{faults.detail()}")
+        return self._worst_rank(result)
+
+    def _backward(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Forward and backward of the case's step, leaving the gradients in the parameters."""
         if self.strategy_step is not None:
-            self.strategy_step.backward(x_local, y_local)
+            self.strategy_step.backward(x, y)
         else:
-            self.loss(self.trained(x_local), y_local).backward()
-        groups = self.workload.statistics_groups
-        check = gradients_against_reference(
-            self.plugin.gradients(self.model),
-            reference_gradients(self.spec, self.weights, x, y, groups), self.case.precision,
-            f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s) "
-            f"vs float64 single-device, global batch {self.workload.global_batch}"
-            f"{self.workload.statistics_detail()}")
-        self.optimizer.zero_grad(set_to_none=True)
-        return self._from_root(check)
+            self.loss(self.trained(x), y).backward()
 
-    def _loss_trajectory_check(self) -> Check:
+    def _own_shard_gradients(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
+        """This rank's gradients of its own part of the batch alone, from the initial weights, on
+        a model of its own (no collective): what it applies where its all-reduce did not run."""
+        model = torch_models.build(self.spec, self.weights, self.device)
+        self.loss(model(x), y).backward()
+        return model.canonical_gradients()
+
+    def _loss_trajectory_check(self, check: TrainStep) -> Check:
         """Losses of the first steps in this precision and strategy against the fp32
-        single-device trajectory from the same weights, global batches and optimizer."""
-        batches = [self._check_batch(CHECK_SEED + i) for i in range(LOSS_TRAJECTORY_STEPS)]
+        single-device trajectory from the same weights, check batches and optimizer (rank 0's)."""
+        batches = [self._check_batch(check, CHECK_SEED + i) for i in range(LOSS_TRAJECTORY_STEPS)]
         losses, applied = [], []
         for _, (x_local, y_local) in batches:
             scale = self.scaler.get_scale() if self.scaler else 0.0
@@ -277,30 +309,37 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             losses.append(self.plugin.global_loss(self.group, loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
-        reference = reference_losses(self.spec, self.weights, [b for b, _ in batches],
-                                     applied, self.device, self.workload.optimizer,
-                                     self.workload.statistics_groups)
+        reference = self._on_root(lambda: reference_losses(
+            self.workload.model, self.weights, [b for b, _ in batches], applied, self.device,
+            self.workload.optimizer, check.statistics_groups))
         backend.set_matmul_precision(self.case.precision)
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")
-        check = loss_trajectory_check(losses, reference, self.case.precision,
-                                      f"{self.case.strategy}, {self.workload.optimizer}{skipped}"
-                                      f"{self.workload.statistics_detail()}")
+        result = loss_trajectory_check(losses, reference, self.case.precision,
+                                       f"{self.case.strategy}, {self.workload.optimizer}{skipped}; "
+                                       f"{self._describe(check)}{faults.detail()}")
         if not any(applied):
-            check = Check(False, check.metric, float("inf"), check.tolerance,
-                          "loss scaling skipped every step: no update was checked")
-        return self._from_root(check)
+            result = Check(False, result.metric, float("inf"), result.tolerance,
+                           "loss scaling skipped every step: no update was checked")
+        return self._worst_rank(result)
 
-    def _from_root(self, check: Check) -> Check:
-        """Rank 0's check on every rank. Every rank computes the reference, though only rank
-        0's verdict counts: the reference's large float64 buffers raise glibc's dynamic mmap
-        threshold, after which the step's big activations stop costing page faults. Left to
-        rank 0 alone, that made rank 1 the straggler of a CPU DDP cnn step (~85 vs ~105 ms),
-        and the global step with it; on every rank, all ranks (and single-device cases,
-        which check in-process too) enter timing in the same state."""
-        shared = self.group.broadcast_object(check) if self.group else check
-        assert isinstance(shared, Check)
-        return shared
+    def _on_root(self, compute: Callable[[], T]) -> T:
+        """`compute()` on rank 0 only, its result sent to every rank: the reference is computed
+        once per case, not once per rank."""
+        if not self.group:
+            return compute()
+        shared = self.group.broadcast_object(compute() if self.rank == 0 else None)
+        return shared  # type: ignore[return-value]
+
+    def _worst_rank(self, check: Check) -> Check:
+        """The worst rank's check, on every rank; its detail names the rank where several."""
+        if not self.group:
+            return check
+        checks = all_gather_objects(check)
+        worst = max(range(len(checks)), key=lambda rank: (not checks[rank].passed, checks[rank].value))
+        chosen = checks[worst]
+        assert isinstance(chosen, Check)
+        return replace(chosen, detail=f"rank {worst} of {len(checks)} (the worst); {chosen.detail}")
 
     def teardown(self) -> None:
         if self._saved_flags is not None:

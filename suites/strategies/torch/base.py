@@ -54,6 +54,12 @@ class TorchStrategy(StrategyPlugin):
         """The module a training step calls: the model itself, or the strategy's wrapper."""
         return model
 
+    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_case: Case) -> Any:
+        """What the numerics check steps at its own, smaller batch (`check_case`): `wrapped`
+        itself, or, for a strategy whose wrapper is built for one batch shape (a pipeline's
+        schedule), a wrapper of the same model built for `check_case`."""
+        return wrapped
+
     def kernel_devices(self, case: Case) -> list["torch.device"] | None:
         """The devices a kernel case's work is split over (`towers`: the matmul's K), or None:
         the kernel runs whole on the case's device."""

@@ -36,6 +36,7 @@ from suites.strategies.stages import (MICROBATCHES, bubble, layer_names, layer_s
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
 from suites.strategies.torch.base import RankProcesses
+from suites.run import faults
 from suites.workloads import workload_of
 from suites.workloads.base import Param
 
@@ -146,6 +147,12 @@ class Pipeline(RankProcesses):
         return PipelineRank(model, device, case, self.schedule(case), self.microbatches(case),
                             self.stages_per_rank(case))
 
+    def check_wrap(self, wrapped: "PipelineRank", model: "nn.Module", device: "torch.device",
+                   check_case: Case) -> "PipelineRank":
+        """The same stages' schedule for the check's batch: a schedule infers its micro-batches'
+        shapes once, at its first step, so the timed one must first see the timed batch."""
+        return self.wrap(model, device, check_case)
+
     def train_step(self, wrapped: "PipelineRank", optimizer: "torch.optim.Optimizer",
                    scaler: "torch.amp.GradScaler | None") -> "PipelineRank":
         """The schedule's step, then the optimizer on this rank's parameters."""
@@ -216,6 +223,9 @@ class PipelineRank:
         self.first, self.last = 0 in indices, total - 1 in indices
         self.device = device
         self.loss = loss_function(model.spec)
+        self.microbatches = microbatches
+        #: Micro-batches whose loss this step has computed so far (the last stage's).
+        self.computed = 0
         self.losses: list[torch.Tensor] = []
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler: torch.amp.GradScaler | None = None
@@ -235,12 +245,15 @@ class PipelineRank:
         """The schedule's loss of one micro-batch, on the last stage (scaled under fp16)."""
         with self._precision():
             loss = self.loss(output, target)
+        weight = faults.microbatch_loss_weight(self.computed, self.microbatches)
+        self.computed += 1
+        loss = loss if weight == 1.0 else loss * weight
         return loss if self.scaler is None else self.scaler.scale(loss)
 
     def backward(self, x: "torch.Tensor", y: "torch.Tensor") -> None:
         """The schedule's forward and backward of every micro-batch: this rank's stages' gradients,
         averaged over the micro-batches (the schedule's `scale_grads`)."""
-        self.losses = []
+        self.losses, self.computed = [], 0
         self.schedule.step(*((x,) if self.first else ()), target=y if self.last else None,
                            losses=self.losses if self.last else None, return_outputs=False)
 
