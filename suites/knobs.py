@@ -129,6 +129,8 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "published reference figures read before suites/references.toml"),
     Knob("PARBENCH_ASV_SUITE", str, "a built-in suite name or a .toml grid path",
          "the suite asv benchmarks; default quick"),
+    Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/run/faults.py",
+         "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
 )}
 
 

@@ -1,8 +1,8 @@
 """Injected faults: a testing hook that breaks a training case the way a strategy bug would, so
 tests can show that the numerics check fails it.
 
-The fault is named by one environment variable, `FAULT_ENV`, read here only (rank processes
-inherit it from the launcher). Unset, every function below is the identity. The training
+The fault is named by one environment variable, `FAULT_ENV`, declared in `suites.knobs` (rank
+processes inherit it from the launcher). Unset, every function below is the identity. The training
 runnables call them where the fault acts: on the model a step builds (`step_model`), on the
 gradients the check reads (`observed_gradients`), on a pipeline micro-batch's loss
 (`microbatch_loss_weight`), on the weights an asynchronous update says it read
@@ -11,12 +11,13 @@ gradients the check reads (`observed_gradients`), on a pipeline micro-batch's lo
 """
 from __future__ import annotations
 
-import os
 from dataclasses import fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from suites import knobs
 
 if TYPE_CHECKING:
     from suites.workloads.training import ModelSpec
@@ -42,7 +43,7 @@ class Fault(str, Enum):
 
 def injected() -> Fault | None:
     """The fault `FAULT_ENV` names, or None. An unknown name is an error, not a silent pass."""
-    name = os.environ.get(FAULT_ENV, "")
+    name = knobs.read(FAULT_ENV) or ""
     if not name:
         return None
     try:
