@@ -197,3 +197,37 @@ def test_tf_synchronized_batch_norm_over_two_replicas_equals_global_batch_statis
     assert out.returncode == 0, out.stderr[-2000:]
     sync_vs_global, local_vs_halves, sync_vs_halves = map(float, out.stdout.split()[-3:])
     assert sync_vs_global < 1e-5 and local_vs_halves < 1e-5 and sync_vs_halves > 1e-2
+
+
+# --- the layout practitioners train in ---------------------------------------------------------
+def test_torch_conv_nets_default_to_channels_last_on_gpus_and_nchw_on_cpus():
+    assert TrainStep.param("memory_format").choices == ("auto", "channels_last", "nchw")
+    spec = ResNet50(**TINY)
+    assert (spec.layout_on("gpu"), spec.layout_on("cpu")) == ("channels_last", "nchw")
+    assert ResNet50(**TINY, memory_format="nchw").layout_on("gpu") == "nchw"
+    assert ResNet50(**TINY, memory_format="channels_last").layout_on("cpu") == "channels_last"
+
+
+@pytest.mark.parametrize("model", ["resnet50", "cnn"])
+def test_a_channels_last_model_holds_nhwc_kernels_and_computes_the_nchw_function(model):
+    torch = pytest.importorskip("torch")
+    from suites.frameworks.torch.models import build
+
+    sizes = TINY if model == "resnet50" else {}
+    nchw = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
+                                 {"model": model, "batch": 2, **sizes, "memory_format": "nchw"})).model
+    spec = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
+                                 {"model": model, "batch": 2, **sizes, "memory_format": "channels_last"})).model
+    weights = spec.init_weights(0)
+    last, plain = build(spec, weights, torch.device("cpu")), build(nchw, weights, torch.device("cpu"))
+    kernel = next(p for p in last.parameters() if p.dim() == 4)
+    assert kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous()
+    x = torch.from_numpy(np.ascontiguousarray(plain.input_from_canonical(spec.make_batch(2)[0])))
+    assert last.in_memory_format(x).is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(last(last.in_memory_format(x)), plain(x), rtol=1e-5, atol=1e-5)
+
+
+def test_nchw_is_a_torch_layout_that_tf_refuses_with_the_reason():
+    reason = workload_of(resnet_case("tf", memory_format="nchw")).unavailable_reason()
+    assert "torch layout" in reason and "NHWC" in reason
+    assert workload_of(resnet_case("tf")).unavailable_reason() is None

@@ -42,6 +42,10 @@ class OptimizerSpec:
     learning_rate: float
     #: Optimizer states kept per parameter, fp32 (Adam: the first and second moments).
     states_per_parameter: int
+    #: SGD's momentum (0: plain SGD).
+    momentum: float = 0.0
+    #: L2 weight decay added to the gradient (SGD's), or decoupled decay (AdamW's).
+    weight_decay: float = 0.0
 
 
 #: The optimizers a case may name. Adam's first steps move every parameter by about the learning
@@ -54,6 +58,13 @@ class OptimizerSpec:
 OPTIMIZERS: dict[str, OptimizerSpec] = {
     "sgd": OptimizerSpec("sgd", learning_rate=0.01, states_per_parameter=0),
     "adam": OptimizerSpec("adam", learning_rate=1e-4, states_per_parameter=2),
+    # The published recipes' optimizers: ResNet-50's SGD with momentum 0.9 and weight decay 1e-4
+    # (He et al. 2015; torchvision's reference recipe), the transformers' AdamW with decoupled
+    # weight decay 0.1 (GPT-2 as nanoGPT/llm.c train it). The learning rates are the checks' (the
+    # timed work does not depend on them).
+    "momentum": OptimizerSpec("momentum", learning_rate=0.01, states_per_parameter=1, momentum=0.9,
+                              weight_decay=1e-4),
+    "adamw": OptimizerSpec("adamw", learning_rate=1e-4, states_per_parameter=2, weight_decay=0.1),
 }
 #: Metadata key of a spec field that is a `train_step` parameter; its value is the help text.
 SIZE_HELP = "train_step size"
@@ -92,6 +103,10 @@ class ModelSpec(ABC):
     def size_problems(self) -> list[str]:
         """Why these sizes make no model (e.g. heads that do not divide d_model)."""
         return []
+
+    def framework_problem(self, framework: Framework) -> str | None:
+        """Why `framework` cannot run the model as these parameters ask, or None."""
+        return None
 
     def saved_activations_per_sample(self) -> int | None:
         """Elements the backward pass keeps per sample, where that is simple to count; None
@@ -183,8 +198,36 @@ class Mlp(ModelSpec):
         return self.features + self.depth * self.hidden + NUM_CLASSES
 
 
+#: Memory layouts of a convolutional net's tensors in torch: "channels_last" (NHWC in memory:
+#: cuDNN's fast layout, what DeepLearningExamples, timm and torchvision's recipes train in),
+#: "nchw", or "auto": channels_last on GPUs, nchw on CPUs (where oneDNN's NCHW training step of
+#: the CPU ResNet measured ~1.4x faster than channels_last on torch 2.13).
+MEMORY_FORMATS = ("auto", "channels_last", "nchw")
+
+
 @dataclass(frozen=True)
-class ResidualCnn(ModelSpec):
+class ConvLayout:
+    """A convolutional net's `memory_format` parameter. TensorFlow's convolutions here are NHWC
+    (channels last) always, so "nchw" is a torch-only departure."""
+
+    memory_format: str = size("auto", "torch conv nets: channels_last (NHWC in memory), nchw, or auto "
+                                      "(channels_last on GPUs, nchw on CPUs)", choices=MEMORY_FORMATS)
+
+    def layout_on(self, device: str) -> str:
+        """The layout a torch case on `device` ("cpu", "gpu", ...) runs: "auto" resolved."""
+        if self.memory_format != "auto":
+            return self.memory_format
+        return "nchw" if device == "cpu" else "channels_last"
+
+    def framework_problem(self, framework: Framework) -> str | None:
+        if framework is Framework.TF and self.memory_format == "nchw":
+            return ("memory_format = 'nchw' is a torch layout; TF's convolutions run NHWC "
+                    "(channels_last) here")
+        return None
+
+
+@dataclass(frozen=True)
+class ResidualCnn(ConvLayout, ModelSpec):
     """stem conv3x3(3->c)+relu; `blocks` x [conv3x3+relu, conv3x3, +skip, relu];
     global average pool; dense(c->10). 'same' padding, stride 1, no batch norm (so that
     data-parallel results equal the full-batch result exactly, without cross-replica BN)."""
@@ -377,8 +420,11 @@ class TrainStep(Workload):
               minimum=None, help="strategy towers: variables replicated on every tower, or on a "
                                  "parameter device (the CPU) that averages and applies the update"),
         Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,
-              help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}) or adam (learning rate "
-                   f"{OPTIMIZERS['adam'].learning_rate}, betas {ADAM_BETAS}, eps {ADAM_EPSILON})"),
+              help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}), momentum (SGD, momentum "
+                   f"{OPTIMIZERS['momentum'].momentum}, weight decay {OPTIMIZERS['momentum'].weight_decay}: "
+                   f"ResNet's recipe), adam (learning rate {OPTIMIZERS['adam'].learning_rate}, betas "
+                   f"{ADAM_BETAS}, eps {ADAM_EPSILON}) or adamw (adam with decoupled weight decay "
+                   f"{OPTIMIZERS['adamw'].weight_decay}: the transformers'; fused on CUDA)"),
         *(_size_param(key, specs) for key, specs in SIZE_PARAMS.items()),
     )
     implementations: ClassVar[Mapping[Framework, str]] = {
@@ -404,6 +450,9 @@ class TrainStep(Workload):
         builders = getattr(self.model, "builders", None)
         if builders is not None and self.case.framework not in builders:
             return f"user model {self.p['model']!r} has no {self.case.framework} builder"
+        framework_problem = self.model.framework_problem(self.case.framework)
+        if framework_problem:
+            return framework_problem
         return self._batch_statistics_reason()
 
     def _batch_statistics_reason(self) -> str | None:

@@ -75,6 +75,8 @@ class TorchModel(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         self.spec = spec
+        #: The kind of device `build` placed the model on ("cpu", "gpu"), which may choose its layout.
+        self.device_kind = "cpu"
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -84,6 +86,20 @@ class TorchModel(nn.Module):
     def input_from_canonical(self, batch: np.ndarray) -> np.ndarray:
         """A canonical-layout batch in the layout `forward` takes."""
         return batch
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        """The layout of the model's 4-D tensors in memory: channels_last where the spec's
+        `memory_format` resolves to it on the device the model is built for, else torch's
+        contiguous NCHW."""
+        layout = getattr(self.spec, "layout_on", None)
+        if layout is not None and layout(self.device_kind) == "channels_last":
+            return torch.channels_last
+        return torch.contiguous_format
+
+    def in_memory_format(self, batch: torch.Tensor) -> torch.Tensor:
+        """`batch` laid out in memory as the model's 4-D tensors are (`memory_format`)."""
+        return batch.contiguous(memory_format=self.memory_format) if batch.dim() == 4 else batch
 
     def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
         parameters = dict(self.named_parameters())
@@ -330,10 +346,12 @@ def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], tor
 
 def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
           dtype: torch.dtype = torch.float32) -> TorchModel:
-    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout)."""
+    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout), its conv
+    kernels in the model's `memory_format`."""
     model = module_class(spec)(spec)
     model.load_canonical(weights)
-    return model.to(device=device, dtype=dtype)
+    model.device_kind = "cpu" if device.type == "cpu" else "gpu"
+    return model.to(device=device, dtype=dtype, memory_format=model.memory_format)
 
 
 @dataclass(frozen=True)

@@ -62,13 +62,21 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
 
 
 def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """The optimizer a train_step case names (`OPTIMIZERS`): plain SGD or Adam."""
+    """The optimizer a train_step case names (`OPTIMIZERS`): SGD (plain or with momentum and
+    weight decay), Adam or AdamW; AdamW fused (one kernel for all parameters) where every
+    parameter is on a CUDA device, as practitioners run it."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
-    learning_rate = OPTIMIZERS[name].learning_rate
+    spec = OPTIMIZERS[name]
+    parameters = list(parameters)
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
-    return torch.optim.SGD(parameters, lr=learning_rate)
+        return torch.optim.Adam(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
+    if name == "adamw":
+        fused = all(p.device.type == "cuda" for p in parameters)
+        return torch.optim.AdamW(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
+                                 weight_decay=spec.weight_decay, fused=fused or None)
+    return torch.optim.SGD(parameters, lr=spec.learning_rate, momentum=spec.momentum,
+                           weight_decay=spec.weight_decay)
 
 
 def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
@@ -115,6 +123,9 @@ class TorchTrainStep(Runnable):
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
+        if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran ("auto" resolved)
+            self.details["memory_format"] = ("channels_last" if self.model.memory_format is torch.channels_last
+                                             else "nchw")
         self._batch_statistics()
         self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
         if self.case.compile is Compile.INDUCTOR:
@@ -165,7 +176,7 @@ class TorchTrainStep(Runnable):
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
         count = batch_rotation_count(int(np.prod(shape)) * 4)
-        return [(torch.randn(shape, generator=generator, device=self.device),
+        return [(self.model.in_memory_format(torch.randn(shape, generator=generator, device=self.device)),
                  self._random_targets(generator)) for _ in range(count)]
 
     def _random_targets(self, generator: torch.Generator) -> torch.Tensor:
@@ -237,8 +248,8 @@ class TorchTrainStep(Runnable):
         """The deterministic global batch, and this process's part of it on the device."""
         x, y = self.spec.make_batch(self.workload.global_batch, seed)
         part = self.plugin.data_shard(self.case, self.rank)
-        return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
-                                          torch.float32),
+        return (x, y), (self.model.in_memory_format(backend.to_device(
+                            self.model.input_from_canonical(x[part]), self.device, torch.float32)),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:

@@ -73,8 +73,10 @@ def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Prec
     unit_policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     for unit in blocks(model):
         fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=unit_policy)
-    # The root's output in fp32, as autocast leaves the loss's input.
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard,
+    # The root's output in fp32, as autocast leaves the loss's input. The root is not resharded
+    # after its forward (its backward starts at once; what it holds, such as a language model's
+    # tied embedding, which both ends use, stays gathered): FSDP2's own advice.
+    fully_shard(model, mesh=mesh, reshard_after_forward=False,
                 mp_policy=MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
                                                output_dtype=torch.float32 if dtype else None))
 
