@@ -29,6 +29,8 @@ from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 
 NUM_CLASSES = 10
+#: Standard deviation of the embedding tables' initial values.
+EMBEDDING_STD = 0.02
 #: Adam's hyperparameters: torch.optim.Adam's defaults (no weight decay, no AMSGrad).
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-8
@@ -114,11 +116,14 @@ class ModelSpec(ABC):
         return None
 
     def init_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
-        """He-style normal init for kernels, zeros for biases, ones for norm scales."""
+        """He-style normal init for kernels, zeros for biases, ones for norm scales, N(0, 0.02)
+        for embedding tables (GPT-2's and BERT's initializer range)."""
         rng = np.random.default_rng(seed)
         weights = {}
         for name, shape in self.parameter_shapes().items():
-            if name.endswith(("bias", "beta")):
+            if name.endswith(".embedding"):
+                weights[name] = (rng.standard_normal(shape) * EMBEDDING_STD).astype(np.float32)
+            elif name.endswith(("bias", "beta")):
                 weights[name] = np.zeros(shape, np.float32)
             elif name.endswith("gamma"):
                 weights[name] = np.ones(shape, np.float32)
@@ -127,11 +132,6 @@ class ModelSpec(ABC):
                 weights[name] = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         return weights
 
-    def vocabulary_parameters(self) -> int:
-        """Parameters of the vocabulary tables (token embedding, an untied LM head) of the
-        architecture that this benchmark does not build (its inputs are embedded tokens)."""
-        return 0
-
     @property
     def tokens_per_sample(self) -> int | None:
         """Tokens in one sample (a sequence model's length), for tokens/s and MFU; None for
@@ -139,8 +139,15 @@ class ModelSpec(ABC):
         return None
 
     @property
+    def input_vocabulary(self) -> int | None:
+        """A language model's vocabulary: its inputs are token ids in [0, vocabulary) (int64).
+        None: float inputs."""
+        return None
+
+    @property
     def loss(self) -> str:
-        """"cross_entropy" (integer class labels) or "mse" (float targets of `target_shape`)."""
+        """"cross_entropy" (integer class labels), "token_cross_entropy" (a label per token of
+        `target_shape`, the mean over every token of the batch) or "mse" (float targets)."""
         return "cross_entropy"
 
     @property

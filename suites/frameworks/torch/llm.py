@@ -1,9 +1,11 @@
 """The Llama stack (`LlamaBlock`) in torch: RMSNorm, rotary embeddings, grouped-query causal
 attention, SwiGLU, built from the spec's canonical weights like every `TorchModel`.
 
-Module paths are the canonical names' (``block{i}.attn.q``, ``block{i}.ffn.gate``, ``norm``,
-``head``), so tensor parallelism's plan, FSDP's units (each block) and the pipeline's stages
-(each block; the final norm goes with the head) apply as they do to the built-in transformer.
+Module paths are the canonical names' (``tok``, ``block{i}.attn.q``, ``block{i}.ffn.gate``,
+``norm``, ``lm_head``), so tensor parallelism's plan (the embedding and the LM head replicated),
+FSDP's units (the embedding, each block, the norm, the head) and the pipeline's stages (the
+embedding with the first block; the final norm with the head) apply as they do to the built-in
+transformer.
 Under tensor parallelism q, k, v are split by columns, so a rank holds heads / tp query heads
 and kv_heads / tp key/value heads, which keep their grouping: local query head j reads local
 kv head j // (heads / kv_heads), as globally.
@@ -14,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suites.frameworks.torch.models import StageLayer, TorchModel, apply_layers, modules_in_order, pooled_head
-from suites.workloads.training import NUM_CLASSES, ModelSpec
+from suites.frameworks.torch.models import StageLayer, TorchModel, apply_layers, modules_in_order
+from suites.workloads.training import ModelSpec
 from suites.workloads.transformers import LlamaBlock
 
 
@@ -91,24 +93,27 @@ class _LlamaBlock(nn.Module):
 
 
 class TorchLlamaBlock(TorchModel):
-    """`spec.layers` Llama blocks (``block0``, ...), the final RMSNorm (``norm``), the mean over
-    the sequence and the head."""
+    """The token embedding (``tok``), `spec.layers` Llama blocks (``block0``, ...), the final
+    RMSNorm (``norm``) and the untied LM head (``lm_head``): logits at every position."""
 
     def __init__(self, spec: LlamaBlock) -> None:
         super().__init__(spec)
         self.layers = spec.layers
+        self.tok = nn.Embedding(spec.vocab, spec.d_model)
         for i in range(spec.layers):
             self.add_module(f"block{i}", _LlamaBlock(spec))
         self.norm = RMSNorm(spec.d_model, spec.rms_norm_eps)
-        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+        self.lm_head = nn.Linear(spec.d_model, spec.vocab, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return apply_layers(self.stage_layers(), self._modules, x)
 
     def stage_layers(self) -> list[StageLayer]:
-        """Each block, then the final norm with the pooled head."""
-        return [*(StageLayer((f"block{i}",), modules_in_order((f"block{i}",))) for i in range(self.layers)),
-                StageLayer(("norm", "head"), pooled_head(("norm",)))]
+        """The embedding with the first block, each further block, then the final norm with the
+        LM head (`suites.strategies.stages.layer_names`: a pipeline's first stage embeds, its
+        last projects onto the vocabulary)."""
+        names = [("tok", "block0"), *((f"block{i}",) for i in range(1, self.layers)), ("norm", "lm_head")]
+        return [StageLayer(group, modules_in_order(group)) for group in names]
 
 
 #: The specs of this module -> their torch modules (`suites.frameworks.torch.models.build`).

@@ -55,7 +55,7 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
     """Single-device full-batch gradients in float64 on the CPU (canonical layout), batch
     statistics over `groups` equal parts of the batch (`grouped_loss`)."""
     model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
-    inputs = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double()
+    inputs = model.input_tensor(x, torch.device("cpu"), torch.float64)
     target = torch.from_numpy(y)
     grouped_loss(model, spec, inputs, target.double() if target.is_floating_point() else target, groups).backward()
     return model.canonical_gradients()
@@ -91,7 +91,7 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     losses = []
     for (x, y), update in zip(batches, applied):
         optimizer.zero_grad(set_to_none=True)
-        loss = grouped_loss(model, spec, backend.to_device(model.input_from_canonical(x), device, torch.float32),
+        loss = grouped_loss(model, spec, model.input_tensor(x, device, torch.float32),
                             torch.from_numpy(y).to(device), groups)
         loss.backward()
         if update:
@@ -176,15 +176,15 @@ class TorchTrainStep(Runnable):
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
         count = batch_rotation_count(int(np.prod(shape)) * 4)
-        return [(self.model.in_memory_format(torch.randn(shape, generator=generator, device=self.device)),
-                 self._random_targets(generator)) for _ in range(count)]
+        return [(self.model.random_inputs(shape, generator, self.device), self._random_targets(generator))
+                for _ in range(count)]
 
     def _random_targets(self, generator: torch.Generator) -> torch.Tensor:
         if self.spec.loss == "mse":
             return torch.randn((self.local_batch, *self.spec.target_shape), generator=generator,
                                device=self.device)
-        return torch.randint(0, self.spec.num_classes, (self.local_batch,), generator=generator,
-                             device=self.device)
+        return torch.randint(0, self.spec.num_classes, (self.local_batch, *self.spec.target_shape),
+                             generator=generator, device=self.device)
 
     def _precision_context(self) -> contextlib.AbstractContextManager:
         """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
@@ -248,8 +248,7 @@ class TorchTrainStep(Runnable):
         """The deterministic global batch, and this process's part of it on the device."""
         x, y = self.spec.make_batch(self.workload.global_batch, seed)
         part = self.plugin.data_shard(self.case, self.rank)
-        return (x, y), (self.model.in_memory_format(backend.to_device(
-                            self.model.input_from_canonical(x[part]), self.device, torch.float32)),
+        return (x, y), (self.model.input_tensor(x[part], self.device, torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:

@@ -49,11 +49,16 @@ def reshard_of(case: Case) -> bool:
 def blocks(module: "nn.Module") -> list["nn.Module"]:
     """The FSDP units below `module`: its children that hold parameters, a container's children
     in the container's place (a ModuleList or ModuleDict is never called, so the hooks FSDP puts
-    on a unit's forward would never run on it)."""
+    on a unit's forward would never run on it). A module that more than one layer uses (a
+    tied token embedding, also the LM head: the model's `tied_modules`) is no unit: it stays
+    with the root, gathered from the root's forward to its backward."""
     from torch import nn
 
     units = []
-    for child in module.children():
+    tied = getattr(module, "tied_modules", ())
+    for name, child in module.named_children():
+        if name in tied:
+            continue
         if isinstance(child, (nn.ModuleList, nn.ModuleDict)):
             units.extend(blocks(child))
         elif any(True for _ in child.parameters()):
