@@ -10,7 +10,7 @@ from suites.errors import UserError
 from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `help`, `add_arguments(parser)` and `run(args) -> int`.
-COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare")
+COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "parity")
 
 
 def build_parser() -> argparse.ArgumentParser:
