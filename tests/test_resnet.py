@@ -231,3 +231,20 @@ def test_nchw_is_a_torch_layout_that_tf_refuses_with_the_reason():
     reason = workload_of(resnet_case("tf", memory_format="nchw")).unavailable_reason()
     assert "torch layout" in reason and "NHWC" in reason
     assert workload_of(resnet_case("tf")).unavailable_reason() is None
+
+
+def test_tf_local_batch_norm_runs_the_fused_kernel_and_normalises_with_the_batch_statistics():
+    tf = pytest.importorskip("tensorflow")
+    from suites.frameworks.tf.resnet import _batch_norm
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5, 5, 6)).astype(np.float32) * 3 + 1
+    weights = {"bn.gamma": tf.constant(rng.standard_normal(6).astype(np.float32)),
+               "bn.beta": tf.constant(rng.standard_normal(6).astype(np.float32))}
+    mean, variance = x.mean(axis=(0, 1, 2)), x.var(axis=(0, 1, 2))  # biased, as training normalises
+    expected = (x - mean) / np.sqrt(variance + 1e-5) * weights["bn.gamma"].numpy() + weights["bn.beta"].numpy()
+    fused = _batch_norm(weights, "bn", tf.constant(x), tf.float32, synchronized=False)
+    np.testing.assert_allclose(fused.numpy(), expected, rtol=1e-4, atol=1e-4)
+    ops = {op.type for op in tf.function(lambda t: _batch_norm(weights, "bn", t, tf.float32, False))
+           .get_concrete_function(tf.TensorSpec(x.shape, tf.float32)).graph.get_operations()}
+    assert "FusedBatchNormV3" in ops
