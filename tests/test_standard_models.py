@@ -214,7 +214,7 @@ def test_tensor_fsdp_and_pipeline_plans_cover_every_llama_block():
     """The embedding belongs to the first stage, the LM head to the last; tensor parallelism
     leaves both replicated; FSDP shards each as a unit."""
     spec = sized_model("llama_block", TINY["llama_block"])
-    per_block = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
+    per_block = {"attn.qkv": COLWISE, "attn.o": ROWWISE,
                  "ffn.gate": COLWISE, "ffn.up": COLWISE, "ffn.down": ROWWISE}
     assert tensor_plan(spec) == {f"block{i}.{path}": style for i in range(2) for path, style in per_block.items()}
     model = torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
@@ -225,6 +225,28 @@ def test_tensor_fsdp_and_pipeline_plans_cover_every_llama_block():
     assert plugin_for(llama_case("tensor")).unavailable_reason(llama_case("tensor"), CPU) is None
     odd = llama_case("tensor", heads=4, kv_heads=1)
     assert "1 key/value heads do not split evenly over 2" in plugin_for(odd).unavailable_reason(odd, CPU)
+
+
+def test_q_k_v_are_one_fused_layer_grouped_by_kv_head_and_the_canonical_three_round_trip():
+    """torch computes q, k, v with one matmul; its output features go kv group by kv group (the
+    group's query heads, its key, its value), so a column split over ranks keeps heads whole."""
+    from suites.frameworks.torch.qkv import HeadLayout, fuse, unfuse
+
+    layout = HeadLayout(heads=4, kv_heads=2, d_head=3)
+    rng = np.random.default_rng(0)
+    canonical = {"b.attn.q.kernel": rng.standard_normal((5, 12)), "b.attn.k.kernel": rng.standard_normal((5, 6)),
+                 "b.attn.v.kernel": rng.standard_normal((5, 6)), "b.attn.o.kernel": rng.standard_normal((12, 5))}
+    fused = fuse(layout, canonical)
+    assert list(fused) == ["b.attn.qkv.kernel", "b.attn.o.kernel"] and fused["b.attn.qkv.kernel"].shape == (5, 24)
+    second_group = fused["b.attn.qkv.kernel"][:, 12:]  # half the columns: kv head 1 with query heads 2, 3
+    np.testing.assert_array_equal(second_group, np.concatenate([canonical["b.attn.q.kernel"][:, 6:],
+                                                                canonical["b.attn.k.kernel"][:, 3:],
+                                                                canonical["b.attn.v.kernel"][:, 3:]], axis=1))
+    back = unfuse(layout, fused, list(canonical))
+    assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
+    model = torch_models.build(sized_model("llama_block", TINY["llama_block"]),
+                               sized_model("llama_block", TINY["llama_block"]).init_weights(0), torch.device("cpu"))
+    assert model.block0.attn.qkv.weight.shape == (32 + 2 * 16, 32) and not hasattr(model.block0.attn, "q")
 
 
 @pytest.mark.parametrize("model", ["gpt2_small", "bert_base"])

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.cases.vocabulary import Framework
+from suites.frameworks.torch.qkv import FusedQkv, HeadLayout, fuse, fused_names, unfuse
 from suites.workloads.resnet import ResNet50
 from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
@@ -118,7 +119,15 @@ class TorchModel(nn.Module):
             return torch.from_numpy(array).to(device=device, dtype=torch.int64)
         return self.in_memory_format(torch.from_numpy(array).to(device=device, dtype=dtype))
 
+    @property
+    def head_layout(self) -> HeadLayout | None:
+        """A transformer's attention heads, whose q, k and v one fused layer computes
+        (`suites.frameworks.torch.qkv`); None for a model without attention."""
+        return None
+
     def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
+        layout = self.head_layout
+        weights = fuse(layout, weights) if layout else weights
         parameters = dict(self.named_parameters())
         if set(map(torch_name, weights)) != set(parameters):
             raise ValueError(f"{type(self).__name__}: weights {sorted(weights)} do not match "
@@ -132,9 +141,11 @@ class TorchModel(nn.Module):
         """Gradients of the last backward pass, float64, in the canonical layout; `gather`:
         DTensor gradients gathered to full tensors first (`whole`)."""
         parameters = dict(self.named_parameters())
-        return {name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
-                                      .detach().to("cpu", torch.float64).numpy())
-                for name in self.spec.parameter_shapes()}
+        names, layout = list(self.spec.parameter_shapes()), self.head_layout
+        gradients = {name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
+                                           .detach().to("cpu", torch.float64).numpy())
+                     for name in (fused_names(names) if layout else names)}
+        return unfuse(layout, gradients, names) if layout else gradients
 
     def stage_layers(self) -> list["StageLayer"] | None:
         """The model as a sequence of layers, in order, whose composition is `forward`: what
@@ -212,24 +223,14 @@ class _Attention(nn.Module):
     def __init__(self, spec: TransformerBlock) -> None:
         super().__init__()
         d_model = spec.d_model
-        self.d_head = d_model // spec.heads
         self.causal = spec.causal
-        self.q = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
-        self.k = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
-        self.v = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
+        self.qkv = FusedQkv(d_model, HeadLayout(spec.heads, spec.heads, d_model // spec.heads), spec.qkv_bias)
         self.o = nn.Linear(d_model, d_model)
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, features) -> (batch, heads, seq, d_head), for the heads this process
-        holds: all of them, or under tensor parallelism its share (q/k/v split by columns give
-        it heads / tp heads' features)."""
-        batch, seq, _ = x.shape
-        return x.view(batch, seq, -1, self.d_head).transpose(1, 2)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default scale.
-        out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(self.k(x)),
-                                             self._split(self.v(x)), is_causal=self.causal)
+        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default
+        # scale; the heads this process holds (under tensor parallelism its share).
+        out = F.scaled_dot_product_attention(*self.qkv.heads(x), is_causal=self.causal)
         return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
@@ -325,6 +326,10 @@ class TorchTransformerBlock(TorchModel):
             self.mlm = _MaskedLmHead(spec)
         elif not vocabulary:
             self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+
+    @property
+    def head_layout(self) -> HeadLayout:
+        return HeadLayout(self.spec.heads, self.spec.heads, self.spec.d_model // self.spec.heads)
 
     @property
     def tied_modules(self) -> tuple[str, ...]:
