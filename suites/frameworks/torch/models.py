@@ -141,11 +141,20 @@ class TorchModel(nn.Module):
         """Gradients of the last backward pass, float64, in the canonical layout; `gather`:
         DTensor gradients gathered to full tensors first (`whole`)."""
         parameters = dict(self.named_parameters())
-        names, layout = list(self.spec.parameter_shapes()), self.head_layout
-        gradients = {name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
-                                           .detach().to("cpu", torch.float64).numpy())
-                     for name in (fused_names(names) if layout else names)}
-        return unfuse(layout, gradients, names) if layout else gradients
+        return self.from_module({name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
+                                                       .detach().to("cpu", torch.float64).numpy())
+                                 for name in self.module_names()})
+
+    def module_names(self) -> list[str]:
+        """The canonical names of the module's own parameters, in order: the spec's, with an
+        attention's q, k and v as their fused layer (`head_layout`)."""
+        names = list(self.spec.parameter_shapes())
+        return fused_names(names) if self.head_layout else names
+
+    def from_module(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Arrays named by `module_names` (canonical layout) as the spec's parameters, in order."""
+        layout = self.head_layout
+        return unfuse(layout, arrays, list(self.spec.parameter_shapes())) if layout else arrays
 
     def stage_layers(self) -> list["StageLayer"] | None:
         """The model as a sequence of layers, in order, whose composition is `forward`: what
