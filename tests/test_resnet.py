@@ -200,12 +200,21 @@ def test_tf_synchronized_batch_norm_over_two_replicas_equals_global_batch_statis
 
 
 # --- the layout practitioners train in ---------------------------------------------------------
-def test_torch_conv_nets_default_to_channels_last_on_gpus_and_nchw_on_cpus():
-    assert TrainStep.param("memory_format").choices == ("auto", "channels_last", "nchw")
-    spec = ResNet50(**TINY)
-    assert (spec.layout_on("gpu"), spec.layout_on("cpu")) == ("channels_last", "nchw")
-    assert ResNet50(**TINY, memory_format="nchw").layout_on("gpu") == "nchw"
-    assert ResNet50(**TINY, memory_format="channels_last").layout_on("cpu") == "channels_last"
+def test_torch_conv_nets_default_to_channels_last_and_record_the_layout_they_ran():
+    assert TrainStep.param("memory_format").choices == ("channels_last", "nchw")
+    assert ResNet50(**TINY).memory_format == TrainStep.param("memory_format").default == "channels_last"
+    torch = pytest.importorskip("torch")
+    from suites.frameworks.torch.training import TorchTrainStep
+
+    for layout in ("channels_last", "nchw"):
+        runnable = TorchTrainStep(TrainStep(resnet_case("torch", memory_format=layout)))
+        runnable.setup()
+        try:
+            assert runnable.details["memory_format"] == layout
+            x, _ = runnable.batches[0]
+            assert x.is_contiguous(memory_format=torch.channels_last) is (layout == "channels_last")
+        finally:
+            runnable.teardown()
 
 
 @pytest.mark.parametrize("model", ["resnet50", "cnn"])

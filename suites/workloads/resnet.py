@@ -14,8 +14,8 @@ The sizes are `train_step` parameters so tests and CPU cases can be small: `imag
 152 stack other block counts of the same bottleneck) and `classes` (1000). The defaults are the
 real ResNet-50: 25,557,032 parameters and 4.09 G multiply-adds per 224x224 image.
 
-`memory_format` (torch only): channels_last (the default, as the published recipes train it;
-on GPUs cuDNN's NHWC kernels, on CPUs oneDNN's) or nchw. TF runs NHWC always.
+`memory_format` (torch only): channels_last (the default, as the published recipes train it:
+cuDNN's NHWC kernels on GPUs, oneDNN's on CPUs) or nchw. TF runs NHWC always.
 
 `batchnorm` says how a data-parallel step computes the batch statistics: "local", each
 replica over its own shard of the batch (what DDP and MirroredStrategy do by default), or

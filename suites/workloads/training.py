@@ -205,11 +205,11 @@ class Mlp(ModelSpec):
         return self.features + self.depth * self.hidden + NUM_CLASSES
 
 
-#: Memory layouts of a convolutional net's tensors in torch: "channels_last" (NHWC in memory:
-#: cuDNN's fast layout, what DeepLearningExamples, timm and torchvision's recipes train in),
-#: "nchw", or "auto": channels_last on GPUs, nchw on CPUs (where oneDNN's NCHW training step of
-#: the CPU ResNet measured ~1.4x faster than channels_last on torch 2.13).
-MEMORY_FORMATS = ("auto", "channels_last", "nchw")
+#: Memory layouts of a convolutional net's tensors in torch: "channels_last" (NHWC in memory: what
+#: cuDNN's fastest kernels take and DeepLearningExamples, timm and torchvision's recipes train in;
+#: oneDNN's CPU training step of the CPU ResNet measured 1.16x faster in it than in NCHW, torch
+#: 2.13, one thread) or "nchw".
+MEMORY_FORMATS = ("channels_last", "nchw")
 
 
 @dataclass(frozen=True)
@@ -217,14 +217,8 @@ class ConvLayout:
     """A convolutional net's `memory_format` parameter. TensorFlow's convolutions here are NHWC
     (channels last) always, so "nchw" is a torch-only departure."""
 
-    memory_format: str = size("auto", "torch conv nets: channels_last (NHWC in memory), nchw, or auto "
-                                      "(channels_last on GPUs, nchw on CPUs)", choices=MEMORY_FORMATS)
-
-    def layout_on(self, device: str) -> str:
-        """The layout a torch case on `device` ("cpu", "gpu", ...) runs: "auto" resolved."""
-        if self.memory_format != "auto":
-            return self.memory_format
-        return "nchw" if device == "cpu" else "channels_last"
+    memory_format: str = size("channels_last", "torch conv nets: channels_last (NHWC in memory, the default) "
+                                               "or nchw", choices=MEMORY_FORMATS)
 
     def framework_problem(self, framework: Framework) -> str | None:
         if framework is Framework.TF and self.memory_format == "nchw":

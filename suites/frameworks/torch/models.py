@@ -76,8 +76,6 @@ class TorchModel(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         self.spec = spec
-        #: The kind of device `build` placed the model on ("cpu", "gpu"), which may choose its layout.
-        self.device_kind = "cpu"
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -91,10 +89,8 @@ class TorchModel(nn.Module):
     @property
     def memory_format(self) -> torch.memory_format:
         """The layout of the model's 4-D tensors in memory: channels_last where the spec's
-        `memory_format` resolves to it on the device the model is built for, else torch's
-        contiguous NCHW."""
-        layout = getattr(self.spec, "layout_on", None)
-        if layout is not None and layout(self.device_kind) == "channels_last":
+        `memory_format` says so (a conv net's default), else torch's contiguous NCHW."""
+        if getattr(self.spec, "memory_format", None) == "channels_last":
             return torch.channels_last
         return torch.contiguous_format
 
@@ -445,7 +441,6 @@ def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
     kernels in the model's `memory_format`."""
     model = module_class(spec)(spec)
     model.load_canonical(weights)
-    model.device_kind = "cpu" if device.type == "cpu" else "gpu"
     return model.to(device=device, dtype=dtype, memory_format=model.memory_format)
 
 

@@ -123,9 +123,8 @@ class TorchTrainStep(Runnable):
         self.spec = self.workload.model
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
-        if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran ("auto" resolved)
-            self.details["memory_format"] = ("channels_last" if self.model.memory_format is torch.channels_last
-                                             else "nchw")
+        if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
+            self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
         self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
         if self.case.compile is Compile.INDUCTOR:
