@@ -48,6 +48,7 @@ def test_each_size_parameter_sizes_its_builtin_models_and_defaults_to_the_first_
     assert SIZE_PARAMS == {"hidden": (Mlp,), "depth": (Mlp,), "channels": (ResidualCnn,), "blocks": (ResidualCnn,),
                            "seq": transformers, "d_model": transformers, "heads": transformers,
                            "ffn": transformers, "layers": transformers, "kv_heads": (LlamaBlock,),
+                           "vocab": (BertBase, Gpt2Small, LlamaBlock), "memory_format": (ResidualCnn, ResNet50),
                            **{name: (ResNet50,) for name in ("image", "width", "resnet_depth", "classes", "batchnorm")}}
     for name, specs in SIZE_PARAMS.items():
         assert TrainStep.param(name).default == getattr(specs[0](), name)
@@ -91,7 +92,7 @@ def test_a_size_that_sizes_another_model_is_rejected_with_one_message():
     with pytest.raises(GridError) as raised:
         parse_suite(grid('{ model = "cnn", batch = 8, hidden = 1024 }'), "g.toml", "g")
     assert str(raised.value).count("does not apply") == 1
-    assert "size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are channels, blocks" \
+    assert "size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are memory_format, channels, blocks" \
         in str(raised.value)
     with pytest.raises(GridError, match=r"size parameters d_model \(transformer, bert_base, gpt2_small, llama_block\), depth \(mlp\) do not apply"):
         parse_suite(grid('{ model = "cnn", batch = 8, depth = 2, d_model = 64 }'), "g.toml", "g")

@@ -19,10 +19,14 @@ A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A10
 def test_the_shipped_table_holds_the_cited_resnet50_figures_with_source_and_conditions():
     rows = load_references()
     figures = {(r.match, r.precision, r.n_devices): r.samples_per_s for r in rows if r.model == "resnet50"}
-    assert figures[("A100 80GB", "tf32", 1)] == 938 and figures[("A100 80GB", "tf32", 8)] == 7248
-    assert figures[("A100 80GB", "fp16", 1)] == 2470 and figures[("A100 80GB", "fp16", 8)] == 16621
-    assert figures[("V100 16GB", "fp32", 1)] == 367 and figures[("V100 16GB", "fp32", 8)] == 2855
+    a100, v100 = "A100 SXM4 80GB", "V100 SXM2 16GB"  # the exact boards of DGX A100 and DGX-1
+    assert figures[(a100, "tf32", 1)] == 938 and figures[(a100, "tf32", 8)] == 7248
+    assert figures[(a100, "fp16", 1)] == 2470 and figures[(a100, "fp16", 8)] == 16621
+    assert figures[(v100, "fp32", 1)] == 367 and figures[(v100, "fp32", 8)] == 2855
     assert all(r.source and r.url and r.conditions for r in rows)
+    a100_row = next(r for r in rows if r.match == a100)
+    assert a100_row.matches_device("NVIDIA A100-SXM4-80GB")
+    assert not a100_row.matches_device("NVIDIA A100 80GB PCIe") and not a100_row.matches_device("NVIDIA A100-SXM4-40GB")
 
 
 def test_a_users_rows_come_first_and_a_bad_row_is_one_clear_error(tmp_path: Path, monkeypatch):
@@ -74,6 +78,15 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
     assert texts[1][-3:] == ["no matching run", "–", "–"]  # nothing invented for the V100 row
     assert all("5,000" not in cell for row in texts for cell in row)  # a failed check is no figure
     assert [[cell.text for cell in row][-1] for row in unmatched.rows] == ["not resnet50 at its published size: image=64"]
+
+
+def test_a_run_on_another_accelerator_stands_beside_the_a100_row_with_the_ratio():
+    h100 = run_row(device_name="NVIDIA H100 80GB HBM3", samples_per_s=2514.0, throughput=2514.0)
+    small = run_row(case_id="small", device_name="NVIDIA H100 80GB HBM3", param_image=64.0)
+    _, unmatched, others = reference_tables(pd.DataFrame([h100, small]), [A100_TF32])
+    (texts,) = [[cell.text for cell in row] for row in others.rows]  # the smaller model has no row
+    assert texts[2:9] == ["NVIDIA H100 80GB HBM3", "tf32", "1", "2,514", "NVIDIA A100 80GB", "938 img/s", "2.68×"]
+    assert len(unmatched.rows) == 2  # neither matches the A100 row itself
 
 
 def test_the_report_shows_the_reference_section_escaped(tmp_path: Path):

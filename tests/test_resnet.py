@@ -198,3 +198,63 @@ def test_tf_synchronized_batch_norm_over_two_replicas_equals_global_batch_statis
     assert out.returncode == 0, out.stderr[-2000:]
     sync_vs_global, local_vs_halves, sync_vs_halves = map(float, out.stdout.split()[-3:])
     assert sync_vs_global < 1e-5 and local_vs_halves < 1e-5 and sync_vs_halves > 1e-2
+
+
+# --- the layout practitioners train in ---------------------------------------------------------
+def test_torch_conv_nets_default_to_channels_last_and_record_the_layout_they_ran():
+    assert TrainStep.param("memory_format").choices == ("channels_last", "nchw")
+    assert ResNet50(**TINY).memory_format == TrainStep.param("memory_format").default == "channels_last"
+    torch = pytest.importorskip("torch")
+    from suites.frameworks.torch.training import TorchTrainStep
+
+    for layout in ("channels_last", "nchw"):
+        runnable = TorchTrainStep(TrainStep(resnet_case("torch", memory_format=layout)))
+        runnable.setup()
+        try:
+            assert runnable.details["memory_format"] == layout
+            x, _ = runnable.batches[0]
+            assert x.is_contiguous(memory_format=torch.channels_last) is (layout == "channels_last")
+        finally:
+            runnable.teardown()
+
+
+@pytest.mark.parametrize("model", ["resnet50", "cnn"])
+def test_a_channels_last_model_holds_nhwc_kernels_and_computes_the_nchw_function(model):
+    torch = pytest.importorskip("torch")
+    from suites.frameworks.torch.models import build
+
+    sizes = TINY if model == "resnet50" else {}
+    nchw = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
+                                 {"model": model, "batch": 2, **sizes, "memory_format": "nchw"})).model
+    spec = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
+                                 {"model": model, "batch": 2, **sizes, "memory_format": "channels_last"})).model
+    weights = spec.init_weights(0)
+    last, plain = build(spec, weights, torch.device("cpu")), build(nchw, weights, torch.device("cpu"))
+    kernel = next(p for p in last.parameters() if p.dim() == 4)
+    assert kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous()
+    x = torch.from_numpy(np.ascontiguousarray(plain.input_from_canonical(spec.make_batch(2)[0])))
+    assert last.in_memory_format(x).is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(last(last.in_memory_format(x)), plain(x), rtol=1e-5, atol=1e-5)
+
+
+def test_nchw_is_a_torch_layout_that_tf_refuses_with_the_reason():
+    reason = workload_of(resnet_case("tf", memory_format="nchw")).unavailable_reason()
+    assert "torch layout" in reason and "NHWC" in reason
+    assert workload_of(resnet_case("tf")).unavailable_reason() is None
+
+
+def test_tf_local_batch_norm_runs_the_fused_kernel_and_normalises_with_the_batch_statistics():
+    tf = pytest.importorskip("tensorflow")
+    from suites.frameworks.tf.resnet import _batch_norm
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5, 5, 6)).astype(np.float32) * 3 + 1
+    weights = {"bn.gamma": tf.constant(rng.standard_normal(6).astype(np.float32)),
+               "bn.beta": tf.constant(rng.standard_normal(6).astype(np.float32))}
+    mean, variance = x.mean(axis=(0, 1, 2)), x.var(axis=(0, 1, 2))  # biased, as training normalises
+    expected = (x - mean) / np.sqrt(variance + 1e-5) * weights["bn.gamma"].numpy() + weights["bn.beta"].numpy()
+    fused = _batch_norm(weights, "bn", tf.constant(x), tf.float32, synchronized=False)
+    np.testing.assert_allclose(fused.numpy(), expected, rtol=1e-4, atol=1e-4)
+    ops = {op.type for op in tf.function(lambda t: _batch_norm(weights, "bn", t, tf.float32, False))
+           .get_concrete_function(tf.TensorSpec(x.shape, tf.float32)).graph.get_operations()}
+    assert "FusedBatchNormV3" in ops

@@ -156,6 +156,32 @@ def test_a_float32_adam_update_computes_nothing_in_float64():
     assert tf.float32 in dtypes and tf.float64 not in dtypes
 
 
+@pytest.mark.parametrize("name", ["momentum", "adamw"])
+def test_tf_recipe_optimizers_step_as_torch_sgd_momentum_and_adamw_do(name):
+    """ResNet's SGD with momentum and weight decay and the transformers' AdamW: three steps of
+    the TF rule land where torch.optim's do (make_optimizer, unfused on the CPU)."""
+    from suites.frameworks.torch.training import make_optimizer
+
+    rng = np.random.default_rng(1)
+    weights = {"kernel": rng.standard_normal((3, 4)), "bias": rng.standard_normal(4)}
+    parameters = {n: torch.nn.Parameter(torch.from_numpy(w.copy())) for n, w in weights.items()}
+    reference = make_optimizer(name, parameters.values())
+    rule = optimizer_for(name)
+    variables = {n: tf.Variable(w) for n, w in weights.items()}
+    slots = {n: rule.slots(v) for n, v in variables.items()}
+    for scale in (1.0, 1e-3, 10.0):
+        grads = {n: rng.standard_normal(w.shape) * scale for n, w in weights.items()}
+        for n, parameter in parameters.items():
+            parameter.grad = torch.from_numpy(grads[n])
+        reference.step()
+        for n, variable in variables.items():
+            rule.update(variable, tf.constant(grads[n]), slots[n])
+    for n, parameter in parameters.items():
+        np.testing.assert_allclose(variables[n].numpy(), parameter.detach().numpy(), rtol=1e-12, atol=0)
+    without_decay = weights["kernel"] - variables["kernel"].numpy()
+    assert OPTIMIZERS[name].weight_decay > 0 and np.abs(without_decay).max() > 0
+
+
 @pytest.mark.parametrize("layout", ["towers-replicated", "towers-param_server", "mirrored"])
 def test_every_layout_applies_the_single_device_adam_update(layout):
     """Two towers (on one CPU device, in this process) and a one-device MirroredStrategy keep

@@ -134,7 +134,7 @@ def test_the_mlp_splits_its_dense_layers_in_column_row_pairs():
 
 
 def test_the_transformer_splits_heads_and_feed_forward_in_every_block():
-    per_block = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
+    per_block = {"attn.qkv": COLWISE, "attn.o": ROWWISE,
                  "ffn.in": COLWISE, "ffn.out": ROWWISE}
     # the head and the norms stay whole; a one-layer transformer's block is block0
     assert tensor_plan(TransformerBlock()) == {f"block0.{path}": style for path, style in per_block.items()}

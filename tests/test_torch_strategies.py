@@ -24,6 +24,7 @@ from suites.cases.strategy_plugins import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
+from suites.frameworks.torch.qkv import fuse  # noqa: E402
 from suites.frameworks.torch import training as torch_training  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep, reference_losses  # noqa: E402
 from suites.kept.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
@@ -221,9 +222,11 @@ def test_a_sized_model_passes_the_gradient_check(params, spec):
     runnable = TorchTrainStep(TrainStep(train_case("single", batch=8, **params)))
     runnable.setup()
     assert runnable.spec == spec
+    layout = runnable.model.head_layout  # a transformer's q, k, v are one fused layer in torch
+    weights = fuse(layout, spec.init_weights()) if layout else spec.init_weights()
     assert {name: tuple(p.shape) for name, p in runnable.model.named_parameters()} == {
-        torch_models.torch_name(name): tuple(torch_models.to_torch_layout(np.empty(shape)).shape)
-        for name, shape in spec.parameter_shapes().items()}
+        torch_models.torch_name(name): tuple(torch_models.to_torch_layout(array).shape)
+        for name, array in weights.items()}
     check = runnable.check()
     assert check.passed and check.metric == "grad_rel_l2_err", check
 

@@ -152,14 +152,16 @@ _REGISTRY = (
            "sustained_step_s and sustained_throughput instead)",
            lambda work: work.samples_per_step / work.sustained_step_s,
            needs=("samples_per_step", "sustained_step_s"), tidy=False),
-    Metric("tokens_per_s", "tokens/s", "tokens per step (global batch x sequence length) / median step time",
+    Metric("tokens_per_s", "tokens/s", "tokens of the global batch per step (global batch x sequence length, "
+           "all devices) / median step time",
            "sequence models: tokens per second, all devices together, from the median step time",
            lambda work: work.tokens_per_step / work.median_s, needs=("tokens_per_step",), from_median_step=True),
     Metric("mfu_pct", "%",
            "sequence models: 100 * model FLOP/s / (physical devices * peak of one device in this precision: peaks.toml, "
-           "else `parbench calibrate`'s); model FLOPs per token = 6 N + 12 layers seq d_model (N: weights of the "
-           "dense layers; attention's QK^T and AV, no saving for a causal mask; PaLM's accounting), so MFU = "
-           "tokens/s x that / peak",
+           "else `parbench calibrate`'s); model FLOPs per token = 6 N + 12 layers seq d_model (N: the matmul "
+           "weights, the LM head's vocabulary projection included, a tied embedding counted once; attention's "
+           "QK^T and AV, no saving for a causal mask; PaLM's and nanoGPT's accounting), so MFU = tokens/s x that "
+           "/ peak",
            "sequence models: model FLOPs utilisation, % of the devices' peak (the table's, else the calibrated one)",
            lambda work: pct_of(work.peak_table_tflops or work.peak_measured_tflops, work),
            needs=("tokens_per_step", "flops_per_step", "n_devices")),

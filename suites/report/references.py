@@ -119,6 +119,34 @@ def unmatched_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> T
                  caption="Runs of the same models that match no reference row (not comparable with the figures above)")
 
 
+def other_accelerators_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> Table:
+    """Each run at its model's published size beside the reference rows of the same model,
+    precision and device count measured on *other* devices: what a buyer weighs (this GPU's
+    figure over an A100 row's)."""
+    rows = []
+    for _, row in runs.iterrows():
+        if size_differences(str(row["param_model"]), row):
+            continue
+        own = float(row["samples_per_s"])
+        for reference in references:
+            if (reference.model != row.get("param_model") or reference.precision != row.get("precision")
+                    or reference.n_devices != int(row.get("n_devices", 0))
+                    or reference.matches_device(str(row.get("device_name") or ""))):
+                continue
+            ratio = own / reference.samples_per_s
+            rows.append([_cell(reference.model), _cell(_run(row)), _cell(str(row["device_name"] or "–")),
+                         _cell(reference.precision), _cell(str(reference.n_devices), reference.n_devices),
+                         _cell(_figure(own), f"{own:020.3f}"), _cell(reference.device),
+                         _cell(f"{_figure(reference.samples_per_s)} {reference.unit}", f"{reference.samples_per_s:020.3f}"),
+                         _cell(f"{ratio:.2f}×", f"{ratio:012.4f}"), _cell(f"{reference.source}. {reference.conditions}".strip())])
+    return Table(headers=["model", "run here", "device here", "precision", "devices", "samples/s here",
+                          "published on", "published", "here / published", "source and conditions"],
+                 rows=rows, numeric=[False, False, False, False, True, True, False, True, True, False],
+                 identifier=[False] * 10,
+                 caption="Runs here beside the published figures of other accelerators (same model, size, "
+                         "precision and device count)")
+
+
 def model_runs(frame: pd.DataFrame, models: set[str]) -> pd.DataFrame:
     """The latest usable training runs of `models` (ok, with a throughput, check not failed)."""
     if "param_model" not in frame.columns:
@@ -129,11 +157,12 @@ def model_runs(frame: pd.DataFrame, models: set[str]) -> pd.DataFrame:
 
 
 def reference_tables(frame: pd.DataFrame, references: Sequence[ReferenceRow]) -> list[Table]:
-    """The two tables of the section: reference rows with their matching runs; the other runs of
-    the referenced models (only where there are some)."""
+    """The tables of the section: reference rows with their matching runs; the other runs of the
+    referenced models; runs beside other accelerators' rows (each of the last two only where it
+    has rows)."""
     runs = model_runs(frame, {reference.model for reference in references})
     tables = [reference_table(references, runs)]
-    unmatched = unmatched_table(references, runs)
-    if unmatched.rows:
-        tables.append(unmatched)
+    for table in (unmatched_table(references, runs), other_accelerators_table(references, runs)):
+        if table.rows:
+            tables.append(table)
     return tables

@@ -124,6 +124,11 @@ def layers_reason(case: Case, stages: int, how: str) -> str | None:
     if not layers:
         return (f"model {model!r} names no layers parbench can split into stages (a user "
                 "model's layers are known only to its framework)")
+    if getattr(workload.model, "tied_embedding", False):
+        return (f"model {model!r} ties its token embedding to its LM head, one table at both ends "
+                "of the model; parbench does not split it into stages (Megatron keeps a copy on the "
+                "first and last stage and all-reduces their gradients): use ddp, fsdp or tensor, or "
+                "llama_block, whose head is untied")
     if len(layers) < stages:
         return (f"{how} makes {stages} stages, and model {model!r} has {len(layers)} layers to "
                 f"split ({', '.join('+'.join(layer) for layer in layers)})")

@@ -14,6 +14,9 @@ The sizes are `train_step` parameters so tests and CPU cases can be small: `imag
 152 stack other block counts of the same bottleneck) and `classes` (1000). The defaults are the
 real ResNet-50: 25,557,032 parameters and 4.09 G multiply-adds per 224x224 image.
 
+`memory_format` (torch only): channels_last (the default, as the published recipes train it:
+cuDNN's NHWC kernels on GPUs, oneDNN's on CPUs) or nchw. TF runs NHWC always.
+
 `batchnorm` says how a data-parallel step computes the batch statistics: "local", each
 replica over its own shard of the batch (what DDP and MirroredStrategy do by default), or
 "sync", over the global batch with an all-reduce of each layer's statistics (torch
@@ -33,7 +36,7 @@ from typing import ClassVar, Iterator, NamedTuple
 
 import numpy as np
 
-from suites.workloads.training import ModelSpec, size
+from suites.workloads.training import ConvLayout, ModelSpec, size
 
 #: Blocks per stage of the bottleneck ResNets, by depth (3 convolutions per block + stem + head).
 STAGE_BLOCKS: dict[int, tuple[int, int, int, int]] = {
@@ -63,7 +66,7 @@ def conv_out(size_in: int, kernel: int, stride: int) -> int:
 
 
 @dataclass(frozen=True)
-class ResNet50(ModelSpec):
+class ResNet50(ConvLayout, ModelSpec):
     """Parameters: ``stem.conv.kernel``, ``stem.bn.{gamma,beta}``;
     ``stage{s}.block{b}.{conv1,conv2,conv3}.kernel`` and ``.{bn1,bn2,bn3}.{gamma,beta}``, the first
     block of each stage also ``.down.conv.kernel`` and ``.down.bn.{gamma,beta}``; ``head.kernel``,

@@ -30,6 +30,8 @@ from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 
 NUM_CLASSES = 10
+#: Standard deviation of the embedding tables' initial values.
+EMBEDDING_STD = 0.02
 #: Adam's hyperparameters: torch.optim.Adam's defaults (no weight decay, no AMSGrad).
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-8
@@ -43,6 +45,10 @@ class OptimizerSpec:
     learning_rate: float
     #: Optimizer states kept per parameter, fp32 (Adam: the first and second moments).
     states_per_parameter: int
+    #: SGD's momentum (0: plain SGD).
+    momentum: float = 0.0
+    #: L2 weight decay added to the gradient (SGD's), or decoupled decay (AdamW's).
+    weight_decay: float = 0.0
 
 
 #: The optimizers a case may name. Adam's first steps move every parameter by about the learning
@@ -55,6 +61,13 @@ class OptimizerSpec:
 OPTIMIZERS: dict[str, OptimizerSpec] = {
     "sgd": OptimizerSpec("sgd", learning_rate=0.01, states_per_parameter=0),
     "adam": OptimizerSpec("adam", learning_rate=1e-4, states_per_parameter=2),
+    # The published recipes' optimizers: ResNet-50's SGD with momentum 0.9 and weight decay 1e-4
+    # (He et al. 2015; torchvision's reference recipe), the transformers' AdamW with decoupled
+    # weight decay 0.1 (GPT-2 as nanoGPT/llm.c train it). The learning rates are the checks' (the
+    # timed work does not depend on them).
+    "momentum": OptimizerSpec("momentum", learning_rate=0.01, states_per_parameter=1, momentum=0.9,
+                              weight_decay=1e-4),
+    "adamw": OptimizerSpec("adamw", learning_rate=1e-4, states_per_parameter=2, weight_decay=0.1),
 }
 #: Samples per device in the numerics check's batch (`TrainStep.check_workload`): two, so that a
 #: replica's local batch statistics are over more than one sample.
@@ -97,17 +110,24 @@ class ModelSpec(ABC):
         """Why these sizes make no model (e.g. heads that do not divide d_model)."""
         return []
 
+    def framework_problem(self, framework: Framework) -> str | None:
+        """Why `framework` cannot run the model as these parameters ask, or None."""
+        return None
+
     def saved_activations_per_sample(self) -> int | None:
         """Elements the backward pass keeps per sample, where that is simple to count; None
         where it is not estimated."""
         return None
 
     def init_weights(self, seed: int = 0) -> dict[str, np.ndarray]:
-        """He-style normal init for kernels, zeros for biases, ones for norm scales."""
+        """He-style normal init for kernels, zeros for biases, ones for norm scales, N(0, 0.02)
+        for embedding tables (GPT-2's and BERT's initializer range)."""
         rng = np.random.default_rng(seed)
         weights = {}
         for name, shape in self.parameter_shapes().items():
-            if name.endswith(("bias", "beta")):
+            if name.endswith(".embedding"):
+                weights[name] = (rng.standard_normal(shape) * EMBEDDING_STD).astype(np.float32)
+            elif name.endswith(("bias", "beta")):
                 weights[name] = np.zeros(shape, np.float32)
             elif name.endswith("gamma"):
                 weights[name] = np.ones(shape, np.float32)
@@ -116,11 +136,6 @@ class ModelSpec(ABC):
                 weights[name] = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         return weights
 
-    def vocabulary_parameters(self) -> int:
-        """Parameters of the vocabulary tables (token embedding, an untied LM head) of the
-        architecture that this benchmark does not build (its inputs are embedded tokens)."""
-        return 0
-
     @property
     def tokens_per_sample(self) -> int | None:
         """Tokens in one sample (a sequence model's length), for tokens/s and MFU; None for
@@ -128,8 +143,15 @@ class ModelSpec(ABC):
         return None
 
     @property
+    def input_vocabulary(self) -> int | None:
+        """A language model's vocabulary: its inputs are token ids in [0, vocabulary) (int64).
+        None: float inputs."""
+        return None
+
+    @property
     def loss(self) -> str:
-        """"cross_entropy" (integer class labels) or "mse" (float targets of `target_shape`)."""
+        """"cross_entropy" (integer class labels), "token_cross_entropy" (a label per token of
+        `target_shape`, the mean over every token of the batch) or "mse" (float targets)."""
         return "cross_entropy"
 
     @property
@@ -187,8 +209,30 @@ class Mlp(ModelSpec):
         return self.features + self.depth * self.hidden + NUM_CLASSES
 
 
+#: Memory layouts of a convolutional net's tensors in torch: "channels_last" (NHWC in memory: what
+#: cuDNN's fastest kernels take and DeepLearningExamples, timm and torchvision's recipes train in;
+#: oneDNN's CPU training step of the CPU ResNet measured 1.16x faster in it than in NCHW, torch
+#: 2.13, one thread) or "nchw".
+MEMORY_FORMATS = ("channels_last", "nchw")
+
+
 @dataclass(frozen=True)
-class ResidualCnn(ModelSpec):
+class ConvLayout:
+    """A convolutional net's `memory_format` parameter. TensorFlow's convolutions here are NHWC
+    (channels last) always, so "nchw" is a torch-only departure."""
+
+    memory_format: str = size("channels_last", "torch conv nets: channels_last (NHWC in memory, the default) "
+                                               "or nchw", choices=MEMORY_FORMATS)
+
+    def framework_problem(self, framework: Framework) -> str | None:
+        if framework is Framework.TF and self.memory_format == "nchw":
+            return ("memory_format = 'nchw' is a torch layout; TF's convolutions run NHWC "
+                    "(channels_last) here")
+        return None
+
+
+@dataclass(frozen=True)
+class ResidualCnn(ConvLayout, ModelSpec):
     """stem conv3x3(3->c)+relu; `blocks` x [conv3x3+relu, conv3x3, +skip, relu];
     global average pool; dense(c->10). 'same' padding, stride 1, no batch norm (so that
     data-parallel results equal the full-batch result exactly, without cross-replica BN)."""
@@ -381,8 +425,11 @@ class TrainStep(Workload):
               minimum=None, help="strategy towers: variables replicated on every tower, or on a "
                                  "parameter device (the CPU) that averages and applies the update"),
         Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,
-              help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}) or adam (learning rate "
-                   f"{OPTIMIZERS['adam'].learning_rate}, betas {ADAM_BETAS}, eps {ADAM_EPSILON})"),
+              help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}), momentum (SGD, momentum "
+                   f"{OPTIMIZERS['momentum'].momentum}, weight decay {OPTIMIZERS['momentum'].weight_decay}: "
+                   f"ResNet's recipe), adam (learning rate {OPTIMIZERS['adam'].learning_rate}, betas "
+                   f"{ADAM_BETAS}, eps {ADAM_EPSILON}) or adamw (adam with decoupled weight decay "
+                   f"{OPTIMIZERS['adamw'].weight_decay}: the transformers'; fused on CUDA)"),
         *(_size_param(key, specs) for key, specs in SIZE_PARAMS.items()),
     )
     implementations: ClassVar[Mapping[Framework, str]] = {
@@ -408,6 +455,9 @@ class TrainStep(Workload):
         builders = getattr(self.model, "builders", None)
         if builders is not None and self.case.framework not in builders:
             return f"user model {self.p['model']!r} has no {self.case.framework} builder"
+        framework_problem = self.model.framework_problem(self.case.framework)
+        if framework_problem:
+            return framework_problem
         return self._batch_statistics_reason()
 
     def _batch_statistics_reason(self) -> str | None:

@@ -12,7 +12,7 @@ from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment
 import numpy as np
 import tensorflow as tf
 
-from suites.frameworks.tf.models import Layer, Weights, attend, dense, logits_dtype, pooled_head, split_heads
+from suites.frameworks.tf.models import Layer, Weights, attend, dense, embed, logits_dtype, split_heads
 from suites.workloads.training import ModelSpec
 from suites.workloads.transformers import LlamaBlock
 
@@ -38,7 +38,8 @@ def rotate(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
 
 
 def llama_layers(spec: LlamaBlock) -> list[Layer]:
-    """Each block, then the final norm and the pooled head (the layers of `layer_names`)."""
+    """The embedding with the first block, each further block, then the final norm and the LM
+    head (the layers of `layer_names`)."""
     cos64, sin64 = rotary_tables(spec.seq, spec.d_head, spec.rope_theta)
     group = spec.heads // spec.kv_heads
     eps = spec.rms_norm_eps
@@ -60,13 +61,14 @@ def llama_layers(spec: LlamaBlock) -> list[Layer]:
         prefix = f"block{i}."
 
         def apply(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-            x = tf.cast(x, dtype)
+            x = embed(weights, "tok", x, dtype) if i == 0 else tf.cast(x, dtype)
             x = x + attention(weights, prefix, rms_norm(weights, f"{prefix}attn_norm", x, dtype, eps), dtype)
             return x + feed_forward(weights, prefix, rms_norm(weights, f"{prefix}mlp_norm", x, dtype, eps), dtype)
         return apply
 
     def head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        return pooled_head(weights, rms_norm(weights, "norm", tf.cast(x, dtype), dtype, eps), dtype)
+        normed = rms_norm(weights, "norm", tf.cast(x, dtype), dtype, eps)
+        return tf.cast(dense(weights, "lm_head", normed, dtype, bias=False), logits_dtype(dtype))
     return [*(block(i) for i in range(spec.layers)), head]
 
 

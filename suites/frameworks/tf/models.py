@@ -112,12 +112,37 @@ def pooled_head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     return tf.cast(dense(weights, "head", tf.reduce_mean(x, axis=1), dtype), logits_dtype(dtype))
 
 
+@tf.custom_gradient
+def _gather_rows(table: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tuple[tf.Tensor, None]]]:
+    """table[ids], with a dense gradient (the rows' gradients summed into a table of zeros, as
+    torch's embedding backward gives), not `tf.gather`'s IndexedSlices, which the training
+    loops' loss scaling, all-reduces and updates do not take."""
+    def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, None]:
+        rows = tf.reshape(upstream, (-1, table.shape[-1]))
+        return tf.math.unsorted_segment_sum(rows, tf.reshape(ids, (-1,)), table.shape[0]), None
+    return tf.gather(table, ids), gradient
+
+
+def embed(weights: Weights, name: str, ids: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """The rows of the embedding table ``<name>.embedding`` for token `ids`, in `dtype`."""
+    table = tf.convert_to_tensor(weights[f"{name}.embedding"])
+    return tf.cast(_gather_rows(table, ids), dtype)
+
+
+def vocabulary_logits(x: tf.Tensor, table: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """Logits at every position from a (vocab, d) table (a tied LM head), float32 (float64)."""
+    return tf.cast(tf.matmul(x, tf.cast(table, dtype), transpose_b=True), logits_dtype(dtype))
+
+
 def transformer_layers(spec: TransformerBlock) -> list[Layer]:
-    """The built-in transformer, BERT and GPT-2, as each block (the first also adds the positions
-    and the input norm) and the pooled head (after the final norm): the spec's class variables
-    choose the mask, the norm placement, biases, positions and norms (as `TorchTransformerBlock`)."""
+    """The built-in transformer, BERT and GPT-2, as each block (the first also embeds the tokens
+    and adds the segment and positions and the input norm) and the head (after the final norm:
+    GPT-2's tied LM head, BERT's MLM head, or the pooled 10-class head): the spec's class
+    variables choose the mask, the norm placement, biases, positions and norms (as
+    `TorchTransformerBlock`)."""
     d_head = spec.d_model // spec.heads
     eps = spec.layer_norm_eps
+    shapes = spec.parameter_shapes()
 
     def attention(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         q, k, v = (split_heads(dense(weights, f"{prefix}attn.{p}", h, dtype, bias=spec.qkv_bias), spec.seq, d_head)
@@ -132,7 +157,9 @@ def transformer_layers(spec: TransformerBlock) -> list[Layer]:
         prefix = f"block{i}."
 
         def apply(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-            x = tf.cast(x, dtype)
+            x = embed(weights, "tok", x, dtype) if i == 0 and "tok.embedding" in shapes else tf.cast(x, dtype)
+            if i == 0 and "segment.embedding" in shapes:  # every token in segment A
+                x = x + tf.cast(weights["segment.embedding"][0], dtype)
             if i == 0 and spec.learned_positions:  # what `layer_names` puts with the first block
                 x = x + tf.cast(weights["pos.embedding"], dtype)
             if i == 0 and spec.input_norm:
@@ -148,6 +175,13 @@ def transformer_layers(spec: TransformerBlock) -> list[Layer]:
         x = tf.cast(x, dtype)
         if spec.final_norm:
             x = _layer_norm(weights, "final_norm", x, dtype, eps)
+        if "mlm.bias" in shapes:  # BERT's MLM head: LN(GELU(dense(x))), the tied decoder, its bias
+            x = tf.nn.gelu(dense(weights, "mlm.dense", x, dtype), approximate=spec.gelu_tanh)
+            x = _layer_norm(weights, "mlm.norm", x, dtype, eps)
+            bias = tf.cast(weights["mlm.bias"], logits_dtype(dtype))
+            return vocabulary_logits(x, weights["tok.embedding"], dtype) + bias
+        if "tok.embedding" in shapes:  # GPT-2's LM head: the token embedding
+            return vocabulary_logits(x, weights["tok.embedding"], dtype)
         return pooled_head(weights, x, dtype)
     return [*(block(i) for i in range(spec.layers)), head]
 
@@ -277,8 +311,16 @@ def summed_squared_error(outputs: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(errors) / math.prod(outputs.shape[1:])
 
 
+def summed_token_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """Sum over the batch of each sample's mean softmax cross-entropy over its tokens ((batch,
+    seq, vocab) logits, (batch, seq) targets); divided by the global batch, the mean over every
+    token (torch's cross-entropy of the flattened tokens)."""
+    return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / labels.shape[-1]
+
+
 SUMMED_LOSSES: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
-    "cross_entropy": summed_cross_entropy, "mse": summed_squared_error}
+    "cross_entropy": summed_cross_entropy, "token_cross_entropy": summed_token_cross_entropy,
+    "mse": summed_squared_error}
 
 
 def summed_loss(spec: ModelSpec) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:

@@ -1,5 +1,5 @@
-"""The update rules of the TF training loops: the functions torch.optim.SGD and torch.optim.Adam
-apply, written on plain `tf.Variable`s.
+"""The update rules of the TF training loops: the functions torch.optim.SGD (plain, or with
+momentum and weight decay), torch.optim.Adam and torch.optim.AdamW apply, written on plain `tf.Variable`s.
 
 The loops own their variables (see `suites.frameworks.tf.trainers`), so they own the optimizer
 state too: an optimizer's `slots` for a variable are created where the caller's scope puts them
@@ -50,6 +50,31 @@ class Sgd(Optimizer):
 
 
 @dataclass(frozen=True)
+class Momentum(Optimizer):
+    """torch.optim.SGD with momentum and weight decay (no dampening, not Nesterov):
+    g <- grad + wd * variable; buffer <- momentum * buffer + g (the first step's buffer is g:
+    it starts at zero); variable -= lr * buffer. Slot: the buffer."""
+
+    momentum: float = OPTIMIZERS["momentum"].momentum
+    weight_decay: float = OPTIMIZERS["momentum"].weight_decay
+
+    def slots(self, variable: tf.Variable) -> Slots:
+        return (tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False, name="momentum"),)
+
+    def update(self, variable: tf.Variable, grad: tf.Tensor, slots: Slots,
+               finite: tf.Tensor | None = None) -> tf.Operation:
+        (buffer,) = slots
+        dtype = variable.dtype
+        old = buffer.read_value()
+        new = old * tf.constant(self.momentum, dtype) + tf.cast(grad, dtype) + \
+            variable.read_value() * tf.constant(self.weight_decay, dtype)
+        delta = new * tf.constant(self.learning_rate, dtype)
+        if finite is not None:
+            new, delta = tf.where(finite, new, old), tf.where(finite, delta, tf.zeros_like(delta))
+        return tf.group(buffer.assign(new), variable.assign_sub(delta))
+
+
+@dataclass(frozen=True)
 class Adam(Optimizer):
     """torch.optim.Adam (no weight decay, no AMSGrad), in its order of operations:
     m <- m + (1 - b1)(g - m); v <- b2 v + (1 - b2) g^2; t <- t + 1;
@@ -63,6 +88,8 @@ class Adam(Optimizer):
     beta1: float = ADAM_BETAS[0]
     beta2: float = ADAM_BETAS[1]
     epsilon: float = ADAM_EPSILON
+    #: AdamW's decoupled weight decay: variable *= 1 - lr * wd before the Adam step (0: Adam).
+    weight_decay: float = 0.0
 
     def slots(self, variable: tf.Variable) -> Slots:
         def zeros(shape: tf.TensorShape | tuple[int, ...], name: str) -> tf.Variable:
@@ -85,6 +112,8 @@ class Adam(Optimizer):
         step_size = tf.constant(self.learning_rate, dtype) / (one - tf.constant(self.beta1, dtype) ** t)
         correction2_sqrt = tf.sqrt(one - tf.constant(self.beta2, dtype) ** t)
         delta = step_size * (new_m / (tf.sqrt(new_v) / correction2_sqrt + tf.constant(self.epsilon, dtype)))
+        if self.weight_decay:
+            delta += variable.read_value() * tf.constant(self.learning_rate * self.weight_decay, dtype)
         if finite is not None:
             new_m, new_v = tf.where(finite, new_m, old_m), tf.where(finite, new_v, old_v)
             new_step = tf.where(finite, new_step, old_step)
@@ -94,7 +123,10 @@ class Adam(Optimizer):
 
 def optimizer_for(name: str) -> Optimizer:
     """The update rule a train_step case's `optimizer` names, at its learning rate (`OPTIMIZERS`)."""
-    rules: dict[str, type[Optimizer]] = {"sgd": Sgd, "adam": Adam}
-    if name not in rules:
+    if name not in OPTIMIZERS:
         raise ValueError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
-    return rules[name](OPTIMIZERS[name].learning_rate)
+    learning_rate = OPTIMIZERS[name].learning_rate
+    if name == "adamw":
+        return Adam(learning_rate, weight_decay=OPTIMIZERS[name].weight_decay)
+    rules: dict[str, type[Optimizer]] = {"sgd": Sgd, "adam": Adam, "momentum": Momentum}
+    return rules[name](learning_rate)

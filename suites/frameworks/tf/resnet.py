@@ -3,8 +3,10 @@
 
 Convolutions pad k // 2 on every side explicitly (TF's "SAME" would pad a stride-2 layer on
 the bottom and right only, a different function from torch's), and the max pool pads with -inf,
-as torch's does. Batch norm is Keras': `keras.ops.moments`, with `synchronized=True` under
-"sync" — inside a `tf.distribute` replica context an all-reduce of each layer's sums, sums of
+as torch's does. Local batch norm is TF's fused kernel (`fused_batch_norm`, training mode: the
+batch's own statistics, statistics in float32), as Keras' BatchNormalization runs it; under
+"sync", and in a float64 reference (the fused kernel has no float64), it is Keras':
+`keras.ops.moments`, with `synchronized=True` under "sync" — inside a `tf.distribute` replica context an all-reduce of each layer's sums, sums of
 squares and counts over the replicas, exactly what `keras.layers.BatchNormalization(
 synchronized=True)` runs — then scale and shift. Statistics are computed in float32 (float64 for
 a float64 reference), as Keras does for float16 and bfloat16 inputs.
@@ -26,6 +28,11 @@ def _conv(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, kernel: in
 
 
 def _batch_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, synchronized: bool) -> tf.Tensor:
+    if not synchronized and dtype != tf.float64:  # TF's fused kernel (cuDNN's on GPUs); it has no float64
+        out, _, _ = tf.compat.v1.nn.fused_batch_norm(
+            tf.cast(x, dtype), tf.cast(weights[f"{name}.gamma"], tf.float32),
+            tf.cast(weights[f"{name}.beta"], tf.float32), epsilon=BATCH_NORM_EPSILON, is_training=True)
+        return out
     stats_dtype = tf.float64 if dtype == tf.float64 else tf.float32
     wide = tf.cast(x, stats_dtype)
     mean, variance = keras.ops.moments(wide, axes=[0, 1, 2], synchronized=synchronized)

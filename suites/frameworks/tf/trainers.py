@@ -165,15 +165,17 @@ class Trainer(ABC):
     def _random_local_batch(self, seed: tf.Tensor, replica: tf.Tensor | int) -> tuple[tf.Tensor, tf.Tensor]:
         """Random inputs and targets, drawn where the enclosing device scope puts them."""
         seeds = tf.stack([tf.cast(seed, tf.int32), tf.cast(replica, tf.int32)])
-        x = tf.random.stateless_normal((self.local_batch, *self.setup.spec.input_shape), seeds)
+        shape, vocabulary = (self.local_batch, *self.setup.spec.input_shape), self.setup.spec.input_vocabulary
+        x = (tf.random.stateless_uniform(shape, seeds, 0, vocabulary, dtype=tf.int32) if vocabulary
+             else tf.random.stateless_normal(shape, seeds))  # token ids, or float inputs
         return x, self._random_targets(seeds + 1)
 
     def _random_targets(self, seeds: tf.Tensor) -> tf.Tensor:
         """Standard normal targets of the spec's target shape (mse), or class labels."""
         if self.setup.spec.loss == "mse":
             return tf.random.stateless_normal((self.local_batch, *self.target_shape), seeds)
-        return tf.random.stateless_uniform((self.local_batch,), seeds, 0, self.setup.spec.num_classes,
-                                           dtype=tf.int32)
+        return tf.random.stateless_uniform((self.local_batch, *self.target_shape), seeds, 0,
+                                           self.setup.spec.num_classes, dtype=tf.int32)
 
     def _update(self, variable: tf.Variable, grad: tf.Tensor, slots: Slots,
                 finite: tf.Tensor | None = None) -> tf.Operation:

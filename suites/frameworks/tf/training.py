@@ -44,7 +44,8 @@ CHECK_SEED = 100
 MIXED = (Precision.FP16, Precision.BF16)
 #: What a model's batch norm runs, by its `batchnorm` mode (`suites.frameworks.tf.resnet`).
 BATCHNORM_DETAILS = {
-    "local": "local: each replica's own statistics (keras.ops.moments)",
+    "local": "local: each replica's own statistics (tf.nn.fused_batch_norm; the float64 reference: "
+             "keras.ops.moments)",
     "sync": "sync: keras.ops.moments(synchronized=True), an all-reduce over the replicas "
             "(as keras.layers.BatchNormalization(synchronized=True))"}
 

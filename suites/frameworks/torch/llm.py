@@ -1,12 +1,15 @@
 """The Llama stack (`LlamaBlock`) in torch: RMSNorm, rotary embeddings, grouped-query causal
 attention, SwiGLU, built from the spec's canonical weights like every `TorchModel`.
 
-Module paths are the canonical names' (``block{i}.attn.q``, ``block{i}.ffn.gate``, ``norm``,
-``head``), so tensor parallelism's plan, FSDP's units (each block) and the pipeline's stages
-(each block; the final norm goes with the head) apply as they do to the built-in transformer.
-Under tensor parallelism q, k, v are split by columns, so a rank holds heads / tp query heads
-and kv_heads / tp key/value heads, which keep their grouping: local query head j reads local
-kv head j // (heads / kv_heads), as globally.
+Module paths are the canonical names' (``tok``, ``block{i}.attn.o``, ``block{i}.ffn.gate``,
+``norm``, ``lm_head``; q, k and v are one fused layer ``block{i}.attn.qkv``,
+`suites.frameworks.torch.qkv`), so tensor parallelism's plan (the embedding and the LM head replicated),
+FSDP's units (the embedding, each block, the norm, the head) and the pipeline's stages (the
+embedding with the first block; the final norm with the head) apply as they do to the built-in
+transformer.
+Under tensor parallelism the fused q, k, v layer is split by columns, whole kv groups to a rank,
+so a rank holds heads / tp query heads and kv_heads / tp key/value heads, which keep their
+grouping: local query head j reads local kv head j // (heads / kv_heads), as globally.
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suites.frameworks.torch.models import StageLayer, TorchModel, apply_layers, modules_in_order, pooled_head
-from suites.workloads.training import NUM_CLASSES, ModelSpec
+from suites.frameworks.torch.models import StageLayer, TorchModel, apply_layers, modules_in_order
+from suites.frameworks.torch.qkv import FusedQkv, HeadLayout
+from suites.workloads.training import ModelSpec
 from suites.workloads.transformers import LlamaBlock
 
 
@@ -49,11 +53,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 class _GroupedQueryAttention(nn.Module):
     def __init__(self, spec: LlamaBlock) -> None:
         super().__init__()
-        d, kv = spec.d_model, spec.kv_heads * spec.d_head
-        self.d_head = spec.d_head
-        self.q = nn.Linear(d, d, bias=False)
-        self.k = nn.Linear(d, kv, bias=False)
-        self.v = nn.Linear(d, kv, bias=False)
+        d = spec.d_model
+        self.qkv = FusedQkv(d, layout(spec), bias=False)
         self.o = nn.Linear(d, d, bias=False)
         angles = rotary_angles(spec.seq, spec.d_head, spec.rope_theta).repeat(1, 2)
         # Buffers follow the module to its device and dtype (`build`: float32, or float64 in the
@@ -61,17 +62,16 @@ class _GroupedQueryAttention(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, features) -> (batch, heads this rank holds, seq, d_head)."""
-        batch, seq, _ = x.shape
-        return x.view(batch, seq, -1, self.d_head).transpose(1, 2)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        q, k, v = self.qkv.heads(x)
         cos, sin = self.cos.to(q.dtype), self.sin.to(q.dtype)
         out = F.scaled_dot_product_attention(rotate(q, cos, sin), rotate(k, cos, sin), v,
                                              is_causal=True, enable_gqa=True)
         return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
+
+
+def layout(spec: LlamaBlock) -> HeadLayout:
+    return HeadLayout(spec.heads, spec.kv_heads, spec.d_head)
 
 
 class _LlamaBlock(nn.Module):
@@ -91,24 +91,31 @@ class _LlamaBlock(nn.Module):
 
 
 class TorchLlamaBlock(TorchModel):
-    """`spec.layers` Llama blocks (``block0``, ...), the final RMSNorm (``norm``), the mean over
-    the sequence and the head."""
+    """The token embedding (``tok``), `spec.layers` Llama blocks (``block0``, ...), the final
+    RMSNorm (``norm``) and the untied LM head (``lm_head``): logits at every position."""
 
     def __init__(self, spec: LlamaBlock) -> None:
         super().__init__(spec)
         self.layers = spec.layers
+        self.tok = nn.Embedding(spec.vocab, spec.d_model)
         for i in range(spec.layers):
             self.add_module(f"block{i}", _LlamaBlock(spec))
         self.norm = RMSNorm(spec.d_model, spec.rms_norm_eps)
-        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+        self.lm_head = nn.Linear(spec.d_model, spec.vocab, bias=False)
+
+    @property
+    def head_layout(self) -> HeadLayout:
+        return layout(self.spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return apply_layers(self.stage_layers(), self._modules, x)
 
     def stage_layers(self) -> list[StageLayer]:
-        """Each block, then the final norm with the pooled head."""
-        return [*(StageLayer((f"block{i}",), modules_in_order((f"block{i}",))) for i in range(self.layers)),
-                StageLayer(("norm", "head"), pooled_head(("norm",)))]
+        """The embedding with the first block, each further block, then the final norm with the
+        LM head (`suites.strategies.stages.layer_names`: a pipeline's first stage embeds, its
+        last projects onto the vocabulary)."""
+        names = [("tok", "block0"), *((f"block{i}",) for i in range(1, self.layers)), ("norm", "lm_head")]
+        return [StageLayer(group, modules_in_order(group)) for group in names]
 
 
 #: The specs of this module -> their torch modules (`suites.frameworks.torch.models.build`).

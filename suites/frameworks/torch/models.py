@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.cases.vocabulary import Framework
+from suites.frameworks.torch.qkv import FusedQkv, HeadLayout, fuse, fused_names, unfuse
 from suites.workloads.resnet import ResNet50
 from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
@@ -85,7 +86,44 @@ class TorchModel(nn.Module):
         """A canonical-layout batch in the layout `forward` takes."""
         return batch
 
+    @property
+    def memory_format(self) -> torch.memory_format:
+        """The layout of the model's 4-D tensors in memory: channels_last where the spec's
+        `memory_format` says so (a conv net's default), else torch's contiguous NCHW."""
+        if getattr(self.spec, "memory_format", None) == "channels_last":
+            return torch.channels_last
+        return torch.contiguous_format
+
+    def in_memory_format(self, batch: torch.Tensor) -> torch.Tensor:
+        """`batch` laid out in memory as the model's 4-D tensors are (`memory_format`)."""
+        return batch.contiguous(memory_format=self.memory_format) if batch.dim() == 4 else batch
+
+    def random_inputs(self, shape: tuple[int, ...], generator: torch.Generator,
+                      device: torch.device) -> torch.Tensor:
+        """A random batch of `shape` as `forward` takes it: token ids uniform over a language
+        model's vocabulary, else standard normal floats in the model's memory format."""
+        vocabulary = self.spec.input_vocabulary
+        if vocabulary:
+            return torch.randint(0, vocabulary, shape, generator=generator, device=device)
+        return self.in_memory_format(torch.randn(shape, generator=generator, device=device))
+
+    def input_tensor(self, batch: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """A canonical batch on `device` as `forward` takes it: token ids as int64, floats in
+        `dtype` and the model's memory format."""
+        array = np.ascontiguousarray(self.input_from_canonical(batch))
+        if np.issubdtype(array.dtype, np.integer):
+            return torch.from_numpy(array).to(device=device, dtype=torch.int64)
+        return self.in_memory_format(torch.from_numpy(array).to(device=device, dtype=dtype))
+
+    @property
+    def head_layout(self) -> HeadLayout | None:
+        """A transformer's attention heads, whose q, k and v one fused layer computes
+        (`suites.frameworks.torch.qkv`); None for a model without attention."""
+        return None
+
     def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
+        layout = self.head_layout
+        weights = fuse(layout, weights) if layout else weights
         parameters = dict(self.named_parameters())
         if set(map(torch_name, weights)) != set(parameters):
             raise ValueError(f"{type(self).__name__}: weights {sorted(weights)} do not match "
@@ -99,9 +137,20 @@ class TorchModel(nn.Module):
         """Gradients of the last backward pass, float64, in the canonical layout; `gather`:
         DTensor gradients gathered to full tensors first (`whole`)."""
         parameters = dict(self.named_parameters())
-        return {name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
-                                      .detach().to("cpu", torch.float64).numpy())
-                for name in self.spec.parameter_shapes()}
+        return self.from_module({name: canonical_array(name, whole(parameters[torch_name(name)].grad, gather)
+                                                       .detach().to("cpu", torch.float64).numpy())
+                                 for name in self.module_names()})
+
+    def module_names(self) -> list[str]:
+        """The canonical names of the module's own parameters, in order: the spec's, with an
+        attention's q, k and v as their fused layer (`head_layout`)."""
+        names = list(self.spec.parameter_shapes())
+        return fused_names(names) if self.head_layout else names
+
+    def from_module(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Arrays named by `module_names` (canonical layout) as the spec's parameters, in order."""
+        layout = self.head_layout
+        return unfuse(layout, arrays, list(self.spec.parameter_shapes())) if layout else arrays
 
     def stage_layers(self) -> list["StageLayer"] | None:
         """The model as a sequence of layers, in order, whose composition is `forward`: what
@@ -179,24 +228,14 @@ class _Attention(nn.Module):
     def __init__(self, spec: TransformerBlock) -> None:
         super().__init__()
         d_model = spec.d_model
-        self.d_head = d_model // spec.heads
         self.causal = spec.causal
-        self.q = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
-        self.k = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
-        self.v = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
+        self.qkv = FusedQkv(d_model, HeadLayout(spec.heads, spec.heads, d_model // spec.heads), spec.qkv_bias)
         self.o = nn.Linear(d_model, d_model)
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, features) -> (batch, heads, seq, d_head), for the heads this process
-        holds: all of them, or under tensor parallelism its share (q/k/v split by columns give
-        it heads / tp heads' features)."""
-        batch, seq, _ = x.shape
-        return x.view(batch, seq, -1, self.d_head).transpose(1, 2)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default scale.
-        out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(self.k(x)),
-                                             self._split(self.v(x)), is_causal=self.causal)
+        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default
+        # scale; the heads this process holds (under tensor parallelism its share).
+        out = F.scaled_dot_product_attention(*self.qkv.heads(x), is_causal=self.causal)
         return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
@@ -237,15 +276,49 @@ class _LearnedPositions(nn.Module):
         return x + self.weight
 
 
+class _SegmentA(nn.Module):
+    """x + the first row of BERT's segment (token type) table: every token in segment A, as
+    HF's default token_type_ids (zeros) give."""
+
+    def __init__(self, token_types: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(token_types, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.weight[0]
+
+
+class _MaskedLmHead(nn.Module):
+    """BERT's MLM head: LN(GELU(dense(x))), then the decoder: the token embedding (tied, passed
+    in) with the head's own bias."""
+
+    def __init__(self, spec: TransformerBlock) -> None:
+        super().__init__()
+        self.dense = nn.Linear(spec.d_model, spec.d_model)
+        self.norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
+        self.bias = nn.Parameter(torch.empty(spec.input_vocabulary or 0))
+
+    def forward(self, x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.norm(F.gelu(self.dense(x))), table, self.bias)
+
+
 class TorchTransformerBlock(TorchModel):
-    """The spec's optional positional embedding (``pos``) and input LayerNorm (``input_norm``),
-    `spec.layers` blocks registered as ``block0``, ``block1``, ... (the canonical names'
-    prefixes), an optional final LayerNorm (``final_norm``), then the mean over the sequence and
-    the head. Serves the built-in transformer, BERT and GPT-2 (their specs' class variables)."""
+    """The spec's optional token embedding (``tok``, a language model's), segment (``segment``,
+    BERT's) and positional embedding (``pos``) and input LayerNorm (``input_norm``), `spec.layers`
+    blocks registered as ``block0``, ``block1``, ... (the canonical names' prefixes), an optional
+    final LayerNorm (``final_norm``), then the head: a language model's logits at every position
+    (GPT-2: the token embedding, tied; BERT: its MLM head ``mlm``), else the mean over the
+    sequence and the 10-class ``head``. Serves the built-in transformer, BERT and GPT-2 (their
+    specs' class variables)."""
 
     def __init__(self, spec: TransformerBlock) -> None:
         super().__init__(spec)
         self.layers = spec.layers
+        vocabulary = spec.input_vocabulary
+        if vocabulary:
+            self.tok = nn.Embedding(vocabulary, spec.d_model)
+        if "segment.embedding" in spec.parameter_shapes():
+            self.segment = _SegmentA(*spec.parameter_shapes()["segment.embedding"])
         if spec.learned_positions:
             self.pos = _LearnedPositions(spec.seq, spec.d_model)
         if spec.input_norm:
@@ -254,20 +327,39 @@ class TorchTransformerBlock(TorchModel):
             self.add_module(f"block{i}", _EncoderBlock(spec))
         if spec.final_norm:
             self.final_norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
-        self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+        if "mlm.bias" in spec.parameter_shapes():
+            self.mlm = _MaskedLmHead(spec)
+        elif not vocabulary:
+            self.head = nn.Linear(spec.d_model, NUM_CLASSES)
+
+    @property
+    def head_layout(self) -> HeadLayout:
+        return HeadLayout(self.spec.heads, self.spec.heads, self.spec.d_model // self.spec.heads)
+
+    @property
+    def tied_modules(self) -> tuple[str, ...]:
+        """Modules used by more than one layer: a tied token embedding, also the LM head."""
+        return ("tok",) if getattr(self.spec, "tied_embedding", False) else ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return apply_layers(self.stage_layers(), self._modules, x)
 
     def stage_layers(self) -> list["StageLayer"]:
-        """Each block (the first with the positions and input norm before it), then the pooled
-        head (with the final norm): the residual stream is the one activation between them (a
-        pipeline of a one-block transformer has the head alone on its last stage)."""
-        inputs = [name for name in ("pos", "input_norm") if name in self._modules]
+        """Each block (the first with the embeddings and input norm before it), then the head
+        (with the final norm): the residual stream is the one activation between them (a
+        pipeline of a one-block transformer has the head alone on its last stage). A tied
+        language model's last layer uses the token embedding too (so it cannot be split into
+        stages: `suites.strategies.stages.layers_reason`)."""
+        inputs = [name for name in ("tok", "segment", "pos", "input_norm") if name in self._modules]
         blocks = [(*(inputs if i == 0 else ()), f"block{i}") for i in range(self.layers)]
         norms = [name for name in ("final_norm",) if name in self._modules]
-        return [*(StageLayer(names, modules_in_order(names)) for names in blocks),
-                StageLayer((*norms, "head"), pooled_head(norms))]
+        if "mlm" in self._modules:
+            head = StageLayer(("mlm", "tok"), lambda modules, x: modules["mlm"](x, modules["tok"].weight))
+        elif "tok" in self._modules:
+            head = StageLayer((*norms, "tok"), tied_head(norms))
+        else:
+            head = StageLayer((*norms, "head"), pooled_head(norms))
+        return [*(StageLayer(names, modules_in_order(names)) for names in blocks), head]
 
 
 def modules_in_order(names: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
@@ -276,6 +368,14 @@ def modules_in_order(names: Sequence[str]) -> Callable[[Mapping[str, nn.Module],
         for name in names:
             x = modules[name](x)
         return x
+    return forward
+
+
+def tied_head(norms: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
+    """A `StageLayer` function: the modules `norms` in order, then logits over the vocabulary
+    at every position from the token embedding ``tok`` (GPT-2's tied LM head, no bias)."""
+    def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
+        return F.linear(modules_in_order(norms)(modules, x), modules["tok"].weight)
     return forward
 
 
@@ -323,17 +423,25 @@ def module_class(spec: ModelSpec) -> type[TorchModel]:
     return next(modules[kind] for kind in type(spec).__mro__ if kind in modules)
 
 
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Softmax cross-entropy of (batch, seq, vocab) logits against (batch, seq) target tokens,
+    the mean over every token."""
+    return F.cross_entropy(logits.flatten(0, -2), targets.flatten())
+
+
 def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Mean over the batch, as the spec declares: softmax cross-entropy or squared error."""
-    return F.mse_loss if spec.loss == "mse" else F.cross_entropy
+    """Mean over the batch, as the spec declares: softmax cross-entropy (per sample or per
+    token) or squared error."""
+    return {"mse": F.mse_loss, "token_cross_entropy": token_cross_entropy}.get(spec.loss, F.cross_entropy)
 
 
 def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
           dtype: torch.dtype = torch.float32) -> TorchModel:
-    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout)."""
+    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout), its conv
+    kernels in the model's `memory_format`."""
     model = module_class(spec)(spec)
     model.load_canonical(weights)
-    return model.to(device=device, dtype=dtype)
+    return model.to(device=device, dtype=dtype, memory_format=model.memory_format)
 
 
 @dataclass(frozen=True)

@@ -59,20 +59,28 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
     """Single-device full-batch gradients in float64 on the CPU (canonical layout), batch
     statistics over `groups` equal parts of the batch (`grouped_loss`)."""
     model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
-    inputs = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double()
+    inputs = model.input_tensor(x, torch.device("cpu"), torch.float64)
     target = torch.from_numpy(y)
     grouped_loss(model, spec, inputs, target.double() if target.is_floating_point() else target, groups).backward()
     return model.canonical_gradients()
 
 
 def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """The optimizer a train_step case names (`OPTIMIZERS`): plain SGD or Adam."""
+    """The optimizer a train_step case names (`OPTIMIZERS`): SGD (plain or with momentum and
+    weight decay), Adam or AdamW; AdamW fused (one kernel for all parameters) where every
+    parameter is on a CUDA device, as practitioners run it."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
-    learning_rate = OPTIMIZERS[name].learning_rate
+    spec = OPTIMIZERS[name]
+    parameters = list(parameters)
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
-    return torch.optim.SGD(parameters, lr=learning_rate)
+        return torch.optim.Adam(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
+    if name == "adamw":
+        fused = all(p.device.type == "cuda" for p in parameters)
+        return torch.optim.AdamW(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
+                                 weight_decay=spec.weight_decay, fused=fused or None)
+    return torch.optim.SGD(parameters, lr=spec.learning_rate, momentum=spec.momentum,
+                           weight_decay=spec.weight_decay)
 
 
 def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
@@ -87,7 +95,7 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     losses = []
     for (x, y), update in zip(batches, applied):
         optimizer.zero_grad(set_to_none=True)
-        loss = grouped_loss(model, spec, backend.to_device(model.input_from_canonical(x), device, torch.float32),
+        loss = grouped_loss(model, spec, model.input_tensor(x, device, torch.float32),
                             torch.from_numpy(y).to(device), groups)
         loss.backward()
         if update:
@@ -119,6 +127,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.spec = faults.step_model(self.workload.model)
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
         self.model = torch_models.build(self.spec, self.weights, self.device)
+        if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
+            self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
         self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
         if self.case.compile is Compile.INDUCTOR:
@@ -169,15 +179,15 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
         count = batch_rotation_count(int(np.prod(shape)) * 4)
-        return [(torch.randn(shape, generator=generator, device=self.device),
-                 self._random_targets(generator)) for _ in range(count)]
+        return [(self.model.random_inputs(shape, generator, self.device), self._random_targets(generator))
+                for _ in range(count)]
 
     def _random_targets(self, generator: torch.Generator) -> torch.Tensor:
         if self.spec.loss == "mse":
             return torch.randn((self.local_batch, *self.spec.target_shape), generator=generator,
                                device=self.device)
-        return torch.randint(0, self.spec.num_classes, (self.local_batch,), generator=generator,
-                             device=self.device)
+        return torch.randint(0, self.spec.num_classes, (self.local_batch, *self.spec.target_shape),
+                             generator=generator, device=self.device)
 
     def _precision_context(self) -> contextlib.AbstractContextManager:
         """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
@@ -242,8 +252,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         part of it on the device."""
         x, y = self.spec.make_batch(check.global_batch, seed)
         part = self.plugin.data_shard(check.case, self.rank)
-        return (x, y), (backend.to_device(self.model.input_from_canonical(x[part]), self.device,
-                                          torch.float32),
+        return (x, y), (self.model.input_tensor(x[part], self.device, torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:

@@ -39,7 +39,9 @@ class Ddp(RankProcesses):
     def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        # Gradients as views of the all-reduce buckets: no copy into and out of them.
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                       gradient_as_bucket_view=True)
 
     def local_step(self, wrapped: "nn.Module", step: Callable[[], None]) -> Callable[[], None]:
         """The step under `no_sync`: this rank's compute with no gradient all-reduce."""

@@ -49,11 +49,16 @@ def reshard_of(case: Case) -> bool:
 def blocks(module: "nn.Module") -> list["nn.Module"]:
     """The FSDP units below `module`: its children that hold parameters, a container's children
     in the container's place (a ModuleList or ModuleDict is never called, so the hooks FSDP puts
-    on a unit's forward would never run on it)."""
+    on a unit's forward would never run on it). A module that more than one layer uses (a
+    tied token embedding, also the LM head: the model's `tied_modules`) is no unit: it stays
+    with the root, gathered from the root's forward to its backward."""
     from torch import nn
 
     units = []
-    for child in module.children():
+    tied = getattr(module, "tied_modules", ())
+    for name, child in module.named_children():
+        if name in tied:
+            continue
         if isinstance(child, (nn.ModuleList, nn.ModuleDict)):
             units.extend(blocks(child))
         elif any(True for _ in child.parameters()):
@@ -73,8 +78,10 @@ def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Prec
     unit_policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     for unit in blocks(model):
         fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=unit_policy)
-    # The root's output in fp32, as autocast leaves the loss's input.
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard,
+    # The root's output in fp32, as autocast leaves the loss's input. The root is not resharded
+    # after its forward (its backward starts at once; what it holds, such as a language model's
+    # tied embedding, which both ends use, stays gathered): FSDP2's own advice.
+    fully_shard(model, mesh=mesh, reshard_after_forward=False,
                 mp_policy=MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
                                                output_dtype=torch.float32 if dtype else None))
 

@@ -166,16 +166,16 @@ class Pipeline(RankProcesses):
         from suites.frameworks.torch.models import canonical_array, torch_name
 
         parameters = dict(model.named_parameters())
+        names = model.module_names()
         own = {name: canonical_array(name, to_numpy(parameters[torch_name(name)].grad))
-               for name in model.spec.parameter_shapes()
-               if parameters[torch_name(name)].grad is not None}
+               for name in names if parameters[torch_name(name)].grad is not None}
         gathered: dict[str, np.ndarray] = {}
         for part in all_gather_objects(own):
             gathered.update(part)  # type: ignore[arg-type]
-        missing = [name for name in model.spec.parameter_shapes() if name not in gathered]
+        missing = [name for name in names if name not in gathered]
         if missing:
             raise RuntimeError(f"no stage computed the gradients of {', '.join(missing)}")
-        return {name: gathered[name] for name in model.spec.parameter_shapes()}
+        return model.from_module({name: gathered[name] for name in names})
 
     def global_loss(self, group: "ProcessGroup | None", loss: float) -> float:
         """The last stage's loss (the only stage that computes one), on every rank."""

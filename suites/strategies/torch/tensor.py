@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
 
 COLWISE, ROWWISE = "colwise", "rowwise"
-#: A transformer block's split layers, by the last two parts of their path: attention by heads,
-#: the feed-forward in / out pair, a Llama block's SwiGLU (gate and up by columns, down by rows).
-TRANSFORMER_SPLITS = {"attn.q": COLWISE, "attn.k": COLWISE, "attn.v": COLWISE, "attn.o": ROWWISE,
+#: A transformer block's split layers, by the last two parts of their module path: attention by
+#: heads (the fused q, k, v layer, `suites.frameworks.torch.qkv`, whole kv groups to a rank), the
+#: feed-forward in / out pair, a Llama block's SwiGLU (gate and up by columns, down by rows).
+TRANSFORMER_SPLITS = {"attn.qkv": COLWISE, "attn.o": ROWWISE,
                       "ffn.in": COLWISE, "ffn.out": ROWWISE,
                       "ffn.gate": COLWISE, "ffn.up": COLWISE, "ffn.down": ROWWISE}
 FP16_UNAVAILABLE = (
@@ -62,7 +63,7 @@ def tensor_plan(spec: ModelSpec) -> dict[str, str] | None:
     if isinstance(spec, Mlp):
         return {path: (COLWISE, ROWWISE)[i % 2] for i, path in enumerate(layers[:len(layers) // 2 * 2])}
     if isinstance(spec, (TransformerBlock, LlamaBlock)):
-        return {path: TRANSFORMER_SPLITS[tail] for path in layers
+        return {path: TRANSFORMER_SPLITS[tail] for path in map(module_path, layers)
                 if (tail := ".".join(path.split(".")[-2:])) in TRANSFORMER_SPLITS}
     return None
 
@@ -83,12 +84,20 @@ def plan_problem(case: Case, ranks: int) -> str | None:
                 f"{ranks} tensor-parallel ranks")
     layers = _dense_layers(spec)
     for path, style in plan.items():
+        if path not in layers:  # a fused q, k, v layer: whole heads, checked above
+            continue
         fan_in, fan_out = layers[path]
         features, side = (fan_out, "output") if style == COLWISE else (fan_in, "input")
         if features % ranks:
             return (f"layer {path}'s {features} {side} features do not split evenly over {ranks} "
                     f"tensor-parallel ranks ({style})")
     return None
+
+
+def module_path(layer: str) -> str:
+    """A canonical layer's torch module path: an attention's q, k and v are its fused ``qkv``."""
+    head, _, last = layer.rpartition(".")
+    return f"{head}.qkv" if last in ("q", "k", "v") and head.endswith("attn") else layer
 
 
 def elements_saved(case: Case, ranks: int) -> dict[str, int]:
@@ -100,7 +109,7 @@ def elements_saved(case: Case, ranks: int) -> dict[str, int]:
     saved = {}
     for name, shape in spec.parameter_shapes().items():
         path, _, leaf = name.rpartition(".")
-        style = plan.get(path)
+        style = plan.get(module_path(path))
         split = style == COLWISE or (style == ROWWISE and leaf == "kernel")
         saved[name] = math.prod(shape) - math.prod(shape) // ranks if split else 0
     return saved
