@@ -142,3 +142,12 @@ def test_help_lists_every_command_without_a_traceback(capsys, flag):
     assert "% of measured peak" in out  # calibrate's help, whose % argparse would try to format
     for command in ("devices", "list", "run", "calibrate", "report", "compare"):
         assert command in out
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`parbench list | head -1`: the closed pipe ends the command quietly."""
+    process = subprocess.Popen([sys.executable, "-m", "suites", "list", "--suite", "kernels"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the first line is written
+    _, stderr = process.communicate(timeout=120)
+    assert b"Traceback" not in stderr and process.returncode == 141
