@@ -67,7 +67,9 @@ def imported_names(tree: ast.AST, package: str) -> Iterator[str]:
 
 def source_files(roots: Iterable[str]) -> dict[str, Path]:
     """`roots` and every `suites` module they import, directly or not: {module name: its
-    source file}, sorted by name. Roots without a source file are left out."""
+    source file}, sorted by name. Roots without a source file are left out, and so is the
+    top-level package itself (`from suites import knobs` runs `suites/__init__.py`, whose public
+    re-exports are no part of what a case computes)."""
     found: dict[str, Path] = {}
     pending = list(roots)
     while pending:
@@ -77,5 +79,6 @@ def source_files(roots: Iterable[str]) -> dict[str, Path]:
         found[name] = path
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_bytes(), filename=str(path))
-        pending += [imported for imported in imported_names(tree, package) if in_package(imported)]
+        pending += [imported for imported in imported_names(tree, package)
+                    if in_package(imported) and imported != PACKAGE]
     return dict(sorted(found.items()))
