@@ -89,3 +89,14 @@ def test_only_the_checked_steps_retracing_warning_is_dropped():
     about = "5 out of the last 13 calls to <function {}> triggered tf.function retracing."
     assert not shown(about.format("Trainer.__init__.<locals>.checked_step"))
     assert shown(about.format("Trainer.compile_anew.<locals>.<lambda>"))
+
+
+def test_processes_started_apart_share_one_temp_folder_outside_their_run_folders():
+    """A TF cluster's tasks each run in a run folder of their own, nested or not; the files they
+    leave each other go where all of them look."""
+    from suites.run.scratch import shared_temp_dir
+
+    outside = shared_temp_dir()
+    with run_temp_dir():
+        with run_temp_dir() as inner:
+            assert tempfile.gettempdir() == str(inner) and shared_temp_dir() == outside

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Iterator
 
 TMPDIR_ENV = "TMPDIR"
+PREFIX = "parbench-run-"
 
 
 @contextlib.contextmanager
 def run_temp_dir() -> Iterator[Path]:
     """A fresh folder (in the current temp folder) that is the temp folder for the duration."""
-    folder = Path(tempfile.mkdtemp(prefix="parbench-run-"))
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     previous_env, previous_tempdir = os.environ.get(TMPDIR_ENV), tempfile.tempdir
     os.environ[TMPDIR_ENV] = tempfile.tempdir = str(folder)
     try:
@@ -32,3 +33,13 @@ def run_temp_dir() -> Iterator[Path]:
         else:
             os.environ[TMPDIR_ENV] = previous_env
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def shared_temp_dir() -> Path:
+    """The temp folder outside every run's own folder: where processes that were started apart
+    (the tasks of a TF cluster, each a worker with its own run folder, or started by hand) leave
+    files for each other."""
+    folder = Path(tempfile.gettempdir())
+    while folder.name.startswith(PREFIX) and folder.parent != folder:
+        folder = folder.parent
+    return folder

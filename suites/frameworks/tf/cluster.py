@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import tensorflow as tf  # noqa: E402
 from suites.kept.memory import MemoryPeak  # noqa: E402
 from suites.kept.provenance import environment  # noqa: E402
 from suites.run.memory import CLEAR_REFS, RESET_HIGH_WATER_MARK, STATUS, MemoryProbe  # noqa: E402
+from suites.run.scratch import shared_temp_dir  # noqa: E402
 from suites.strategies.tf.base import CLUSTER_JOBS, read_tf_config  # noqa: E402
 
 RENDEZVOUS_TIMEOUT_ENV = "PARBENCH_RENDEZVOUS_TIMEOUT_S"
@@ -123,7 +123,7 @@ def provenance_path(task: Task) -> Path:
     """Where a task leaves its provenance for the chief to read (unique per cluster: the
     task's address is in the name)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{task.job}{task.index}-{task.address}")
-    return Path(tempfile.gettempdir()) / f"parbench-task-{safe}.json"
+    return shared_temp_dir() / f"parbench-task-{safe}.json"
 
 
 def serve() -> None:
