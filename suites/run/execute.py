@@ -59,7 +59,10 @@ def unsupported_errors(runnable_class: type) -> tuple[type[BaseException], ...]:
 
 
 def unsupported_reason(error: BaseException) -> str:
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    """The error's first line; for one raised while TF traced a function, whose message begins
+    "in user code:" and lists the frames, its last line: the error itself."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    message = (lines[-1] if lines[0] == "in user code:" else lines[0]) if lines else type(error).__name__
     return f"not supported here: {message}"[:500]
 
 
