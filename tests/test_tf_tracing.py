@@ -77,10 +77,10 @@ def test_a_tf_training_cases_timed_steps_trace_nothing(monkeypatch):
     assert traces["runnable"].trainer._step.experimental_get_tracing_count() == 1  # ... no timed step did
 
 
-def test_only_the_checked_steps_retracing_warning_is_dropped():
-    from suites.frameworks.tf.trainers import quiet_checked_step_retracing
+def test_only_the_retracing_warnings_of_functions_traced_anew_by_design_are_dropped():
+    from suites.frameworks.tf.backend import quiet_expected_retracing
 
-    quiet_checked_step_retracing()
+    quiet_expected_retracing()
     logger = logging.getLogger("tensorflow")
 
     def shown(message: str) -> bool:
@@ -88,6 +88,7 @@ def test_only_the_checked_steps_retracing_warning_is_dropped():
 
     about = "5 out of the last 13 calls to <function {}> triggered tf.function retracing."
     assert not shown(about.format("Trainer.__init__.<locals>.checked_step"))
+    assert not shown(about.format("TfMatmul.setup.<locals>.<lambda> at 0x7fc5b25abce0"))
     assert shown(about.format("Trainer.compile_anew.<locals>.<lambda>"))
 
 

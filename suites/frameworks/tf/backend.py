@@ -5,6 +5,7 @@ every module of this package that uses TensorFlow imports this one first.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -58,3 +59,28 @@ def cudnn_details(case: Case) -> dict[str, Any]:
 
 #: Errors meaning "TF has no kernel for this here" (e.g. NCHW Conv2D in fp16 on CPU).
 UNSUPPORTED_ERRORS: tuple[type[Exception], ...] = (tf.errors.UnimplementedError,)
+
+
+#: Functions parbench traces anew on purpose: each kernel case's own function (traced by its check,
+#: then again, cold, in its first step, whose time is stored apart) and every trainer's checked
+#: step (the case's and its check's reference trainers, each with variables of its own).
+TRACED_ANEW = ("checked_step", "TfMatmul.setup.", "TfConv2d.setup.", "split_matmul.")
+
+
+class _ExpectedRetracing(logging.Filter):
+    """Drops TF's warning that a function of `TRACED_ANEW` "triggered tf.function retracing".
+
+    TF counts traces per Python function across `tf.function` objects, so over a few cases these
+    read as "5 out of the last 13 calls to ... triggered tf.function retracing". No timed step
+    retraces (tests/test_tf_tracing.py); a warning about any other function stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("triggered tf.function retracing" in message and any(name in message for name in TRACED_ANEW))
+
+
+def quiet_expected_retracing() -> None:
+    """Put `_ExpectedRetracing` on TF's logger (once)."""
+    logger = logging.getLogger("tensorflow")
+    if not any(isinstance(existing, _ExpectedRetracing) for existing in logger.filters):
+        logger.addFilter(_ExpectedRetracing())

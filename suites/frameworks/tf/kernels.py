@@ -44,6 +44,7 @@ class _TfKernel(Runnable):
         """The kernel as a `tf.function`, XLA-compiled in an `xla` case; `compile_anew` makes
         it anew, so the first timed step traces (and compiles) again after the check's."""
         self._kernel = fn
+        backend.quiet_expected_retracing()
         self.compile_anew()
 
     def compile_anew(self) -> None:

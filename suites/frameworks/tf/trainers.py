@@ -26,7 +26,6 @@ gradient of the mean loss over the global batch.
 """
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
@@ -46,28 +45,6 @@ if TYPE_CHECKING:
     from suites.run.memory import MemoryProbe
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
-
-
-class _CheckedStepRetracing(logging.Filter):
-    """Drops TF's retracing warning about the checked step (`Trainer.checked_step`).
-
-    TF counts traces per Python function, across `tf.function` objects: every trainer (a case's,
-    and its checks' reference trainers, each with variables of its own) traces its checked step
-    once, which over a few cases reads as "5 out of the last 13 calls to ...checked_step
-    triggered tf.function retracing". No timed step retraces: the timed step is another
-    function, traced in the first step only (tests/test_tf_tracing.py), so its warnings stay.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ("triggered tf.function retracing" in message and "checked_step" in message)
-
-
-def quiet_checked_step_retracing() -> None:
-    """Put `_CheckedStepRetracing` on TF's logger (once)."""
-    logger = logging.getLogger("tensorflow")
-    if not any(isinstance(existing, _CheckedStepRetracing) for existing in logger.filters):
-        logger.addFilter(_CheckedStepRetracing())
 
 
 @dataclass(frozen=True)
@@ -109,7 +86,7 @@ class Trainer(ABC):
         self.optimizer = optimizer_for(setup.optimizer)
         self.compile_anew()
         # Two functions, traced separately: the checks' tracing stays out of the first timed step.
-        quiet_checked_step_retracing()
+        backend.quiet_expected_retracing()
 
         def checked_step(batch: Batch) -> tuple[Any, Any]:
             return self._train_step(batch)
