@@ -217,3 +217,14 @@ def test_each_gpu_variant_has_its_own_memory_bandwidth(table, name, gbs):
 def test_a_cpu_has_no_table_bandwidth_it_is_measured(table):
     cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",), details={"isa": ["avx2"]})
     assert table.bandwidth_gbs(cpu) is None
+
+
+@pytest.mark.parametrize("isa, bf16_per_cycle", [(["avx2", "avx512f", "avx512_bf16", "amx_bf16"], 1024),
+                                                 (["avx2", "avx512f", "avx512_bf16"], 128), (["avx2"], 32)])
+def test_a_cpu_with_amx_has_the_tile_units_bf16_peak(table, monkeypatch, isa, bf16_per_cycle):
+    """A 4th-gen Xeon's bf16 GEMMs run on AMX: the AVX-512 peak would put them above 100% of peak."""
+    import suites.kept.peaks as peaks
+
+    monkeypatch.setattr(peaks, "cpu_clock_ghz", lambda: 2.0)
+    cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",), details={"isa": isa, "usable_cores": 2})
+    assert table.peak_tflops(cpu, Precision.BF16) == pytest.approx(bf16_per_cycle * 2 * 2.0 / 1000)
