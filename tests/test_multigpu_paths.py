@@ -291,3 +291,18 @@ def test_a_rank_that_fails_after_the_launcher_began_stopping_a_hung_case_is_not_
     outcomes = [None, Outcome(Status.FAILED, "connection closed by peer", details={FAILED_AT: 105.0})]
     assert _first_failure(outcomes, {}, stopped_at=100.0) == 0
     assert _first_failure(outcomes, {}) == 1  # failed on its own, before anything was stopped
+
+
+def test_readiness_is_the_cli_subcommand_parbench_ready(monkeypatch, tmp_path, capsys):
+    """`parbench ready` runs the same check as the module path, NOT READY exit code included."""
+    from suites.frontends import cli
+
+    pretend(monkeypatch, gpu_count=0)
+    no_tpu(monkeypatch)
+    fake_nvidia_smi(monkeypatch, tmp_path)
+    out = tmp_path / "readiness.json"
+    assert cli.main(["ready", "--out", str(out)]) == 1
+    assert "NOT READY: 2 of 2 paths" in capsys.readouterr().out
+    assert json.loads(out.read_text())["not_ready"] == ["gpu discovery torch", "gpu discovery tf"]
+    assert cli.main(["ready", "--minutes", "0"]) == 2
+    assert "--minutes must be positive" in capsys.readouterr().err

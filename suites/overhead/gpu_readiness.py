@@ -1,6 +1,7 @@
 """Is this GPU or TPU machine ready? One small case of every GPU/TPU path, in under ten minutes.
 
-    python -m suites.overhead.gpu_readiness [--out results/gpu_readiness.json] [--results DIR] [--minutes 10]
+    parbench ready [--out results/gpu_readiness.json] [--results DIR] [--minutes 10]
+    python -m suites.overhead.gpu_readiness ...   (the same)
 
 Run it first on a machine with GPUs or a TPU. For each framework that sees GPUs it runs, with a
 small budget: the matmul and conv2d kernels in every precision; a training step with `single`
@@ -37,6 +38,7 @@ from typing import Any, Callable, Mapping
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
+from suites.errors import UserError
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
 from suites.kept.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence
 from suites.kept.metric_registry import METRICS
@@ -283,10 +285,11 @@ def discover_accelerators() -> dict[tuple[Framework, DeviceKind], DeviceInfo]:
     return {(framework, kind): discover(framework, kind) for framework in Framework for kind in ACCELERATORS}
 
 
-def main(argv: list[str] | None = None,
-         execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.overhead.gpu_readiness",
-                                     description=__doc__.split("\n\n")[0])
+SUMMARY = ("is this GPU or TPU machine ready? one small case of every GPU/TPU path, in under ten "
+           "minutes; exits 1 if a path that should run here did not run and pass its check")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the JSON summary (default {DEFAULT_OUT})")
     parser.add_argument("--results", type=Path, help="keep the records in this results directory "
                                                      "(default: a temporary one)")
@@ -294,10 +297,24 @@ def main(argv: list[str] | None = None,
     parser.add_argument("--minutes", type=float, default=TOTAL_S / 60,
                         help=f"time for the whole check (default {TOTAL_S / 60:.0f}; eight GPUs have more "
                              "paths to run than one)")
+
+
+def main(argv: list[str] | None = None,
+         execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
+    """`python -m suites.overhead.gpu_readiness`: the same check as `parbench ready`."""
+    parser = argparse.ArgumentParser(prog="python -m suites.overhead.gpu_readiness",
+                                     description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.minutes <= 0:
         parser.error(f"--minutes must be positive, not {args.minutes:g}")
+    return run(args, execute)
 
+
+def run(args: argparse.Namespace, execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
+    """The check, from parsed arguments (`add_arguments`); the exit code."""
+    if args.minutes <= 0:
+        raise UserError(f"--minutes must be positive, not {args.minutes:g}")
     devices = discover_accelerators()
     gaps = discovery_gaps(devices, nvidia_smi_listed(), tpu_runtime_evidence())
     if not gaps and not any(device.available for device in devices.values()):

@@ -1,0 +1,8 @@
+"""`parbench ready`: is this GPU or TPU machine ready? (`suites.overhead.gpu_readiness`)."""
+from __future__ import annotations
+
+from suites.overhead.gpu_readiness import SUMMARY, add_arguments, run
+
+KNOBS: tuple[str, ...] = ()
+
+__all__ = ["KNOBS", "SUMMARY", "add_arguments", "run"]
