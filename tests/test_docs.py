@@ -279,11 +279,12 @@ def test_without_a_capabilities_module_there_is_no_protocol_section(monkeypatch)
     assert "Capability protocols" not in hook_table.render()
 
 
-def test_the_registry_is_the_new_module_where_it_exists(monkeypatch):
+def test_the_registry_is_the_first_module_that_has_the_lookup(monkeypatch):
     monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
                                                          "suites.cases.strategy_plugins"))
     assert hook_table.registry().__name__ == "suites.cases.strategy_plugins"
-    monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",))
+    monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
+                                                         "suites.strategies.base"))  # no find_plugin
     with pytest.raises(ImportError, match="no plugin registry"):
         hook_table.registry()
 

@@ -136,12 +136,14 @@ def undocumented(cls: type, name: str, node: ast.stmt) -> str:
 
 
 def registry() -> ModuleType:
-    """The plugin registry: `suites.strategies.registry` where it exists, else the lookup in
-    `suites.cases`."""
+    """The plugin registry: the first of `REGISTRY_MODULES` that exists and has `find_plugin`
+    and `strategies_of` (`suites.strategies.registry` once the lookup moves there)."""
     for name in REGISTRY_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            return importlib.import_module(name)
-    raise ImportError(f"no plugin registry: none of {', '.join(REGISTRY_MODULES)} exists")
+        module = module_if_present(name)
+        if module is not None and all(hasattr(module, attr) for attr in ("find_plugin", "strategies_of")):
+            return module
+    raise ImportError(f"no plugin registry: none of {', '.join(REGISTRY_MODULES)} exists "
+                      "with find_plugin and strategies_of")
 
 
 def plugins() -> list[Plugin]:
