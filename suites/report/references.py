@@ -83,12 +83,14 @@ def why_unmatched(references: Sequence[ReferenceRow], row: pd.Series) -> str:
     if not any(at_sizes(r, row) for r in of_model):
         published = sorted({_sizes_text(r) or "its defaults" for r in of_model})
         rows = f" (the rows are at {'; '.join(published)})" if any(r.sizes for r in of_model) else ""
-        return f"not {model} at its published size: {', '.join(size_differences(str(model), row)) or 'its defaults'}{rows}"
+        differences = ", ".join(size_differences(str(model), row)) or "its defaults"
+        return f"not {model} at its published size: {differences}{rows}"
     same_device = [r for r in of_model if r.matches_device(str(row.get("device_name") or "")) and at_sizes(r, row)]
     if not same_device:
         return f"no reference row for {row.get('device')} {row.get('device_name') or '(unnamed device)'}"
     if not any(r.run_figure(row) is not None for r in same_device):
-        return f"the rows for this device are in {', '.join(sorted({r.unit for r in same_device}))}, which this run does not report"
+        units = ", ".join(sorted({r.unit for r in same_device}))
+        return f"the rows for this device are in {units}, which this run does not report"
     return (f"the rows for this device are for {', '.join(sorted({f'{r.precision} x{r.n_devices}' for r in same_device}))}, "
             f"not {row.get('precision')} x{row.get('n_devices')}")
 
