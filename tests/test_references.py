@@ -53,12 +53,27 @@ def test_the_shipped_table_holds_lambdas_h100_and_a100_resnet50_figures_on_their
 
 
 def test_the_shipped_table_holds_the_transformer_figures_in_tokens_per_second_at_their_sizes():
-    rows = {r.model: r for r in load_references() if r.model in ("gpt2_small", "llama_block")}
-    gpt2, llama = rows["gpt2_small"], rows["llama_block"]
+    rows = load_references()
+    (gpt2,) = [r for r in rows if r.model == "gpt2_small"]
     assert (gpt2.samples_per_s, gpt2.unit, gpt2.precision, gpt2.n_devices, gpt2.sizes) == (1251751, "tokens/s", "bf16", 8, ())
     assert "MPT-125m, not GPT-2" in gpt2.conditions  # the nearest published figure says what it is
-    assert (llama.samples_per_s, llama.unit, llama.precision, llama.n_devices) == (14451, "tokens/s/GPU", "fp8", 8)
-    assert llama.sizes == (("seq", 8192),) and llama.matches_device("NVIDIA H100 80GB HBM3")
+    llama = {(r.source.split(",")[0], r.match): r for r in rows if r.model == "llama_block"}
+    figures = {key: (r.samples_per_s, r.unit, r.precision, r.n_devices) for key, r in llama.items()}
+    assert figures == {("NVIDIA Megatron-Bridge", "H100 80GB HBM3"): (14451, "tokens/s/GPU", "fp8", 8),
+                       ("PyTorch torchtitan", "H100 96GB"): (5762, "tokens/s/GPU", "bf16", 8),
+                       ("PyTorch torchtitan", "H200"): (10938, "tokens/s/GPU", "fp8", 32)}
+    assert all(r.sizes == (("seq", 8192),) for r in llama.values())
+    # torchtitan's H100 is a 96GB HBM2e board: no 80GB HBM3 run is taken for it
+    assert not llama[("PyTorch torchtitan", "H100 96GB")].matches_device("NVIDIA H100 80GB HBM3")
+
+
+def test_an_h100_run_stands_beside_the_shipped_rows_of_other_boards_in_their_units():
+    run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", param_seq=8192.0,
+                 samples_per_s=6.0, tokens_per_s=48_000.0)  # 6,000 tokens/s per GPU
+    tables = reference_tables(pd.DataFrame([run]), load_references())
+    others = [[cell.text for cell in row] for row in tables[-1].rows]
+    (beside,) = [row for row in others if row[0] == "llama_block (seq=8192)"]
+    assert beside[5:9] == ["6,000", "NVIDIA H100 96GB HBM2e SXM, 500 W (Meta Grand Teton)", "5,762 tokens/s/GPU", "1.04×"]
 
 
 def test_every_shipped_row_reads_a_record_figure_and_names_its_source():
