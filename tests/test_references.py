@@ -1,6 +1,7 @@
 """Published reference figures: the editable table, which runs match a row, the report's section."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -205,3 +206,10 @@ def test_a_per_gpu_row_divides_the_runs_figure_by_its_devices_and_matches_only_a
                         "not llama_block at its published size: seq=8192, layers=4 (the rows are at seq=8192)")):
         run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", **sizes)
         assert not matches(LLAMA_H100, run) and why_unmatched([LLAMA_H100], run) == why
+
+
+def test_a_row_naming_a_size_the_model_does_not_have_matches_no_run():
+    misspelt = ReferenceRow(model="llama_block", match="H100 80GB HBM3", device="H100", precision="bf16", n_devices=8,
+                            samples_per_s=1.0, source="s", unit="tokens/s/GPU", sizes=(("seqlen", 8192),))
+    run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3")
+    assert matches(dataclasses.replace(misspelt, sizes=()), run) and not matches(misspelt, run)

@@ -61,10 +61,11 @@ def size_differences(model: str, row: pd.Series) -> list[str]:
 
 def at_sizes(reference: ReferenceRow, row: pd.Series) -> bool:
     """The run is the row's model at the sizes the figure was published at: the model's defaults
-    but for the row's `sizes`."""
+    but for the row's `sizes`. A row naming a size the model does not have matches nothing."""
     wanted = dict(reference.sizes)
-    return all(value == wanted.get(name, default)
-               for name, (value, default) in _size_values(reference.model, row).items())
+    values = _size_values(reference.model, row)
+    return set(wanted) <= set(values) and all(value == wanted.get(name, default)
+                                              for name, (value, default) in values.items())
 
 
 def matches(reference: ReferenceRow, row: pd.Series) -> bool:
