@@ -2,12 +2,21 @@
 
 `suites/references.toml` ships with the package; `PARBENCH_REFERENCES` names a file of the same
 format whose rows come first. A row is data only: a figure someone published, its source and its
-conditions. Which records it matches is `ReferenceRow.matches`.
+conditions. Which records it matches is `suites.report.references.matches`.
+
+A row's `unit` says which of a record's figures it stands beside: images, samples or sequences per
+second are the record's `samples_per_s`, tokens per second its `tokens_per_s` (global batch x
+sequence length / step time), and a unit ending in "/GPU" is a figure per device (Megatron's and
+NeMo's tokens/s/GPU), set beside the record's figure divided by its device count. `sizes` names the
+model's size parameters the figure was measured at where they are not the model's defaults
+(Llama 3 8B at sequence 8192: ``sizes = { seq = 8192 }``).
 """
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping
+
+import pandas as pd
 
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
@@ -16,6 +25,14 @@ from suites.kept.peaks import name_tokens
 
 REFERENCES_ENV = "PARBENCH_REFERENCES"
 REFERENCES_FILE = "references.toml"
+
+#: unit -> (the record column it reads, whether the figure is per device)
+UNITS: dict[str, tuple[str, bool]] = {
+    "img/s": ("samples_per_s", False), "samples/s": ("samples_per_s", False),
+    "sequences/s": ("samples_per_s", False), "tokens/s": ("tokens_per_s", False),
+    "img/s/GPU": ("samples_per_s", True), "sequences/s/GPU": ("samples_per_s", True),
+    "tokens/s/GPU": ("tokens_per_s", True),
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +50,25 @@ class ReferenceRow:
     framework: str = ""
     url: str = ""
     conditions: str = ""
+    #: Size parameters of the model that differ from its defaults, as (name, value) pairs.
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def column(self) -> str:
+        """The record column the figure stands beside."""
+        return UNITS[self.unit][0]
+
+    @property
+    def per_device(self) -> bool:
+        return UNITS[self.unit][1]
+
+    def run_figure(self, record: Mapping[str, Any]) -> float | None:
+        """The record's figure in this row's unit, or None where the record has none (a tokens/s
+        row beside a record without a token count)."""
+        value = record.get(self.column)
+        if value is None or pd.isna(value):
+            return None
+        return float(value) / (int(record.get("n_devices", 1) or 1) if self.per_device else 1)
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str) -> "ReferenceRow":
@@ -45,9 +81,17 @@ class ReferenceRow:
                       ("; " if missing and unknown else "") + (f"unknown keys {', '.join(unknown)}" if unknown else "")
             raise UserError(f"{where}: {problem}; a row needs {', '.join(sorted(required))} "
                             f"(optional: {', '.join(sorted(known - required))})")
+        unit = table.get("unit", cls.unit)
+        if unit not in UNITS:
+            raise UserError(f"{where}: unit {unit!r} is not one of {', '.join(UNITS)}")
+        sizes = table.get("sizes", {})
+        if not isinstance(sizes, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                     for v in sizes.values()):
+            raise UserError(f"{where}: sizes must be a table of whole numbers, e.g. sizes = {{ seq = 8192 }}")
         try:
             return cls(**{**table, "n_devices": int(table["n_devices"]),
-                          "samples_per_s": float(table["samples_per_s"])})
+                          "samples_per_s": float(table["samples_per_s"]),
+                          "sizes": tuple(sorted(sizes.items()))})
         except (TypeError, ValueError) as error:
             raise UserError(f"{where}: n_devices and samples_per_s must be numbers ({error})") from None
 
