@@ -106,10 +106,11 @@ _SPY = textwrap.dedent("""
         results[f"{entry} {preset}"] = seen[0] if seen else None
     print(json.dumps(results))
 """)
-TF_MODULES = sorted(f"suites.frameworks.tf.{path.stem}" for path in (REPO / "suites/frameworks/tf").glob("*.py")
-                    if path.stem not in ("__init__", "environment"))
-#: The ways into TensorFlow: every module of the TF subpackage, the descriptor's discovery and
-#: the overhead check's bare TF loop.
+TF_MODULES = sorted([*(f"suites.frameworks.tf.{path.stem}" for path in (REPO / "suites/frameworks/tf").glob("*.py")
+                      if path.stem not in ("__init__", "environment")),
+                     *(f"suites.models.{path.parent.name}.tf_model" for path in (REPO / "suites/models").glob("*/tf_model.py"))])
+#: The ways into TensorFlow: every module of the TF subpackage and every model's TF module, the
+#: descriptor's discovery and the overhead check's bare TF loop.
 TF_ENTRY_POINTS = [*TF_MODULES, "suites.frameworks.tf:DESCRIPTOR.gpus",
                    "suites.overhead.harness_overhead:tf_bare_loop_median"]
 

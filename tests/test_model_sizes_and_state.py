@@ -15,14 +15,15 @@ from suites.errors import GridError
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
+from suites.models.llama.spec import LlamaBlock
+from suites.models.resnet.spec import ResNet50
+from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.report.columns import case_fields, tidy
 from suites.report.derived import fill_metrics
 from suites.strategies.base import STATE_BYTES
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)
-from suites.workloads.resnet import ResNet50
-from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock
 from suites.workloads.user_model import UserModel
 
 

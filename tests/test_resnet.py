@@ -13,8 +13,8 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.kept.check import gradients_against_reference
+from suites.models.resnet.spec import ResNet50, conv_out
 from suites.workloads import workload_of
-from suites.workloads.resnet import ResNet50, conv_out
 from suites.workloads.training import TrainStep
 
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=1, min_time_s=0.02, block_min_s=0.005)
@@ -151,7 +151,7 @@ from suites.frameworks.tf import backend  # noqa: F401
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from suites.frameworks.tf.resnet import _batch_norm
+from suites.models.resnet.tf_model import _batch_norm
 rng = np.random.default_rng(0)
 x = rng.standard_normal((8, 3, 3, 4)) * 2 + 1
 upstream = rng.standard_normal((8, 3, 3, 4))
@@ -245,7 +245,7 @@ def test_nchw_is_a_torch_layout_that_tf_refuses_with_the_reason():
 
 def test_tf_local_batch_norm_runs_the_fused_kernel_and_normalises_with_the_batch_statistics():
     tf = pytest.importorskip("tensorflow")
-    from suites.frameworks.tf.resnet import _batch_norm
+    from suites.models.resnet.tf_model import _batch_norm
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 5, 5, 6)).astype(np.float32) * 3 + 1

@@ -21,12 +21,13 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import reference_gradients  # noqa: E402
 from suites.kept.metric_registry import METRICS, Work  # noqa: E402
 from suites.kept.metrics import case_work  # noqa: E402
+from suites.models.llama.spec import LlamaBlock  # noqa: E402
+from suites.models.transformer.spec import BertBase, Gpt2Small  # noqa: E402
 from suites.run.runner import run_case  # noqa: E402
 from suites.strategies.torch.fsdp import blocks  # noqa: E402
 from suites.strategies.torch.pipeline import layer_names  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
 from suites.workloads.training import sized_model  # noqa: E402
-from suites.workloads.transformers import BertBase, Gpt2Small, LlamaBlock  # noqa: E402
 from tests.test_torch_parallel import CPU  # noqa: E402
 from tests.test_torch_strategies import context, our_processes  # noqa: E402,F401
 

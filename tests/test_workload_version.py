@@ -54,6 +54,17 @@ def test_editing_a_model_changes_train_step_version_and_not_matmul(package_copy)
     assert before["frameworks"] == after["frameworks"] == []
 
 
+def test_editing_a_model_folder_changes_train_step_version_and_not_matmul(package_copy):
+    """A built-in model's implementation is imported by the path its spec names, no import
+    statement: the framework module that looks it up declares the package (`LOADS_BY_PATH`)."""
+    before = fresh_versions(package_copy)
+    with open(package_copy / "suites" / "models" / "resnet" / "torch_model.py", "a") as source:
+        source.write("\n# an edit\n")
+    after = fresh_versions(package_copy)
+    assert after["versions"]["train_step"] != before["versions"]["train_step"]
+    assert after["versions"]["matmul"] == before["versions"]["matmul"]
+
+
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_version_reads_parbench_modules_only(name):
     modules = WORKLOADS[name].source_files()

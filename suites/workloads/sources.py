@@ -5,7 +5,9 @@ module a workload's definition or implementations use (a model, a trainer) must 
 Modules are parsed with `ast`, never imported, so this needs no framework. Imports inside
 functions count (the implementations import frameworks lazily); modules outside the `suites`
 package (the standard library, NumPy, torch) are left out: they are versioned with the
-environment, not with parbench.
+environment, not with parbench. A module that imports modules by import path at run time (a
+model's implementation, named by its spec) says which packages in `LOADS_BY_PATH`, and every
+module of those packages counts as imported.
 """
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 PACKAGE = "suites"
+#: A module-level tuple of the packages whose modules a module imports by import path at run
+#: time, which no import statement shows.
+LOADS_BY_PATH = "LOADS_BY_PATH"
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -65,6 +70,23 @@ def imported_names(tree: ast.AST, package: str) -> Iterator[str]:
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
 
+def loaded_by_path(tree: ast.Module) -> Iterator[str]:
+    """Every module of the packages the module's `LOADS_BY_PATH` names."""
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and any(getattr(target, "id", None) == LOADS_BY_PATH
+                                                     for target in node.targets)):
+            continue
+        for leaf in ast.walk(node.value):
+            if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and in_package(leaf.value):
+                directory = _PACKAGE_DIR.joinpath(*leaf.value.split(".")[1:])
+                yield from (module_name(path) for path in sorted(directory.rglob("*.py")))
+
+
+def module_name(path: Path) -> str:
+    """The module name of a source file of the `suites` package."""
+    return ".".join((PACKAGE, *path.relative_to(_PACKAGE_DIR).with_suffix("").parts)).removesuffix(".__init__")
+
+
 def source_files(roots: Iterable[str]) -> dict[str, Path]:
     """`roots` and every `suites` module they import, directly or not: {module name: its
     source file}, sorted by name. Roots without a source file are left out, and so is the
@@ -79,6 +101,6 @@ def source_files(roots: Iterable[str]) -> dict[str, Path]:
         found[name] = path
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_bytes(), filename=str(path))
-        pending += [imported for imported in imported_names(tree, package)
+        pending += [imported for imported in (*imported_names(tree, package), *loaded_by_path(tree))
                     if in_package(imported) and imported != PACKAGE]
     return dict(sorted(found.items()))

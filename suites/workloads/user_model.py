@@ -25,7 +25,8 @@ import numpy as np
 from suites import knobs
 from suites.cases.vocabulary import Framework
 from suites.errors import UserError
-from suites.workloads.training import MODELS, ModelSpec, register_model
+from suites.workloads.model_spec import ModelSpec
+from suites.workloads.training import MODELS, register_model
 
 PLUGINS_ENV = "PARBENCH_PLUGINS"
 LOSSES = ("mse", "cross_entropy")

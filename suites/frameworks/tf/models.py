@@ -1,8 +1,11 @@
-"""TensorFlow forward passes of the neutral `ModelSpec`s, as plain functions of their weights.
+"""TensorFlow forward passes of the neutral `ModelSpec`s, as plain functions of their weights:
+what every model's TF forward shares (`dense`, `attend`, `embed`, the losses) and how a model's
+forward is found (`build_forward`, `layer_forwards`). Each built-in model's own layers live in
+its folder of `suites.models` (``tf_model.py``), found through its spec (`built_in`).
 
 A model here is a function ``logits = forward(weights, x, compute_dtype)`` over a mapping of
 parameter name -> tensor (plain `tf.Variable`s, mirrored variables or constants), in the
-canonical layout of `suites.workloads.training` (dense (in, out), conv HWIO, NHWC), which is
+canonical layout of `suites.workloads.model_spec` (dense (in, out), conv HWIO, NHWC), which is
 TensorFlow's native one. The built-in models have no Keras layers: the training loops own their
 variables, so the same forward serves a single device, manual towers and every `tf.distribute`
 strategy. A user model's Keras model joins the same way: its forward is
@@ -27,11 +30,12 @@ import tensorflow as tf
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
 from suites.run.availability import Unsupported
-from suites.workloads.resnet import ResNet50
-from suites.workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
+from suites.workloads.model_spec import ModelSpec
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
-LAYER_NORM_EPSILON = 1e-5
+#: `built_in` imports the built-in models' modules by import path (`suites.workloads.sources`).
+LOADS_BY_PATH = ("suites.models",)
+
 
 Weights = Mapping[str, tf.Tensor]
 Forward = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
@@ -43,50 +47,6 @@ Layer = Callable[[Weights, tf.Tensor, tf.DType], tf.Tensor]
 def dense(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, bias: bool = True) -> tf.Tensor:
     y = tf.matmul(x, tf.cast(weights[f"{name}.kernel"], dtype))
     return y + tf.cast(weights[f"{name}.bias"], dtype) if bias else y
-
-
-def _conv3x3(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-    y = tf.nn.conv2d(x, tf.cast(weights[f"{name}.kernel"], dtype), strides=1, padding="SAME")
-    return y + tf.cast(weights[f"{name}.bias"], dtype)
-
-
-def _layer_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType,
-                epsilon: float = LAYER_NORM_EPSILON) -> tf.Tensor:
-    """LayerNorm over the last axis with biased variance, statistics in at least float32."""
-    stats_dtype = logits_dtype(dtype)
-    x32 = tf.cast(x, stats_dtype)
-    mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)
-    normed = (x32 - mean) * tf.math.rsqrt(variance + epsilon)
-    out = normed * tf.cast(weights[f"{name}.gamma"], stats_dtype) + tf.cast(weights[f"{name}.beta"], stats_dtype)
-    return tf.cast(out, dtype)
-
-
-def mlp_layers(spec: Mlp) -> list[Layer]:
-    """Each dense layer with its ReLU; the last one's logits have none."""
-    def hidden(i: int) -> Layer:
-        return lambda weights, h, dtype: tf.nn.relu(dense(weights, f"dense{i}", tf.cast(h, dtype), dtype))
-
-    def logits(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        return tf.cast(dense(weights, f"dense{spec.depth}", tf.cast(h, dtype), dtype), logits_dtype(dtype))
-    return [*(hidden(i) for i in range(spec.depth)), logits]
-
-
-def cnn_layers(spec: ResidualCnn) -> list[Layer]:
-    """The stem, each residual block, the pooled head."""
-    def stem(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        return tf.nn.relu(_conv3x3(weights, "stem", tf.cast(x, dtype), dtype))
-
-    def block(b: int) -> Layer:
-        def residual(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-            h = tf.cast(h, dtype)
-            r = tf.nn.relu(_conv3x3(weights, f"block{b}.conv1", h, dtype))
-            return tf.nn.relu(h + _conv3x3(weights, f"block{b}.conv2", r, dtype))
-        return residual
-
-    def head(weights: Weights, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        pooled = tf.reduce_mean(tf.cast(h, dtype), axis=[1, 2])
-        return tf.cast(dense(weights, "head", pooled, dtype), logits_dtype(dtype))
-    return [stem, *(block(b) for b in range(spec.blocks)), head]
 
 
 def split_heads(t: tf.Tensor, seq: int, d_head: int) -> tf.Tensor:
@@ -107,11 +67,6 @@ def attend(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, causal: bool, dtype: tf.DTy
     return tf.reshape(attended, (-1, seq, attended.shape[2] * d_head))
 
 
-def pooled_head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-    """The mean over the sequence, then the head, as float32 (float64) logits."""
-    return tf.cast(dense(weights, "head", tf.reduce_mean(x, axis=1), dtype), logits_dtype(dtype))
-
-
 @tf.custom_gradient
 def _gather_rows(table: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tuple[tf.Tensor, None]]]:
     """table[ids], with a dense gradient (the rows' gradients summed into a table of zeros, as
@@ -127,63 +82,6 @@ def embed(weights: Weights, name: str, ids: tf.Tensor, dtype: tf.DType) -> tf.Te
     """The rows of the embedding table ``<name>.embedding`` for token `ids`, in `dtype`."""
     table = tf.convert_to_tensor(weights[f"{name}.embedding"])
     return tf.cast(_gather_rows(table, ids), dtype)
-
-
-def vocabulary_logits(x: tf.Tensor, table: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-    """Logits at every position from a (vocab, d) table (a tied LM head), float32 (float64)."""
-    return tf.cast(tf.matmul(x, tf.cast(table, dtype), transpose_b=True), logits_dtype(dtype))
-
-
-def transformer_layers(spec: TransformerBlock) -> list[Layer]:
-    """The built-in transformer, BERT and GPT-2, as each block (the first also embeds the tokens
-    and adds the segment and positions and the input norm) and the head (after the final norm:
-    GPT-2's tied LM head, BERT's MLM head, or the pooled 10-class head): the spec's class
-    variables choose the mask, the norm placement, biases, positions and norms (as
-    `TorchTransformerBlock`)."""
-    d_head = spec.d_model // spec.heads
-    eps = spec.layer_norm_eps
-    shapes = spec.parameter_shapes()
-
-    def attention(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        q, k, v = (split_heads(dense(weights, f"{prefix}attn.{p}", h, dtype, bias=spec.qkv_bias), spec.seq, d_head)
-                   for p in "qkv")
-        return dense(weights, f"{prefix}attn.o", attend(q, k, v, spec.causal, dtype), dtype)
-
-    def feed_forward(weights: Weights, prefix: str, h: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        h = tf.nn.gelu(dense(weights, f"{prefix}ffn.in", h, dtype), approximate=spec.gelu_tanh)
-        return dense(weights, f"{prefix}ffn.out", h, dtype)
-
-    def block(i: int) -> Layer:
-        prefix = f"block{i}."
-
-        def apply(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-            x = embed(weights, "tok", x, dtype) if i == 0 and "tok.embedding" in shapes else tf.cast(x, dtype)
-            if i == 0 and "segment.embedding" in shapes:  # every token in segment A
-                x = x + tf.cast(weights["segment.embedding"][0], dtype)
-            if i == 0 and spec.learned_positions:  # what `layer_names` puts with the first block
-                x = x + tf.cast(weights["pos.embedding"], dtype)
-            if i == 0 and spec.input_norm:
-                x = _layer_norm(weights, "input_norm", x, dtype, eps)
-            if spec.norm_first:
-                x = x + attention(weights, prefix, _layer_norm(weights, f"{prefix}ln1", x, dtype, eps), dtype)
-                return x + feed_forward(weights, prefix, _layer_norm(weights, f"{prefix}ln2", x, dtype, eps), dtype)
-            x = _layer_norm(weights, f"{prefix}ln1", x + attention(weights, prefix, x, dtype), dtype, eps)
-            return _layer_norm(weights, f"{prefix}ln2", x + feed_forward(weights, prefix, x, dtype), dtype, eps)
-        return apply
-
-    def head(weights: Weights, x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        x = tf.cast(x, dtype)
-        if spec.final_norm:
-            x = _layer_norm(weights, "final_norm", x, dtype, eps)
-        if "mlm.bias" in shapes:  # BERT's MLM head: LN(GELU(dense(x))), the tied decoder, its bias
-            x = tf.nn.gelu(dense(weights, "mlm.dense", x, dtype), approximate=spec.gelu_tanh)
-            x = _layer_norm(weights, "mlm.norm", x, dtype, eps)
-            bias = tf.cast(weights["mlm.bias"], logits_dtype(dtype))
-            return vocabulary_logits(x, weights["tok.embedding"], dtype) + bias
-        if "tok.embedding" in shapes:  # GPT-2's LM head: the token embedding
-            return vocabulary_logits(x, weights["tok.embedding"], dtype)
-        return pooled_head(weights, x, dtype)
-    return [*(block(i) for i in range(spec.layers)), head]
 
 
 def sequential(layers: list[Layer]) -> Forward:
@@ -256,47 +154,38 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
     return forward
 
 
-
-def whole_forwards() -> dict[type[ModelSpec], Callable[..., Forward]]:
-    """The models built as one forward rather than a sequence of layers (so model and pipeline
-    parallelism do not split them), in modules of their own that use this module's helpers
-    (so they are imported on first use, not when this module loads)."""
-    from suites.frameworks.tf.resnet import resnet_forward
-
-    return {ResNet50: resnet_forward}
+def built_in(spec: ModelSpec) -> list[Layer] | Forward:
+    """A built-in model as its spec's TF implementation builds it (`ModelSpec.implementations`):
+    its layers, or one forward where it is no sequence of layers. The model folders
+    (`suites.models`) build on this module, so it imports them by import path when asked,
+    never when it loads. Raises Unsupported for a model with no TF implementation."""
+    if isinstance(spec, UserModel) or Framework.TF not in type(spec).implementations:
+        raise Unsupported(f"TF training implements the built-in models with a TF implementation and user "
+                          f"models with a tf builder; {getattr(spec, 'model_name', spec.name)!r} has neither")
+    return spec.implementation(Framework.TF)(spec)
 
 
 def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:
     """The spec's forward. A user model's Keras layers fix their compute dtype when they are
     built, so its forward takes `compute_dtype` only; a built-in forward takes any: its layers
-    (`layer_forwards`) in turn, or its `whole_forwards` entry."""
+    in turn, or the one forward its implementation builds (`built_in`)."""
     if isinstance(spec, UserModel):
         return keras_forward(spec, compute_dtype)
-    whole = whole_forwards()
-    if type(spec) in whole:
-        return whole[type(spec)](spec)
-    return sequential(layer_forwards(spec))
-
-
-#: The built-in models as sequences of layers: what model and pipeline parallelism split.
-LAYERS: dict[type[ModelSpec], Callable[..., list[Layer]]] = {
-    Mlp: mlp_layers, ResidualCnn: cnn_layers, TransformerBlock: transformer_layers}
+    built = built_in(spec)
+    return sequential(built) if isinstance(built, list) else built
 
 
 def layer_forwards(spec: ModelSpec) -> list[Layer]:
     """The spec's layers in order, one per `suites.strategies.stages.layer_names(spec)` (their
-    composition is `build_forward(spec)`), from the spec's own entry or its nearest base class's
-    (BERT and GPT-2 are transformers); raises Unsupported for a model with no such sequence here
-    (a user's Keras model)."""
-    from suites.frameworks.tf.llm import LLM_LAYERS  # it builds on this module
-
-    layers = {**LAYERS, **LLM_LAYERS}
-    kind = next((kind for kind in type(spec).__mro__ if kind in layers), None)
-    if kind is None:
-        raise Unsupported(f"TF training implements the built-in models ({', '.join(m.name for m in layers)}) "
-                          f"and user models with a tf builder; {getattr(spec, 'model_name', spec.name)!r} "
-                          "has no TF layers here")
-    return layers[kind](spec)
+    composition is `build_forward(spec)`), as its TF implementation builds them (BERT and
+    GPT-2: the transformer's); raises Unsupported for a model with no such sequence here (a
+    user's Keras model, a model built as one forward)."""
+    built = None if isinstance(spec, UserModel) else built_in(spec)
+    if not isinstance(built, list):
+        raise Unsupported(f"TF builds {getattr(spec, 'model_name', spec.name)!r} as "
+                          f"{'a user' + chr(39) + 's Keras model' if built is None else 'one forward'}, "
+                          "not as layers that model and pipeline parallelism can split")
+    return built
 
 
 def summed_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

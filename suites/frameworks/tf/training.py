@@ -42,7 +42,7 @@ DATA_SEED = 1
 #: Check batches are `spec.make_batch(global batch, CHECK_SEED + step)` (as in the torch training step).
 CHECK_SEED = 100
 MIXED = (Precision.FP16, Precision.BF16)
-#: What a model's batch norm runs, by its `batchnorm` mode (`suites.frameworks.tf.resnet`).
+#: What a model's batch norm runs, by its `batchnorm` mode (`suites.models.resnet.tf_model`).
 BATCHNORM_DETAILS = {
     "local": "local: each replica's own statistics (tf.nn.fused_batch_norm; the float64 reference: "
              "keras.ops.moments)",

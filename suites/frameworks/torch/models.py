@@ -1,6 +1,9 @@
-"""PyTorch modules for the neutral `ModelSpec`s, built from the spec's canonical weights.
+"""What every PyTorch module of a neutral `ModelSpec` shares, built from the spec's canonical
+weights: the `TorchModel` base, `build`, the losses, and the layers pipeline and model
+parallelism split (`StageLayer`, `LayerGroup`). Each built-in model's own module lives in its
+folder of `suites.models` (``torch_model.py``), found through its spec (`module_class`).
 
-The canonical layout (see suites/workloads/training.py) is TensorFlow's: dense kernels
+The canonical layout (see suites/workloads/model_spec.py) is TensorFlow's: dense kernels
 (in, out), conv kernels HWIO, NHWC images. Torch stores a Linear weight (out, in), a Conv2d
 weight OIHW and takes NCHW images, so weights are transposed on the way in (and gradients on
 the way out), and canonical image batches are permuted to NCHW. Parameter names map one to
@@ -17,12 +20,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.cases.vocabulary import Framework
-from suites.frameworks.torch.qkv import FusedQkv, HeadLayout, fuse, fused_names, unfuse
-from suites.workloads.resnet import ResNet50
-from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
+from suites.frameworks.torch.qkv import HeadLayout, fuse, fused_names, unfuse
+from suites.workloads.model_spec import ModelSpec
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
 LAYER_NORM_EPS = 1e-5
+#: `module_class` imports the built-in models' modules by import path (`suites.workloads.sources`).
+LOADS_BY_PATH = ("suites.models",)
 
 
 def torch_name(canonical: str) -> str:
@@ -159,230 +163,12 @@ class TorchModel(nn.Module):
         return None
 
 
-class TorchMlp(TorchModel):
-    def __init__(self, spec: Mlp) -> None:
-        super().__init__(spec)
-        widths = [spec.features] + [spec.hidden] * spec.depth + [NUM_CLASSES]
-        for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
-            self.add_module(f"dense{i}", nn.Linear(fan_in, fan_out))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The registered children, in order: no attribute lookups by name, and DataParallel's
-        # replicas (which copy `_modules`, not plain attributes) use their own layers.
-        *hidden, last = self.children()
-        for layer in hidden:
-            x = F.relu(layer(x))
-        return last(x)
-
-    def stage_layers(self) -> list["StageLayer"]:
-        """Each dense layer, its ReLU with it (the last layer's logits have none)."""
-        *hidden, last = (name for name, _ in self.named_children())
-        return [*(StageLayer((name,), lambda modules, x, name=name: F.relu(modules[name](x)))
-                  for name in hidden),
-                StageLayer((last,), lambda modules, x: modules[last](x))]
-
-
-class _ResidualBlock(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        # 3x3, stride 1: 'same' padding is one pixel on every side, as in TensorFlow.
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(x + self.conv2(F.relu(self.conv1(x))))
-
-
-class TorchResidualCnn(TorchModel):
-    def __init__(self, spec: ResidualCnn) -> None:
-        super().__init__(spec)
-        self.stem = nn.Conv2d(3, spec.channels, 3, padding=1)
-        self.blocks = spec.blocks
-        for b in range(spec.blocks):
-            self.add_module(f"block{b}", _ResidualBlock(spec.channels))
-        self.head = nn.Linear(spec.channels, NUM_CLASSES)
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        h, w, c = self.spec.input_shape
-        return (c, h, w)
-
-    def input_from_canonical(self, batch: np.ndarray) -> np.ndarray:
-        return batch.transpose(0, 3, 1, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.stem(x))
-        for b in range(self.blocks):
-            x = getattr(self, f"block{b}")(x)
-        return self.head(x.mean(dim=(2, 3)))
-
-    def stage_layers(self) -> list["StageLayer"]:
-        """The stem, each residual block, and the pooled head."""
-        return [StageLayer(("stem",), lambda modules, x: F.relu(modules["stem"](x))),
-                *(StageLayer((f"block{b}",), lambda modules, x, name=f"block{b}": modules[name](x))
-                  for b in range(self.blocks)),
-                StageLayer(("head",), lambda modules, x: modules["head"](x.mean(dim=(2, 3))))]
-
-
-class _Attention(nn.Module):
-    def __init__(self, spec: TransformerBlock) -> None:
-        super().__init__()
-        d_model = spec.d_model
-        self.causal = spec.causal
-        self.qkv = FusedQkv(d_model, HeadLayout(spec.heads, spec.heads, d_model // spec.heads), spec.qkv_bias)
-        self.o = nn.Linear(d_model, d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # softmax(Q K^T / sqrt(d_head)) V, causal where the spec says, no dropout: SDPA's default
-        # scale; the heads this process holds (under tensor parallelism its share).
-        out = F.scaled_dot_product_attention(*self.qkv.heads(x), is_causal=self.causal)
-        return self.o(out.transpose(1, 2).reshape(*x.shape[:2], -1))
-
-
-class _EncoderBlock(nn.Module):
-    """One block: pre-norm x + MHA(LN(x)); x + FFN(LN(x)), or post-norm (BERT's)
-    x = LN(x + MHA(x)); x = LN(x + FFN(x))."""
-
-    def __init__(self, spec: TransformerBlock) -> None:
-        super().__init__()
-        d_model = spec.d_model
-        self.norm_first = spec.norm_first
-        self.gelu = "tanh" if spec.gelu_tanh else "none"
-        self.ln1 = nn.LayerNorm(d_model, eps=spec.layer_norm_eps)
-        self.attn = _Attention(spec)
-        self.ln2 = nn.LayerNorm(d_model, eps=spec.layer_norm_eps)
-        # "in" is a Python keyword, so the feed-forward pair lives in a ModuleDict.
-        self.ffn = nn.ModuleDict({"in": nn.Linear(d_model, spec.ffn), "out": nn.Linear(spec.ffn, d_model)})
-
-    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ffn["out"](F.gelu(self.ffn["in"](x), approximate=self.gelu))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.norm_first:
-            x = x + self.attn(self.ln1(x))
-            return x + self._feed_forward(self.ln2(x))
-        x = self.ln1(x + self.attn(x))
-        return self.ln2(x + self._feed_forward(x))
-
-
-class _LearnedPositions(nn.Module):
-    """x + a learned (seq, d) positional embedding (BERT's, GPT-2's position table)."""
-
-    def __init__(self, seq: int, d_model: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(seq, d_model))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.weight
-
-
-class _SegmentA(nn.Module):
-    """x + the first row of BERT's segment (token type) table: every token in segment A, as
-    HF's default token_type_ids (zeros) give."""
-
-    def __init__(self, token_types: int, d_model: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(token_types, d_model))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.weight[0]
-
-
-class _MaskedLmHead(nn.Module):
-    """BERT's MLM head: LN(GELU(dense(x))), then the decoder: the token embedding (tied, passed
-    in) with the head's own bias."""
-
-    def __init__(self, spec: TransformerBlock) -> None:
-        super().__init__()
-        self.dense = nn.Linear(spec.d_model, spec.d_model)
-        self.norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
-        self.bias = nn.Parameter(torch.empty(spec.input_vocabulary or 0))
-
-    def forward(self, x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.norm(F.gelu(self.dense(x))), table, self.bias)
-
-
-class TorchTransformerBlock(TorchModel):
-    """The spec's optional token embedding (``tok``, a language model's), segment (``segment``,
-    BERT's) and positional embedding (``pos``) and input LayerNorm (``input_norm``), `spec.layers`
-    blocks registered as ``block0``, ``block1``, ... (the canonical names' prefixes), an optional
-    final LayerNorm (``final_norm``), then the head: a language model's logits at every position
-    (GPT-2: the token embedding, tied; BERT: its MLM head ``mlm``), else the mean over the
-    sequence and the 10-class ``head``. Serves the built-in transformer, BERT and GPT-2 (their
-    specs' class variables)."""
-
-    def __init__(self, spec: TransformerBlock) -> None:
-        super().__init__(spec)
-        self.layers = spec.layers
-        vocabulary = spec.input_vocabulary
-        if vocabulary:
-            self.tok = nn.Embedding(vocabulary, spec.d_model)
-        if "segment.embedding" in spec.parameter_shapes():
-            self.segment = _SegmentA(*spec.parameter_shapes()["segment.embedding"])
-        if spec.learned_positions:
-            self.pos = _LearnedPositions(spec.seq, spec.d_model)
-        if spec.input_norm:
-            self.input_norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
-        for i in range(spec.layers):
-            self.add_module(f"block{i}", _EncoderBlock(spec))
-        if spec.final_norm:
-            self.final_norm = nn.LayerNorm(spec.d_model, eps=spec.layer_norm_eps)
-        if "mlm.bias" in spec.parameter_shapes():
-            self.mlm = _MaskedLmHead(spec)
-        elif not vocabulary:
-            self.head = nn.Linear(spec.d_model, NUM_CLASSES)
-
-    @property
-    def head_layout(self) -> HeadLayout:
-        return HeadLayout(self.spec.heads, self.spec.heads, self.spec.d_model // self.spec.heads)
-
-    @property
-    def tied_modules(self) -> tuple[str, ...]:
-        """Modules used by more than one layer: a tied token embedding, also the LM head."""
-        return ("tok",) if getattr(self.spec, "tied_embedding", False) else ()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return apply_layers(self.stage_layers(), self._modules, x)
-
-    def stage_layers(self) -> list["StageLayer"]:
-        """Each block (the first with the embeddings and input norm before it), then the head
-        (with the final norm): the residual stream is the one activation between them (a
-        pipeline of a one-block transformer has the head alone on its last stage). A tied
-        language model's last layer uses the token embedding too (so it cannot be split into
-        stages: `suites.strategies.stages.layers_reason`)."""
-        inputs = [name for name in ("tok", "segment", "pos", "input_norm") if name in self._modules]
-        blocks = [(*(inputs if i == 0 else ()), f"block{i}") for i in range(self.layers)]
-        norms = [name for name in ("final_norm",) if name in self._modules]
-        if "mlm" in self._modules:
-            head = StageLayer(("mlm", "tok"), lambda modules, x: modules["mlm"](x, modules["tok"].weight))
-        elif "tok" in self._modules:
-            head = StageLayer((*norms, "tok"), tied_head(norms))
-        else:
-            head = StageLayer((*norms, "head"), pooled_head(norms))
-        return [*(StageLayer(names, modules_in_order(names)) for names in blocks), head]
-
-
 def modules_in_order(names: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
     """A `StageLayer` function that applies the modules `names`, in order."""
     def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
         for name in names:
             x = modules[name](x)
         return x
-    return forward
-
-
-def tied_head(norms: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
-    """A `StageLayer` function: the modules `norms` in order, then logits over the vocabulary
-    at every position from the token embedding ``tok`` (GPT-2's tied LM head, no bias)."""
-    def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
-        return F.linear(modules_in_order(norms)(modules, x), modules["tok"].weight)
-    return forward
-
-
-def pooled_head(norms: Sequence[str]) -> Callable[[Mapping[str, nn.Module], torch.Tensor], torch.Tensor]:
-    """A `StageLayer` function: the modules `norms` in order, the mean over the sequence, ``head``."""
-    def forward(modules: Mapping[str, nn.Module], x: torch.Tensor) -> torch.Tensor:
-        return modules["head"](modules_in_order(norms)(modules, x).mean(dim=1))
     return forward
 
 
@@ -407,20 +193,14 @@ class TorchUserModel(TorchModel):
         return self.inner(x)
 
 
-_MODULES: dict[type[ModelSpec], type[TorchModel]] = {
-    Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
-    UserModel: TorchUserModel}
-
-
 def module_class(spec: ModelSpec) -> type[TorchModel]:
-    """The torch module of `spec`: its class's, or its nearest base class's (BERT and GPT-2 are
-    transformers with other choices); the Llama stack's and ResNet-50's live in modules of their
-    own, which build on `TorchModel` (so they are imported on first use, not when this loads)."""
-    from suites.frameworks.torch.llm import LLM_MODULES
-    from suites.frameworks.torch.resnet import TorchResNet50
-
-    modules = {**_MODULES, **LLM_MODULES, ResNet50: TorchResNet50}
-    return next(modules[kind] for kind in type(spec).__mro__ if kind in modules)
+    """The torch module of `spec`: a user model's `TorchUserModel`, a built-in model's the class
+    its spec names (`ModelSpec.implementations`; BERT and GPT-2 inherit the transformer's). The
+    model folders (`suites.models`) build on this module, so it imports them by import path when
+    asked, never when it loads."""
+    if isinstance(spec, UserModel):
+        return TorchUserModel
+    return spec.implementation(Framework.TORCH)
 
 
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

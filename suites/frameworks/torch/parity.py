@@ -31,11 +31,11 @@ from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Precision
 from suites.frameworks.torch import backend
 from suites.frameworks.torch.training import make_optimizer
+from suites.models.resnet.spec import ResNet50
+from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.run.interleaved import Interleaved, abba
 from suites.workloads import workload_of
-from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, TrainStep
-from suites.workloads.transformers import BertBase, Gpt2Small
 
 Step = Callable[[], None]
 

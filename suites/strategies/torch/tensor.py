@@ -27,7 +27,7 @@ from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads import workload_of
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
-from suites.workloads.transformers import LlamaBlock
+from suites.models.llama.spec import LlamaBlock
 
 if TYPE_CHECKING:
     import numpy as np

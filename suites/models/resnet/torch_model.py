@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 in PyTorch, from the neutral `ResNet50` spec's canonical weights.
 
 Every convolution is bias-free and followed by `nn.BatchNorm2d` (epsilon 1e-5, no running
-statistics: see `suites.workloads.resnet`), padding k // 2 on every side. Under "sync" batch
+statistics: see `suites.models.resnet.spec`), padding k // 2 on every side. Under "sync" batch
 norm the runnable swaps the batch norms for synchronised ones once the process group exists
 (`suites.frameworks.torch.batchnorm`).
 """
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suites.frameworks.torch.models import TorchModel
-from suites.workloads.resnet import BATCH_NORM_EPSILON, ResNet50
+from suites.models.resnet.spec import BATCH_NORM_EPSILON, ResNet50
 
 
 class ConvBn(nn.Module):

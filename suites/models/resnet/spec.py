@@ -32,11 +32,12 @@ norm layer, and under DDP a broadcast of rank 0's buffers before every forward.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Iterator, NamedTuple
+from typing import ClassVar, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from suites.workloads.training import ConvLayout, ModelSpec, size
+from suites.cases.vocabulary import Framework
+from suites.workloads.model_spec import ConvLayout, ModelSpec, size
 
 #: Blocks per stage of the bottleneck ResNets, by depth (3 convolutions per block + stem + head).
 STAGE_BLOCKS: dict[int, tuple[int, int, int, int]] = {
@@ -73,6 +74,10 @@ class ResNet50(ConvLayout, ModelSpec):
     ``head.bias``. Stages are numbered 1-4."""
 
     name: ClassVar[str] = "resnet50"
+    implementations: ClassVar[Mapping[Framework, str]] = {
+        Framework.TORCH: "suites.models.resnet.torch_model:TorchResNet50",
+        Framework.TF: "suites.models.resnet.tf_model:resnet_forward",
+    }
     image: int = size(224, "image height and width (224; 32 is the smallest that reaches a 1x1 last stage)")
     width: int = size(64, "width of the first stage (64); stages double it, blocks expand 4x")
     resnet_depth: int = size(50, "bottleneck blocks: 50 = (3, 4, 6, 3); 14, 26, 101, 152 other stacks",

@@ -19,8 +19,7 @@ from torch import nn
 
 from suites.frameworks.torch.models import StageLayer, TorchModel, apply_layers, modules_in_order
 from suites.frameworks.torch.qkv import FusedQkv, HeadLayout
-from suites.workloads.training import ModelSpec
-from suites.workloads.transformers import LlamaBlock
+from suites.models.llama.spec import LlamaBlock
 
 
 class RMSNorm(nn.Module):
@@ -117,6 +116,3 @@ class TorchLlamaBlock(TorchModel):
         names = [("tok", "block0"), *((f"block{i}",) for i in range(1, self.layers)), ("norm", "lm_head")]
         return [StageLayer(group, modules_in_order(group)) for group in names]
 
-
-#: The specs of this module -> their torch modules (`suites.frameworks.torch.models.build`).
-LLM_MODULES: dict[type[ModelSpec], type[TorchModel]] = {LlamaBlock: TorchLlamaBlock}

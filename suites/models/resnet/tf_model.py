@@ -1,5 +1,5 @@
 """ResNet-50 v1.5 in TensorFlow: a function of the canonical weights (see
-`suites.frameworks.tf.models`), the same function as `suites.frameworks.torch.resnet`.
+`suites.frameworks.tf.models`), the same function as `suites.models.resnet.torch_model`.
 
 Convolutions pad k // 2 on every side explicitly (TF's "SAME" would pad a stride-2 layer on
 the bottom and right only, a different function from torch's), and the max pool pads with -inf,
@@ -18,7 +18,7 @@ import keras
 import tensorflow as tf
 
 from suites.frameworks.tf.models import Forward, Weights, dense, logits_dtype
-from suites.workloads.resnet import BATCH_NORM_EPSILON, Conv, ResNet50, parameter_prefixes
+from suites.models.resnet.spec import BATCH_NORM_EPSILON, Conv, ResNet50, parameter_prefixes
 
 
 def _conv(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, kernel: int, stride: int) -> tf.Tensor:

@@ -1,9 +1,12 @@
-"""The standard transformers people compare hardware by: BERT-base, GPT-2 small, a Llama-style stack.
+"""The transformers built from one encoder/decoder block, framework-neutral: the built-in
+`transformer` (`TransformerBlock`) and the standard language models that set its choices,
+BERT-base and GPT-2 small (`LanguageModel` is what they share as language models, with the
+Llama stack of `suites.models.llama`). One torch module and one TF forward build them all.
 
-Framework-neutral specs, as `suites.workloads.training`'s: parameter names and shapes in the
-canonical layout, seeded weights, forward FLOPs. Sequence length, width, heads, layers and the
-vocabulary are `train_step` size parameters, so a CPU case runs a short, shallow version of the
-same architecture (and may use a smaller vocabulary).
+Framework-neutral specs, as every `suites.workloads.model_spec.ModelSpec`: parameter names and
+shapes in the canonical layout, seeded weights, forward FLOPs. Sequence length, width, heads,
+layers and the vocabulary are `train_step` size parameters, so a CPU case runs a short, shallow
+version of the same architecture (and may use a smaller vocabulary).
 
 They are language models, built whole, as their practitioners train them (the same in torch and
 TF): a sample is a sequence of integer token ids; the token embedding (``tok.embedding``, plus
@@ -26,11 +29,95 @@ per token, PaLM's (and nanoGPT's) model FLOPs for MFU.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 import numpy as np
 
-from suites.workloads.training import ModelSpec, TransformerBlock, size
+from suites.cases.vocabulary import Framework
+from suites.workloads.model_spec import NUM_CLASSES, ModelSpec, size
+
+
+@dataclass(frozen=True)
+class TransformerBlock(ModelSpec):
+    """`layers` identical pre-norm encoder blocks on (seq, d) inputs, each
+    x + MHA(LN(x)); x + FFN(LN(x)) with FFN = dense(d->ffn)+gelu(tanh approx)+dense(ffn->d);
+    then mean over seq, dense(d->10). LayerNorm eps 1e-5; attention softmax(QK^T/sqrt(d_head))V,
+    no mask, no dropout. Block i's parameters are named ``block{i}.<ln1|attn|ln2|ffn>...``.
+
+    The class variables below are the architecture's choices; the standard transformers
+    (below: BERT, GPT-2) are subclasses that set them, so one torch
+    module and one TF forward build them all."""
+
+    name: ClassVar[str] = "transformer"
+    implementations: ClassVar[Mapping[Framework, str]] = {
+        Framework.TORCH: "suites.models.transformer.torch_model:TorchTransformerBlock",
+        Framework.TF: "suites.models.transformer.tf_model:transformer_layers",
+    }
+    #: Each position attends to itself and earlier positions only (a decoder's mask).
+    causal: ClassVar[bool] = False
+    #: Pre-norm (x + f(LN(x))) or post-norm (LN(x + f(x)), BERT's).
+    norm_first: ClassVar[bool] = True
+    #: Biases on the q, k, v projections (BERT, GPT-2) or none.
+    qkv_bias: ClassVar[bool] = False
+    #: A learned positional embedding (seq, d) added to the inputs, named ``pos.embedding``.
+    learned_positions: ClassVar[bool] = False
+    #: A LayerNorm (``input_norm``) of the inputs (plus positions) before the first block (BERT's).
+    input_norm: ClassVar[bool] = False
+    #: A LayerNorm (``final_norm``) after the last block (GPT-2's ln_f).
+    final_norm: ClassVar[bool] = False
+    #: GELU's tanh approximation (GPT-2) or the exact erf form (BERT).
+    gelu_tanh: ClassVar[bool] = True
+    layer_norm_eps: ClassVar[float] = 1e-5
+
+    seq: int = size(64, "sequence length")
+    d_model: int = size(128, "model width")
+    heads: int = size(4, "attention heads (must divide d_model)")
+    ffn: int = size(512, "feed-forward width")
+    layers: int = size(1, "stacked encoder blocks")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.seq, self.d_model)
+
+    def size_problems(self) -> list[str]:
+        if self.d_model % self.heads:
+            return [f"heads = {self.heads} does not divide d_model = {self.d_model}"]
+        return []
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        d, f = self.d_model, self.ffn
+        shapes: dict[str, tuple[int, ...]] = {}
+        if self.learned_positions:
+            shapes["pos.embedding"] = (self.seq, d)
+        if self.input_norm:
+            shapes.update({"input_norm.gamma": (d,), "input_norm.beta": (d,)})
+        qkv = [(f"attn.{p}.{leaf}", shape) for p in "qkv"
+               for leaf, shape in (("kernel", (d, d)), ("bias", (d,)))[:2 if self.qkv_bias else 1]]
+        for i in range(self.layers):
+            shapes.update({f"block{i}.{name}": shape for name, shape in (
+                ("ln1.gamma", (d,)), ("ln1.beta", (d,)), *qkv,
+                ("attn.o.kernel", (d, d)), ("attn.o.bias", (d,)),
+                ("ln2.gamma", (d,)), ("ln2.beta", (d,)),
+                ("ffn.in.kernel", (d, f)), ("ffn.in.bias", (f,)),
+                ("ffn.out.kernel", (f, d)), ("ffn.out.bias", (d,)))})
+        if self.final_norm:
+            shapes.update({"final_norm.gamma": (d,), "final_norm.beta": (d,)})
+        shapes["head.kernel"] = (d, NUM_CLASSES)
+        shapes["head.bias"] = (NUM_CLASSES,)
+        return shapes
+
+    def forward_flops_per_sample(self) -> float:
+        s, d, f = self.seq, self.d_model, self.ffn
+        projections = 4 * 2 * s * d * d
+        attention = 2 * 2 * s * s * d  # QK^T and AV over all heads (a causal mask saves none here)
+        feed_forward = 2 * 2 * s * d * f
+        return float(self.layers * (projections + attention + feed_forward) + 2 * d * NUM_CLASSES)
+
+    @property
+    def tokens_per_sample(self) -> int:
+        return self.seq
+
+
 
 
 @dataclass(frozen=True)
@@ -151,67 +238,3 @@ class Gpt2Small(LanguageModel, BaseSizedTransformer):
 
     def forward_flops_per_sample(self) -> float:
         return self.block_flops_per_sample() + self.head_flops_per_sample()
-
-
-@dataclass(frozen=True)
-class LlamaBlock(LanguageModel, ModelSpec):
-    """A Llama language model (Touvron et al. 2023; HF LlamaForCausalLM), defaults Llama 3 8B's
-    shape (the standard suite stacks fewer layers): the token embedding, then per block
-    x + attn(RMSNorm(x)); x + SwiGLU(RMSNorm(x)), then RMSNorm and the untied LM head
-    (``lm_head``, d -> vocab). Attention is causal and grouped-query: `heads` query heads share
-    `kv_heads` key/value heads (query head j reads kv head j // (heads / kv_heads)), with rotary
-    position embeddings on q and k (base `rope_theta`, the rotate-half pairing of HF's Llama:
-    dimension i pairs with i + d_head/2). SwiGLU = down(silu(gate x) * up x). No biases; RMSNorm
-    eps 1e-5. Block i's parameters are ``block{i}.<attn_norm|attn.q|k|v|o|mlp_norm|ffn.gate|up|down>``."""
-
-    name: ClassVar[str] = "llama_block"
-    rope_theta: ClassVar[float] = 500000.0
-    rms_norm_eps: ClassVar[float] = 1e-5
-    tied_embedding: ClassVar[bool] = False
-
-    seq: int = size(2048, "sequence length")
-    d_model: int = size(4096, "model width")
-    heads: int = size(32, "attention heads (must divide d_model)")
-    kv_heads: int = size(8, "key/value heads (must divide heads)")
-    ffn: int = size(14336, "feed-forward width")
-    layers: int = size(32, "stacked blocks")
-    vocab: int = size(128256, "vocabulary (token ids and the LM head's logits)")
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.heads
-
-    def size_problems(self) -> list[str]:
-        problems = []
-        if self.d_model % self.heads:
-            problems.append(f"heads = {self.heads} does not divide d_model = {self.d_model}")
-        elif self.d_head % 2:
-            problems.append(f"rotary embeddings rotate pairs: d_head = {self.d_head} must be even")
-        if self.heads % self.kv_heads:
-            problems.append(f"kv_heads = {self.kv_heads} does not divide heads = {self.heads}")
-        return problems
-
-    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
-        d, f, kv = self.d_model, self.ffn, self.kv_heads * self.d_head
-        shapes: dict[str, tuple[int, ...]] = {"tok.embedding": (self.vocab, d)}
-        for i in range(self.layers):
-            shapes.update({f"block{i}.{name}": shape for name, shape in (
-                ("attn_norm.gamma", (d,)),
-                ("attn.q.kernel", (d, d)), ("attn.k.kernel", (d, kv)), ("attn.v.kernel", (d, kv)),
-                ("attn.o.kernel", (d, d)),
-                ("mlp_norm.gamma", (d,)),
-                ("ffn.gate.kernel", (d, f)), ("ffn.up.kernel", (d, f)), ("ffn.down.kernel", (f, d)))})
-        shapes["norm.gamma"] = (d,)
-        shapes["lm_head.kernel"] = (d, self.vocab)
-        return shapes
-
-    def forward_flops_per_sample(self) -> float:
-        s, d, f, kv = self.seq, self.d_model, self.ffn, self.kv_heads * self.d_head
-        projections = 2 * s * (2 * d * d + 2 * d * kv)
-        attention = 2 * 2 * s * s * d  # QK^T and AV over the query heads
-        feed_forward = 3 * 2 * s * d * f
-        return float(self.layers * (projections + attention + feed_forward)) + self.head_flops_per_sample()
-
-
-#: The specs this module adds to the built-in models.
-STANDARD_TRANSFORMERS: tuple[type[ModelSpec], ...] = (BertBase, Gpt2Small, LlamaBlock)

@@ -2,19 +2,16 @@
 forward of `suites.frameworks.tf.models`: RMSNorm (statistics in at least float32), rotary
 embeddings (rotate-half pairing, angles computed in float64 and cast), grouped-query causal
 attention (each kv head repeated for the heads / kv_heads query heads that read it), SwiGLU.
-The same function as `suites.frameworks.torch.llm`, from the same canonical weights.
+The same function as `suites.models.llama.torch_model`, from the same canonical weights.
 """
 from __future__ import annotations
-
-from typing import Callable
 
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import numpy as np
 import tensorflow as tf
 
 from suites.frameworks.tf.models import Layer, Weights, attend, dense, embed, logits_dtype, split_heads
-from suites.workloads.training import ModelSpec
-from suites.workloads.transformers import LlamaBlock
+from suites.models.llama.spec import LlamaBlock
 
 
 def rms_norm(weights: Weights, name: str, x: tf.Tensor, dtype: tf.DType, epsilon: float) -> tf.Tensor:
@@ -71,6 +68,3 @@ def llama_layers(spec: LlamaBlock) -> list[Layer]:
         return tf.cast(dense(weights, "lm_head", normed, dtype, bias=False), logits_dtype(dtype))
     return [*(block(i) for i in range(spec.layers)), head]
 
-
-#: The specs of this module -> their layers (`suites.frameworks.tf.models.layer_forwards`).
-LLM_LAYERS: dict[type[ModelSpec], Callable[..., list[Layer]]] = {LlamaBlock: llama_layers}

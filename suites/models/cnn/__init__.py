@@ -1,0 +1,1 @@
+"""The residual CNN (`cnn`): its spec and its torch and TF implementations (see `suites.models`)."""

@@ -1,0 +1,46 @@
+"""The residual CNN (`cnn`), framework-neutral: its parameters and FLOPs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Mapping
+
+from suites.cases.vocabulary import Framework
+from suites.workloads.model_spec import NUM_CLASSES, ConvLayout, ModelSpec, size
+
+
+@dataclass(frozen=True)
+class ResidualCnn(ConvLayout, ModelSpec):
+    """stem conv3x3(3->c)+relu; `blocks` x [conv3x3+relu, conv3x3, +skip, relu];
+    global average pool; dense(c->10). 'same' padding, stride 1, no batch norm (so that
+    data-parallel results equal the full-batch result exactly, without cross-replica BN)."""
+
+    name: ClassVar[str] = "cnn"
+    implementations: ClassVar[Mapping[Framework, str]] = {
+        Framework.TORCH: "suites.models.cnn.torch_model:TorchResidualCnn",
+        Framework.TF: "suites.models.cnn.tf_model:cnn_layers",
+    }
+    image: int = 32
+    channels: int = size(32, "channels of the stem and every residual block")
+    blocks: int = size(2, "residual blocks")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.image, self.image, 3)
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        c = self.channels
+        shapes: dict[str, tuple[int, ...]] = {"stem.kernel": (3, 3, 3, c), "stem.bias": (c,)}
+        for b in range(self.blocks):
+            for j in (1, 2):
+                shapes[f"block{b}.conv{j}.kernel"] = (3, 3, c, c)
+                shapes[f"block{b}.conv{j}.bias"] = (c,)
+        shapes["head.kernel"] = (c, NUM_CLASSES)
+        shapes["head.bias"] = (NUM_CLASSES,)
+        return shapes
+
+    def forward_flops_per_sample(self) -> float:
+        pixels = self.image * self.image
+        c = self.channels
+        stem = 2 * pixels * 9 * 3 * c
+        body = self.blocks * 2 * (2 * pixels * 9 * c * c)
+        return float(stem + body + 2 * c * NUM_CLASSES)

@@ -1,0 +1,42 @@
+"""The multilayer perceptron (`mlp`), framework-neutral: its parameters, FLOPs and activations."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Mapping
+
+from suites.cases.vocabulary import Framework
+from suites.workloads.model_spec import NUM_CLASSES, ModelSpec, size
+
+
+@dataclass(frozen=True)
+class Mlp(ModelSpec):
+    """dense(features->hidden)+relu, (depth-1) x dense(hidden->hidden)+relu, dense(hidden->10)."""
+
+    name: ClassVar[str] = "mlp"
+    implementations: ClassVar[Mapping[Framework, str]] = {
+        Framework.TORCH: "suites.models.mlp.torch_model:TorchMlp",
+        Framework.TF: "suites.models.mlp.tf_model:mlp_layers",
+    }
+    features: int = 256
+    hidden: int = size(512, "width of every hidden layer")
+    depth: int = size(3, "hidden layers")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.features,)
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        widths = [self.features] + [self.hidden] * self.depth + [NUM_CLASSES]
+        shapes: dict[str, tuple[int, ...]] = {}
+        for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+            shapes[f"dense{i}.kernel"] = (fan_in, fan_out)
+            shapes[f"dense{i}.bias"] = (fan_out,)
+        return shapes
+
+    def forward_flops_per_sample(self) -> float:
+        return float(sum(2 * s[0] * s[1] for n, s in self.parameter_shapes().items() if n.endswith("kernel")))
+
+    def saved_activations_per_sample(self) -> int:
+        """Each dense layer's input (a ReLU's output is the next layer's input, one tensor) and
+        the logits the loss keeps: features + depth x hidden + 10."""
+        return self.features + self.depth * self.hidden + NUM_CLASSES
