@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
+from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tf_config_rank
 from suites.strategies.base import Launch, StrategyPlugin, split_reason, too_few_gpus_reason
 from suites.workloads import workload_of
 
@@ -129,41 +130,6 @@ def nccl_bf16_reason(case: Case, what: str) -> str | None:
             and param(case, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None
-
-
-#: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
-#: the workers, the parameter servers.
-CLUSTER_JOBS = ("chief", "worker", "ps")
-
-
-def read_tf_config() -> dict[str, Any] | None:
-    """TF_CONFIG as a mapping, None where it is not set; a malformed one is a `UserError`."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return None
-    try:
-        config = json.loads(raw)
-        cluster, task = config["cluster"], config["task"]
-        if not isinstance(cluster, dict) or task["type"] not in cluster:
-            raise KeyError(f"task type {task['type']!r} has no job in the cluster")
-        if not 0 <= int(task["index"]) < len(cluster[task["type"]]):
-            raise KeyError(f"task index {task['index']} is outside job {task['type']!r}")
-    except (ValueError, KeyError, TypeError) as error:
-        raise UserError(f"TF_CONFIG is not a cluster spec with this task in it ({error}); set it to "
-                        '{"cluster": {"worker": ["HOST:PORT", ...]}, "task": {"type": "worker", "index": I}}'
-                        ) from None
-    return config
-
-
-def tf_config_rank(config: Mapping[str, Any]) -> int:
-    """A task's rank: its place in the cluster, jobs in `CLUSTER_JOBS` order."""
-    cluster, task = config["cluster"], config["task"]
-    rank = 0
-    for job in CLUSTER_JOBS:
-        if job == task["type"]:
-            return rank + int(task["index"])
-        rank += len(cluster.get(job, ()))
-    raise UserError(f"TF_CONFIG: task type {task['type']!r} is not one of {', '.join(CLUSTER_JOBS)}")
 
 
 class ClusterStrategy(DistributeStrategy):
