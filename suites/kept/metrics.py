@@ -6,6 +6,7 @@ from pathlib import Path
 
 from suites.cases.case import Case
 from suites.cases.strategy_plugins import find_plugin
+from suites.strategies.capabilities import PipelineBubble
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -27,7 +28,7 @@ def case_work(case: Case) -> dict[str, float | None]:
     plugin = find_plugin(case.framework, case.strategy)
     values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
               workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
-              state.get("activations"), plugin.bubble_fraction(case) if plugin else None,
+              state.get("activations"), plugin.bubble_fraction(case) if isinstance(plugin, PipelineBubble) else None,
               workload.min_bytes_per_step() or None)
     return dict(zip(CASE_WORK, values))
 

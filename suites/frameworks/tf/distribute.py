@@ -18,7 +18,8 @@ Which GPUs TF sees, fixed when it initialises:
   explicitly (and its check reads back on the host), and with soft placement off (below) TF
   cannot move one to the GPU.
 
-Soft device placement is off for every case but `parameter_server`'s (see its plugin): an op that has no kernel on the device it was
+Soft device placement is off for every case but those of a strategy that needs it
+(`suites.strategies.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
@@ -36,6 +37,7 @@ from suites.cases.case import Case  # noqa: E402
 from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
+from suites.strategies.capabilities import SoftPlacement  # noqa: E402
 #: Set by the launcher to split the cores between rank processes.
 THREADS_ENV = "PARBENCH_THREADS"
 
@@ -74,7 +76,7 @@ def configure_runtime(case: Case) -> None:
             pass  # already initialised
     if case.device is DeviceKind.CPU and plugin_for(case).replicas_in_process and case.n_devices > 1:
         _split_cpu(case.n_devices)
-    tf.config.set_soft_device_placement(not plugin_for(case).strict_placement)
+    tf.config.set_soft_device_placement(isinstance(plugin_for(case), SoftPlacement))
 
 
 def visible_gpu_count(case: Case) -> int:

@@ -32,10 +32,10 @@ class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
     devices = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     params = (PS,)
-    #: The functions the coordinator dispatches to workers fail under strict placement (TF
-    #: 2.21: "the device specification on the output node must match exactly one device",
-    #: chief, worker and ps all having a /device:CPU:0), so TF places what is left unplaced.
-    strict_placement = False
+    #: Soft placement (`suites.strategies.capabilities.SoftPlacement`): TF places what is left unplaced.
+    soft_placement_reason = ("the functions the coordinator dispatches to workers fail under strict placement "
+                             "(TF 2.21: 'the device specification on the output node must match exactly one "
+                             "device', chief, worker and ps all having a /device:CPU:0)")
 
     @staticmethod
     def parameter_servers(case: Case) -> int:
