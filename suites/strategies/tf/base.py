@@ -44,7 +44,7 @@ class TfStrategy(StrategyPlugin):
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        """The training layout of this strategy (`suites.frameworks.tf.trainers`)."""
+        """The training layout of this strategy (a `suites.frameworks.tf.trainers.Trainer`)."""
         raise NotImplementedError(f"{self.strategy} has no TF training layout")
 
     def describe(self, case: Case, params: Mapping[str, Any]) -> str:
