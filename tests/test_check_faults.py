@@ -123,7 +123,7 @@ def test_a_stale_parameter_server_update_counted_as_fresh_fails(monkeypatch):
     initial weights (a stale update counted as fresh) fails."""
     tf = pytest.importorskip("tensorflow")
     from suites.frameworks.tf.mixed import LossScaling
-    from suites.frameworks.tf.parameter_server import WorkerUpdate
+    from suites.strategies.tf.parameter_server.trainer import WorkerUpdate
     from suites.frameworks.tf.trainers import SingleDeviceTrainer
     from suites.frameworks.tf.training import CHECK_SEED, TfTrainStep
 

@@ -58,11 +58,13 @@ def test_every_strategy_has_a_plugin_with_devices_workloads_and_a_launcher(strat
 
 
 def test_every_plugin_module_is_a_strategy_of_its_framework():
-    """A module dropped into suites/strategies/<framework>/ is a strategy name (or a shared
-    `base`), so the registry can find it; nothing there is silently ignored."""
+    """A module or package (a strategy with its mechanism beside its plugin) dropped into
+    suites/strategies/<framework>/ is a strategy name (or a shared `base`), so the registry can
+    find it; nothing there is silently ignored."""
     for framework in Framework:
         folder = ROOT / "suites" / "strategies" / str(framework)
-        for module in sorted(folder.glob("*.py")):
+        packages = [init.parent for init in folder.glob("*/__init__.py")]
+        for module in sorted([*folder.glob("*.py"), *packages]):
             if module.stem in ("__init__", "base"):
                 continue
             assert module.stem in Strategy.names(), f"{module}: not a strategy name"

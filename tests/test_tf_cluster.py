@@ -23,7 +23,7 @@ from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
 from suites.errors import UserError  # noqa: E402
-from suites.frameworks.tf.parameter_server import WorkerUpdate  # noqa: E402
+from suites.strategies.tf.parameter_server.trainer import WorkerUpdate  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer  # noqa: E402
 from suites.frameworks.tf.training import CHECK_SEED, TfTrainStep  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402

@@ -22,7 +22,7 @@ from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf.kernels import HOST_CPU, split_matmul  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
-from suites.frameworks.tf.staged import StagedTrainer  # noqa: E402
+from suites.strategies.tf.model_parallel.staged import StagedTrainer  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.torch.kernels import SplitMatmul  # noqa: E402
 from suites.kept.check import against_reference, gradients_against_reference  # noqa: E402

@@ -23,11 +23,11 @@ from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # no
 from suites.frameworks.tf import models as tf_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
 from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
-from suites.frameworks.tf.trainers import (SingleDeviceTrainer, StrategyTrainer, TowersTrainer,  # noqa: E402
-                                           TrainingSetup)
+from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
+from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402

@@ -28,8 +28,10 @@ from suites.run.launchers import stuck_at  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
 from suites.strategies.base import STATE_BYTES  # noqa: E402
+from suites.strategies.capabilities import PipelineBubble  # noqa: E402
 from suites.strategies.stages import bubble, layer_names, layer_sizes, split_layers  # noqa: E402
 from suites.strategies.torch.pipeline import stage_layers  # noqa: E402
+from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +64,7 @@ def test_bubble_is_the_idle_share_of_the_step():
     assert [PIPELINE.bubble_fraction(pipeline_case("gpipe", m)) for m in (1, 2, 4, 8)] == \
         pytest.approx([1 / 2, 1 / 3, 1 / 5, 1 / 9])
     assert PIPELINE.bubble_fraction(pipeline_case("interleaved_1f1b", 4)) == pytest.approx(1 / 9)
-    assert find_plugin(Framework.TORCH, Strategy.DDP).bubble_fraction(pipeline_case()) is None
+    assert not isinstance(find_plugin(Framework.TORCH, Strategy.DDP), PipelineBubble)  # no bubble to store
 
 
 def test_layers_are_the_specs_top_level_parameter_groups():
@@ -95,7 +97,7 @@ def test_layer_groups_compose_to_the_model(spec, parts):
     layers = stage_layers(model)
     groups = [torch_models.LayerGroup(model, [layers[j] for j in group])
               for group in split_layers(layer_sizes(spec), parts)]
-    placed = torch_models.PlacedLayerGroups(groups, [torch.device("cpu")] * parts, torch.device("cpu"))
+    placed = PlacedLayerGroups(groups, [torch.device("cpu")] * parts, torch.device("cpu"))
     x = torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(spec.make_batch(3, 0)[0])))
     torch.testing.assert_close(placed(x), model(x))
     names = [name for group in groups for name, _ in group.named_parameters()]
@@ -163,7 +165,7 @@ def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standi
     runnable = TorchTrainStep(TrainStep(case))
     runnable.setup()
     try:
-        assert isinstance(runnable.trained, torch_models.PlacedLayerGroups)
+        assert isinstance(runnable.trained, PlacedLayerGroups)
         assert len(runnable.trained.groups) == 2 and runnable.local_batch == 8  # one process, the global batch
         check = runnable.check()
         assert check.passed and check.metric == "grad_rel_l2_err", check

@@ -25,9 +25,12 @@ def case_work(case: Case) -> dict[str, float | None]:
     workload = workload_of(case)
     state = workload.state_estimate() or {}
     plugin = find_plugin(case.framework, case.strategy)
+    # A strategy with the `PipelineBubble` capability (`suites.strategies.capabilities`), found by
+    # its member's name as `isinstance` would: this layer sits below the strategies.
+    bubble = getattr(plugin, "bubble_fraction", None)
     values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
               workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
-              state.get("activations"), plugin.bubble_fraction(case) if plugin else None,
+              state.get("activations"), bubble(case) if bubble else None,
               workload.min_bytes_per_step() or None)
     return dict(zip(CASE_WORK, values))
 

@@ -31,6 +31,7 @@ from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.strategies.base import Launch
+from suites.strategies.capabilities import NeedsIsolatedEnvironment, SlowToStart
 from suites.workloads import workload_class
 
 GRACE_S = 5.0
@@ -52,7 +53,8 @@ def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
     it gets a compiled first step's limit and that much again for its check."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    startup = plugin_for(case).startup_allowance_s if case is not None else None
+    plugin = plugin_for(case) if case is not None else None
+    startup = plugin.startup_allowance_s if isinstance(plugin, SlowToStart) else None
     compiled = case is not None and case.compile is not Compile.NONE
     return ((STARTUP_ALLOWANCE_S if startup is None else startup)
             + first_step_limit_s(timing, compiled) + case_limit_s(timing) + timing.budget_s
@@ -311,9 +313,16 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
         **(outcome.details if outcome else {})})
 
 
+def isolated_env(case: Case) -> dict[str, str]:
+    """What the case's fresh process gets on top of this one's environment: what its strategy
+    asks for (`NeedsIsolatedEnvironment`), else nothing."""
+    plugin = plugin_for(case)
+    return plugin.isolated_env(case) if isinstance(plugin, NeedsIsolatedEnvironment) else {}
+
+
 def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
     """One fresh process: for cases that must configure a framework before it initialises."""
-    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)])
+    return _run_processes(case, timing, [isolated_env(case)])
 
 
 def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
@@ -342,7 +351,7 @@ def run_bounded(case: Case, timing: TimingConfig, bound: Bound) -> Outcome:
     """An in-process case predicted near its first-step limit, in one isolated process instead,
     which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
     gets there. The parbench process could not stop it while a step ran."""
-    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)], bound)
+    return _run_processes(case, timing, [isolated_env(case)], bound)
 
 
 def launch_case(case: Case, timing: TimingConfig) -> Outcome:

@@ -31,6 +31,7 @@ from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.strategies.base import StrategyPlugin
+from suites.strategies.capabilities import ServesCluster
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
@@ -83,7 +84,7 @@ def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) 
     """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
     outcome."""
     try:
-        served = plugin.serve(case)
+        served = isinstance(plugin, ServesCluster) and plugin.serve(case)
     except Exception as error:  # a serving task whose cluster never formed
         return True, failed(error, "serve")
     try:

@@ -27,23 +27,24 @@ class Launch(str, Enum):
 class StrategyPlugin:
     """One strategy of one framework. Subclasses set the class attributes and override the
     rules that differ; the framework's base class (`TorchStrategy`, `TfStrategy`) adds the
-    hooks its runnables call."""
+    hooks its runnables call.
 
+    Only what every strategy decides is here; what one strategy alone does is an optional
+    capability it implements or not (`suites.strategies.capabilities`)."""
+
+    # --- rules: which cases exist, and which are available here ---------------------------------
+    #: The strategy this plugin implements.
     strategy: ClassVar[Strategy]
+    #: The framework it implements it in.
     framework: ClassVar[Framework]
     #: Device kinds the strategy can use at all: a case outside them exists nowhere. A case
     #: inside them may still be unavailable on a given machine, with the reason.
     devices: ClassVar[frozenset[DeviceKind]] = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
     kinds: ClassVar[frozenset[str]] = frozenset({"training"})
-    launch: ClassVar[Launch] = Launch.IN_PROCESS
     #: Parameters of the strategy itself (e.g. FSDP's `reshard`), set in a grid's `params` like
     #: a workload's and part of the case id when given; a case of another strategy drops them.
     params: ClassVar[tuple["Param", ...]] = ()
-    #: Seconds a launched process may take to start before its first step (framework import,
-    #: rendezvous, device initialisation); None: the launcher's default
-    #: (`suites.run.launchers.STARTUP_ALLOWANCE_S`).
-    startup_allowance_s: ClassVar[float | None] = None
     #: The compilers of the strategy's framework (set by the framework's base class): a case
     #: pairing a framework with another's compiler (torch with xla) is no case at all.
     compilers: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
@@ -78,6 +79,7 @@ class StrategyPlugin:
     no_sync_statistics: ClassVar[str] = "it has no synchronized batch norm here"
 
     def applies_to(self, workload: type["Workload"]) -> bool:
+        """Whether a case of `workload` exists under this strategy (by default: its kind is one of `kinds`)."""
         return workload.kind in self.kinds
 
     def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
@@ -96,18 +98,7 @@ class StrategyPlugin:
             return case.n_devices > 1
         return self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework))
 
-    def kernel_cache_shares(self, case: Case) -> int:
-        """Over how many device caches a kernel case's inputs are split: a split kernel
-        (`towers`) holds 1/n of them in each of its n GPUs' L2, so its cold-cache rotation is
-        sized on that share. 1 where the kernel runs whole, or its parts share one device."""
-        return 1
-
-    # --- launching (Launch.ISOLATED) --------------------------------------------------------
-    def isolated_env(self, case: Case) -> dict[str, str]:
-        """What the fresh process of an ISOLATED launch gets on top of the parent's environment."""
-        return {}
-
-    # --- the training state's analytic estimate (a training case's `state_estimate`) -------
+    # --- memory accounting: the training state's analytic estimate (`state_estimate`) --------
     def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
         """Bytes of training state one device holds, by ZeRO's accounting.
 
@@ -135,12 +126,17 @@ class StrategyPlugin:
         splits layers or micro-batches rescales it, or returns None where it cannot say."""
         return activation_bytes
 
-    # --- launching (Launch.RANKS) -----------------------------------------------------------
+    # --- launching ------------------------------------------------------------------------------
+    #: How a case of the strategy is launched: in the parbench process, in a fresh one, or as
+    #: rank processes (`suites.run.launchers`).
+    launch: ClassVar[Launch] = Launch.IN_PROCESS
+
     def processes(self, case: Case) -> int:
         """How many rank processes a RANKS launch starts."""
         return case.n_devices
 
     def ports_needed(self, case: Case) -> int:
+        """How many free ports a RANKS launch picks for the case (its rendezvous)."""
         return 1
 
     def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
@@ -155,14 +151,7 @@ class StrategyPlugin:
         0 for a lone process. Rank 0 reports the case and stores its record."""
         return int(os.environ.get("RANK", "0"))
 
-    def serve(self, case: Case) -> bool:
-        """In a process of the case that only serves the others (a parameter-server cluster's
-        workers and parameter servers, which the chief drives), serve until the case is over
-        and return True; raise if the case's processes never met. A process that runs the case
-        itself returns False at once (the default)."""
-        return False
-
-    # --- batch statistics (models with batch norm) --------------------------------------------
+    # --- training mechanism: batch statistics (models with batch norm) -------------------------
     def statistics_groups(self, case: Case) -> int | None:
         """Into how many equal parts of the global batch a step computes batch statistics, each
         part on its own, where they are not synchronised; None where `statistics_split` is not
@@ -175,13 +164,6 @@ class StrategyPlugin:
         if self.statistics_groups(case) == 1 or self.synchronized_statistics:
             return None
         return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
-
-    # --- analytic figures of the strategy ----------------------------------------------------
-    def bubble_fraction(self, case: Case) -> float | None:
-        """The share of a step each device idles by the strategy's construction, in theory (a
-        pipeline's bubble); None for a strategy without one. Stored as the metric
-        `pipeline_bubble` beside the measured step."""
-        return None
 
 
 def on_shared_gpus(case: Case, gpus: int) -> bool:

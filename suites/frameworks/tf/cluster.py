@@ -1,35 +1,59 @@
-"""A TF cluster of processes joined by TF_CONFIG: its tasks, the rendezvous and its timeout,
-the life of a serving task, and what the chief reads from the other tasks.
+"""A TF cluster of processes joined by TF_CONFIG (`multiworker`, `parameter_server`): TF_CONFIG
+itself, its tasks, and the rendezvous and its timeout. Imports no TensorFlow: the plugins'
+rules read TF_CONFIG too.
 
 TF waits for a missing task in C, forever, and a TF server ignores SIGTERM. So every wait here
 has a deadline (`rendezvous_timeout_s`): where Python polls (a serving task waiting for its
 chief, a chief waiting for its workers and parameter servers) it raises `RendezvousTimeout`;
 where TF would block in C (MultiWorkerMirroredStrategy's constructor) the workers `meet` first.
 Either way the reason names the tasks that never came.
-
-What other tasks hold is read through TF itself, so it works across machines: an op placed on a
-task's CPU runs in that task's process, so `tf.io.read_file` there reads that process's files —
-its own /proc/self/status (peak resident set) and the provenance it wrote at start-up.
 """
 from __future__ import annotations
 
 import json
-import re
+import os
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from suites import knobs
-from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
-import tensorflow as tf  # noqa: E402
+from suites.errors import UserError
 
-from suites.kept.memory import MemoryPeak  # noqa: E402
-from suites.kept.provenance import environment  # noqa: E402
-from suites.run.memory import CLEAR_REFS, RESET_HIGH_WATER_MARK, STATUS, MemoryProbe  # noqa: E402
-from suites.run.scratch import shared_temp_dir  # noqa: E402
-from suites.strategies.tf.base import CLUSTER_JOBS, read_tf_config  # noqa: E402
+#: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
+#: the workers, the parameter servers.
+CLUSTER_JOBS = ("chief", "worker", "ps")
+
+
+def read_tf_config() -> dict[str, Any] | None:
+    """TF_CONFIG as a mapping, None where it is not set; a malformed one is a `UserError`."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+        cluster, task = config["cluster"], config["task"]
+        if not isinstance(cluster, dict) or task["type"] not in cluster:
+            raise KeyError(f"task type {task['type']!r} has no job in the cluster")
+        if not 0 <= int(task["index"]) < len(cluster[task["type"]]):
+            raise KeyError(f"task index {task['index']} is outside job {task['type']!r}")
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"TF_CONFIG is not a cluster spec with this task in it ({error}); set it to "
+                        '{"cluster": {"worker": ["HOST:PORT", ...]}, "task": {"type": "worker", "index": I}}'
+                        ) from None
+    return config
+
+
+def tf_config_rank(config: Mapping[str, Any]) -> int:
+    """A task's rank: its place in the cluster, jobs in `CLUSTER_JOBS` order."""
+    cluster, task = config["cluster"], config["task"]
+    rank = 0
+    for job in CLUSTER_JOBS:
+        if job == task["type"]:
+            return rank + int(task["index"])
+        rank += len(cluster.get(job, ()))
+    raise UserError(f"TF_CONFIG: task type {task['type']!r} is not one of {', '.join(CLUSTER_JOBS)}")
+
 
 RENDEZVOUS_TIMEOUT_ENV = "PARBENCH_RENDEZVOUS_TIMEOUT_S"
 #: Seconds the tasks of a cluster have to meet, as torch's rendezvous (`suites.frameworks.torch.distributed`).
@@ -116,86 +140,3 @@ def meet(tasks: list[Task], me: Task, timeout: float | None = None) -> None:
         wait_for([task for task in tasks if task != me], timeout)
     finally:
         listener.close()
-
-
-# --- a serving task (a parameter-server cluster's workers and parameter servers) ----------
-def provenance_path(task: Task) -> Path:
-    """Where a task leaves its provenance for the chief to read (unique per cluster: the
-    task's address is in the name)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{task.job}{task.index}-{task.address}")
-    return shared_temp_dir() / f"parbench-task-{safe}.json"
-
-
-def serve() -> None:
-    """Run this task's TF server until the chief has come and gone.
-
-    The chief starts its own server when it connects to the cluster, at the address TF_CONFIG
-    gives it, and closes it when its process ends: this task serves until that address stops
-    answering. A chief that never comes up is a `RendezvousTimeout`.
-    """
-    tasks, me = cluster_tasks()
-    path = provenance_path(me)
-    path.write_text(json.dumps({"task": f"{me.job} {me.index}", **environment()}))
-    config = read_tf_config()
-    assert config is not None
-    server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]), job_name=me.job,
-                                  task_index=me.index, protocol="grpc", start=True)
-    try:
-        (chief,) = [task for task in tasks if task.job == "chief"]
-        wait_for([chief])
-        while chief.reachable():
-            time.sleep(POLL_S)
-    finally:
-        path.unlink(missing_ok=True)
-    del server  # the process ends next (`suites.run.worker`); TF cannot stop a server
-
-
-def task_provenance(tasks: list[Task]) -> list[dict[str, Any]]:
-    """Every serving task's provenance, read on its own machine."""
-    found = []
-    for task in tasks:
-        with tf.device(task.cpu):
-            text = tf.io.read_file(str(provenance_path(task)))
-        found.append(json.loads(text.numpy().decode()))
-    return found
-
-
-def own_provenance(task: Task) -> dict[str, Any]:
-    return {"task": f"{task.job} {task.index}", **environment()}
-
-
-# --- peak memory of every task ------------------------------------------------------------
-def _resident_kib(status: str, field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+) kB", status, re.M)
-    if match is None:
-        raise ValueError(f"no {field} in /proc/self/status")
-    return int(match.group(1))
-
-
-def _status(task: Task) -> str:
-    with tf.device(task.cpu):
-        return tf.io.read_file(str(STATUS)).numpy().decode()
-
-
-def resident_bytes(tasks: list[Task], field: str = "VmRSS") -> list[int]:
-    """Each task's resident set now (VmRSS) or its high-water mark (VmHWM), bytes."""
-    return [_resident_kib(_status(task), field) * 1024 for task in tasks]
-
-
-class ClusterMemoryProbe(MemoryProbe):
-    """Peak resident set of every task's process, each read in that process: the kernel's
-    high-water mark (VmHWM) reset at `start` (clear_refs) and read at `stop`, beside the
-    resident set each had when the case's setup began (`resident_bytes` then). Peaks are
-    labelled with the tasks' ranks (chief 0, then workers, then parameter servers)."""
-
-    def __init__(self, tasks: list[Task], baselines: list[int]) -> None:
-        self.tasks, self.baselines = tasks, baselines
-
-    def start(self) -> None:
-        for task in self.tasks:
-            with tf.device(task.cpu):
-                tf.io.write_file(str(CLEAR_REFS), RESET_HIGH_WATER_MARK)
-
-    def stop(self) -> list[MemoryPeak]:
-        return [MemoryPeak("cpu", 0, peak, None, baseline, rank) for rank, (peak, baseline)
-                in enumerate(zip(resident_bytes(self.tasks, "VmHWM"), self.baselines))]

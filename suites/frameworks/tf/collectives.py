@@ -18,9 +18,10 @@ from suites.frameworks.tf import backend  # first: TF's environment before TF lo
 import tensorflow as tf
 
 from suites.cases.strategy_plugins import plugin_for
-from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, synchronize_devices
+from suites.frameworks.tf.distribute import Lockstep, configure_runtime, gpu_ordinals, synchronize_devices
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.strategies.capabilities import CoordinatesWorkers
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 
 
@@ -34,7 +35,8 @@ class TfAllreduce(Runnable):
         configure_runtime(self.case)
         self.strategy = self.plugin.distribute(self.case, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
-        self.lockstep = self.plugin.lockstep(self.case, self.strategy)
+        self.lockstep = (self.plugin.lockstep(self.case, self.strategy)
+                         if isinstance(self.plugin, CoordinatesWorkers) else Lockstep())
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         elements, dtype = self.workload.elements, self.dtype

@@ -18,7 +18,8 @@ Which GPUs TF sees, fixed when it initialises:
   explicitly (and its check reads back on the host), and with soft placement off (below) TF
   cannot move one to the GPU.
 
-Soft device placement is off for every case but `parameter_server`'s (see its plugin): an op that has no kernel on the device it was
+Soft device placement is off for every case but those of a strategy that needs it
+(`suites.strategies.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
@@ -28,8 +29,6 @@ import json
 import os
 from typing import Any
 
-import numpy as np
-
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
@@ -38,6 +37,7 @@ from suites.cases.case import Case  # noqa: E402
 from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
+from suites.strategies.capabilities import SoftPlacement  # noqa: E402
 #: Set by the launcher to split the cores between rank processes.
 THREADS_ENV = "PARBENCH_THREADS"
 
@@ -76,7 +76,7 @@ def configure_runtime(case: Case) -> None:
             pass  # already initialised
     if case.device is DeviceKind.CPU and plugin_for(case).replicas_in_process and case.n_devices > 1:
         _split_cpu(case.n_devices)
-    tf.config.set_soft_device_placement(not plugin_for(case).strict_placement)
+    tf.config.set_soft_device_placement(isinstance(plugin_for(case), SoftPlacement))
 
 
 def visible_gpu_count(case: Case) -> int:
@@ -222,59 +222,3 @@ class Lockstep:
     def machines(self) -> list[dict[str, Any]] | None:
         """Every process's provenance, in rank order; one process: None (the record's own)."""
         return None
-
-
-class WorkerLockstep(Lockstep):
-    """The lockstep of a multi-worker case.
-
-    Each call is one all-reduce (sum) of a float64 vector with a slot per global replica, in
-    which every replica fills only its own slot: no worker leaves before every worker has arrived.
-    """
-
-    def __init__(self, strategy: tf.distribute.Strategy) -> None:
-        replicas = strategy.num_replicas_in_sync
-        #: Replicas are numbered worker by worker, each worker holding this many.
-        self._per_worker = max(1, len(strategy.extended.worker_devices))
-
-        def contribution(value: tf.Tensor) -> tf.Tensor:
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            return tf.one_hot(replica, replicas, dtype=tf.float64) * value
-
-        @tf.function
-        def every_replica_value(value: tf.Tensor) -> tf.Tensor:
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution, args=(value,)),
-                                   axis=None)
-
-        @tf.function
-        def every_replica_row(row: tf.Tensor) -> tf.Tensor:
-            def contribution_row(row: tf.Tensor) -> tf.Tensor:
-                replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-                return tf.one_hot(replica, replicas, dtype=tf.float64)[:, None] * row[None, :]
-
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution_row, args=(row,)),
-                                    axis=None)
-
-        self._every_replica_value = every_replica_value
-        self._every_replica_row = every_replica_row
-
-    def gather(self, value: float) -> tuple[float, ...]:
-        """Every worker's `value`, in task order."""
-        values = self._every_replica_value(tf.constant(value, tf.float64)).numpy()
-        return tuple(float(v) for v in values[::self._per_worker])
-
-    def gather_bytes(self, data: bytes) -> list[bytes]:
-        """Every worker's `data`, in task order: its length, then its bytes, each through the
-        same one-slot-per-replica all-reduce as `gather` (float64 holds a byte exactly)."""
-        lengths = [int(length) for length in self.gather(float(len(data)))]
-        row = np.zeros(max(lengths), np.float64)
-        row[:len(data)] = np.frombuffer(data, np.uint8)
-        rows = self._every_replica_row(tf.constant(row)).numpy()[::self._per_worker]
-        return [bytes(r[:length].astype(np.uint8)) for r, length in zip(rows, lengths)]
-
-    def machines(self) -> list[dict[str, Any]] | None:
-        """Every worker's provenance (its machine, CPU, libraries, ...), in task order."""
-        from suites.kept.provenance import environment
-
-        rank = this_task_index()
-        mine = json.dumps({"task": f"worker {rank}", **environment()}).encode()
-        return [json.loads(data) for data in self.gather_bytes(mine)]

@@ -14,6 +14,7 @@ from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
+from suites.strategies.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 
@@ -35,7 +36,8 @@ class _TorchKernel(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        shares = plugin_for(self.case).kernel_cache_shares(self.case)
+        plugin = plugin_for(self.case)
+        shares = plugin.kernel_cache_shares(self.case) if isinstance(plugin, SplitsKernels) else 1
         per_cache = self.workload.input_elements() * element_bytes // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -70,7 +72,7 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, stride: int) -> torch.Tensor:
 
 class TorchMatmul(_TorchKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
-    `TorchStrategy.kernel_devices`), the classic multi-GPU matmul (`SplitMatmul`)."""
+    `suites.strategies.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`)."""
 
     workload: Matmul
     device_state = (*_TorchKernel.device_state, "split")
@@ -80,7 +82,8 @@ class TorchMatmul(_TorchKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        devices = plugin_for(self.case).kernel_devices(self.case)
+        plugin = plugin_for(self.case)
+        devices = plugin.kernel_devices(self.case) if isinstance(plugin, SplitsKernels) else None
         if devices:
             self._setup_split(m, n, k, devices)
             return

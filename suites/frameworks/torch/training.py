@@ -34,6 +34,7 @@ from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_re
 from suites.run import faults
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.strategies.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS, ModelSpec, TrainStep
 
@@ -143,10 +144,12 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
         # A strategy that runs its own step (pipeline: its schedule), or None.
-        self.strategy_step = self.plugin.train_step(self.wrapped, self.optimizer, self.scaler)
+        self.strategy_step = (self.plugin.train_step(self.wrapped, self.optimizer, self.scaler)
+                              if isinstance(self.plugin, StepsItself) else None)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
-        self.local_step = self.plugin.local_step(self.wrapped, self.step)
+        self.local_step = (self.plugin.local_step(self.wrapped, self.step)
+                           if isinstance(self.plugin, SeparatesExchange) else None)
 
     def _batch_statistics(self) -> None:
         """A model with batch norm: synchronised across the ranks where the case asks for it
@@ -259,7 +262,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The case's own step on the check's small batch (`TrainStep.check_workload`)."""
         check = self.workload.check_workload()
         timed_step = self.strategy_step
-        if timed_step is not None:
+        if isinstance(self.plugin, StepsItself):
             checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, check.case)
             self.strategy_step = self.plugin.train_step(checked, self.optimizer, self.scaler)
         try:
@@ -307,6 +310,14 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.loss(model(x), y).backward()
         return model.canonical_gradients()
 
+    def _global_loss(self, loss: float) -> float:
+        """The step's loss over the global batch, from this process's `loss` (the mean over the
+        part it fed): in one process its own, across ranks the mean of the ranks' (equal
+        shards), or the strategy's own where it steps itself (`StepsItself.global_loss`)."""
+        if isinstance(self.plugin, StepsItself):
+            return self.plugin.global_loss(self.group, loss)
+        return self.group.mean(loss) if self.group else loss
+
     def _loss_trajectory_check(self, check: TrainStep) -> Check:
         """Losses of the first steps in this precision and strategy against the fp32
         single-device trajectory from the same weights, check batches and optimizer (rank 0's)."""
@@ -315,7 +326,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         for _, (x_local, y_local) in batches:
             scale = self.scaler.get_scale() if self.scaler else 0.0
             loss = float(self._train_step(x_local, y_local).item())
-            losses.append(self.plugin.global_loss(self.group, loss))
+            losses.append(self._global_loss(loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = self._on_root(lambda: reference_losses(

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
+from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tf_config_rank
 from suites.strategies.base import Launch, StrategyPlugin, split_reason, too_few_gpus_reason
+from suites.strategies.capabilities import CoordinatesWorkers
 from suites.workloads import workload_of
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-    from suites.frameworks.tf.distribute import Lockstep
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
     from suites.kept.devices import DeviceInfo
 
@@ -28,38 +29,27 @@ TF_BACKENDS = ("auto", "nccl", "ring")
 class TfStrategy(StrategyPlugin):
     framework = Framework.TF
     compilers = frozenset({Compile.NONE, Compile.XLA})
+
+    # --- launching ------------------------------------------------------------------------------
     #: Several devices of one process hold replicas (logical CPU devices when emulated), which
     #: TF must be told about before it initialises: such cases run in a fresh process.
     replicas_in_process: ClassVar[bool] = False
     #: Processes meet once per timed block (barrier to barrier), so blocks are made longer.
     coordinated: ClassVar[bool] = False
-    #: Soft device placement off: an op without a kernel on its device fails instead of
-    #: running, unrecorded, on another (`suites.frameworks.tf.distribute`).
-    strict_placement: ClassVar[bool] = True
 
+    # --- training mechanism ---------------------------------------------------------------------
     def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy | None":
         """The case's `tf.distribute` strategy; None where the strategy needs none."""
         return None
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        """The training layout of this strategy (`suites.frameworks.tf.trainers`)."""
+        """The training layout of this strategy (a `suites.frameworks.tf.trainers.Trainer`)."""
         raise NotImplementedError(f"{self.strategy} has no TF training layout")
-
-    def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
-        """How the processes of a case meet; one process has no one to wait for."""
-        from suites.frameworks.tf.distribute import Lockstep
-
-        return Lockstep()
 
     def describe(self, case: Case, params: Mapping[str, Any]) -> str:
         """The layout, as the numerics check's detail names it."""
         return str(self.strategy)
-
-    def kernel_devices(self, case: Case) -> list[str] | None:
-        """The devices a kernel case's work is split over (`towers`: the matmul's K), or None:
-        the kernel runs whole on the case's device."""
-        return None
 
     def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
         """The all-reduce an allreduce case of this strategy runs, for its check's detail."""
@@ -81,11 +71,12 @@ class DistributeStrategy(TfStrategy):
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf.distribute import Lockstep
         from suites.frameworks.tf.trainers import StrategyTrainer
 
         assert strategy is not None
-        return StrategyTrainer(setup, strategy, lockstep=self.lockstep(case, strategy),
-                               read_back_to_sync=self.read_back_to_sync)
+        lockstep = self.lockstep(case, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
+        return StrategyTrainer(setup, strategy, lockstep=lockstep, read_back_to_sync=self.read_back_to_sync)
 
 
 def param(case: Case, name: str, default: str) -> str:
@@ -129,41 +120,6 @@ def nccl_bf16_reason(case: Case, what: str) -> str | None:
             and param(case, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None
-
-
-#: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
-#: the workers, the parameter servers.
-CLUSTER_JOBS = ("chief", "worker", "ps")
-
-
-def read_tf_config() -> dict[str, Any] | None:
-    """TF_CONFIG as a mapping, None where it is not set; a malformed one is a `UserError`."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return None
-    try:
-        config = json.loads(raw)
-        cluster, task = config["cluster"], config["task"]
-        if not isinstance(cluster, dict) or task["type"] not in cluster:
-            raise KeyError(f"task type {task['type']!r} has no job in the cluster")
-        if not 0 <= int(task["index"]) < len(cluster[task["type"]]):
-            raise KeyError(f"task index {task['index']} is outside job {task['type']!r}")
-    except (ValueError, KeyError, TypeError) as error:
-        raise UserError(f"TF_CONFIG is not a cluster spec with this task in it ({error}); set it to "
-                        '{"cluster": {"worker": ["HOST:PORT", ...]}, "task": {"type": "worker", "index": I}}'
-                        ) from None
-    return config
-
-
-def tf_config_rank(config: Mapping[str, Any]) -> int:
-    """A task's rank: its place in the cluster, jobs in `CLUSTER_JOBS` order."""
-    cluster, task = config["cluster"], config["task"]
-    rank = 0
-    for job in CLUSTER_JOBS:
-        if job == task["type"]:
-            return rank + int(task["index"])
-        rank += len(cluster.get(job, ()))
-    raise UserError(f"TF_CONFIG: task type {task['type']!r} is not one of {', '.join(CLUSTER_JOBS)}")
 
 
 class ClusterStrategy(DistributeStrategy):

@@ -1,7 +1,7 @@
 """TF `pipeline`: `model_parallel`'s placement with the batch cut into micro-batches.
 
 Every step cuts the global batch into `microbatches` micro-batches inside one `tf.function`
-(`suites.frameworks.tf.staged.StagedTrainer`). No schedule is written down: TF's executor runs
+(`suites.strategies.tf.model_parallel.staged.StagedTrainer`). No schedule is written down: TF's executor runs
 each op when its inputs are ready, so stage k can work on micro-batch i while stage k+1 works
 on micro-batch i-1 — a GPipe-like fill and drain, the order left to the dataflow.
 `microbatches = 1` is `model_parallel`.

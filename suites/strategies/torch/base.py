@@ -4,7 +4,7 @@ The hooks import torch when called, never at import: rules are read without it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
@@ -37,7 +37,9 @@ class TorchStrategy(StrategyPlugin):
     compilers = frozenset({Compile.NONE, Compile.INDUCTOR})
     compile_params = {Compile.INDUCTOR: (COMPILE_MODE,)}
 
+    # --- rules ----------------------------------------------------------------------------------
     def compile_reason(self, case: Case) -> str | None:
+        """As every strategy's, and CUDA graphs (torch.compile's "reduce-overhead") on GPUs only."""
         reason = super().compile_reason(case)
         if reason or case.compile is not Compile.INDUCTOR:
             return reason
@@ -46,6 +48,7 @@ class TorchStrategy(StrategyPlugin):
                     f"on NVIDIA GPUs only; this case is on {case.device}")
         return None
 
+    # --- training mechanism ---------------------------------------------------------------------
     def join(self, case: Case) -> "ProcessGroup | None":
         """This process's process group, joined (one per rank process); None in one process."""
         return None
@@ -54,26 +57,10 @@ class TorchStrategy(StrategyPlugin):
         """The module a training step calls: the model itself, or the strategy's wrapper."""
         return model
 
-    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_case: Case) -> Any:
-        """What the numerics check steps at its own, smaller batch (`check_case`): `wrapped`
-        itself, or, for a strategy whose wrapper is built for one batch shape (a pipeline's
-        schedule), a wrapper of the same model built for `check_case`."""
-        return wrapped
-
-    def kernel_devices(self, case: Case) -> list["torch.device"] | None:
-        """The devices a kernel case's work is split over (`towers`: the matmul's K), or None:
-        the kernel runs whole on the case's device."""
-        return None
-
     def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
         """Every device this process's step runs work on: what the runnable's `synchronize`
         waits for before the timer reads its clock. One process, one device by default."""
         return [device]
-
-    def local_step(self, wrapped: "nn.Module", step: Callable[[], None]) -> Callable[[], None] | None:
-        """`step` without the strategy's cross-rank exchange, where it has one (the timer
-        separates compute from communication with it); None where it has none."""
-        return None
 
     def data_shard(self, case: Case, rank: int) -> slice:
         """The samples of the global batch (start:stop) this process feeds its model each step
@@ -91,21 +78,6 @@ class TorchStrategy(StrategyPlugin):
         """What the numerics check compares with the float64 single-device gradient: the
         model's full gradients in canonical layout (a sharding strategy gathers them first)."""
         return model.canonical_gradients()
-
-    # --- a strategy that steps the model its own way (pipeline) ---------------------------
-    def train_step(self, wrapped: Any, optimizer: "torch.optim.Optimizer",
-                   scaler: "torch.amp.GradScaler | None") -> "StrategyStep | None":
-        """The strategy's own training step, for a strategy whose step is not the runnable's
-        (zero_grad, forward, loss, backward, optimizer update; a pipeline's is its schedule's):
-        None where the runnable's is right. `wrapped` is what `wrap` returned, `optimizer` and
-        `scaler` (fp16's loss scaling) the runnable's."""
-        return None
-
-    def global_loss(self, group: "ProcessGroup | None", loss: float) -> float:
-        """The step's loss over the global batch, on every process, from this process's `loss`
-        (the mean over the part it fed): in one process its own, across ranks the mean of
-        the ranks' (equal shards)."""
-        return group.mean(loss) if group else loss
 
 
 class RankProcesses(TorchStrategy):
@@ -151,15 +123,3 @@ class RankProcesses(TorchStrategy):
         """Rank `rank`'s equal shard of the global batch."""
         size = workload_of(case).per_device_batch
         return slice(rank * size, (rank + 1) * size)
-
-
-class StrategyStep(Protocol):
-    """A training step a strategy runs itself (`TorchStrategy.train_step`), on this process's
-    part of a batch (`data_shard`): `x` its inputs, `y` its targets."""
-
-    def step(self, x: "torch.Tensor", y: "torch.Tensor") -> "torch.Tensor":
-        """zero_grad, forward, loss, backward and the optimizer update; returns the loss as
-        this process knows it (`TorchStrategy.global_loss` makes it the global one)."""
-
-    def backward(self, x: "torch.Tensor", y: "torch.Tensor") -> None:
-        """Forward and backward only, leaving the gradients in the parameters (the check)."""

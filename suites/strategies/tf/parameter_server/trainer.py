@@ -27,11 +27,12 @@ import numpy as np
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
-from suites.frameworks.tf.cluster import (ClusterMemoryProbe, Task, cluster_tasks, own_provenance,
-                                          resident_bytes, task_provenance)
-from suites.frameworks.tf.mixed import LossScaling
-from suites.frameworks.tf.trainers import Batch, Trainer, TrainingSetup, _numpy
-from suites.run.memory import MemoryProbe
+from suites.frameworks.tf.cluster import Task, cluster_tasks  # noqa: E402
+from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
+from suites.frameworks.tf.trainers import Batch, Trainer, TrainingSetup, _numpy  # noqa: E402
+from suites.run.memory import MemoryProbe  # noqa: E402
+from suites.strategies.tf.parameter_server.serving import (ClusterMemoryProbe, own_provenance,  # noqa: E402
+                                                           resident_bytes, task_provenance)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ class Towers(TfStrategy):
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf.distribute import replica_devices
-        from suites.frameworks.tf.trainers import TowersTrainer
+        from suites.strategies.tf.towers.trainer import TowersTrainer
 
         return TowersTrainer(setup, replica_devices(case), str(params["placement"]))
 

@@ -5,7 +5,7 @@ by parameter count, `suites.strategies.stages`); group k's variables and ops are
 device k with `tf.device` — GPUs for real, logical CPU devices when emulated (set before TF
 initialises, so a case runs in a fresh process) — and the activations flow from device to
 device, forward and back. The whole batch goes through at once: one device busy at a time.
-It is `pipeline` with one micro-batch (`suites.frameworks.tf.staged.StagedTrainer`).
+It is `pipeline` with one micro-batch (`suites.strategies.tf.model_parallel.staged.StagedTrainer`).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class ModelParallel(TfStrategy):
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf.distribute import replica_devices
-        from suites.frameworks.tf.staged import StagedTrainer
+        from suites.strategies.tf.model_parallel.staged import StagedTrainer
 
         return StagedTrainer(setup, replica_devices(case), self.microbatches(case))
 

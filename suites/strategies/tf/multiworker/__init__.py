@@ -59,7 +59,7 @@ class MultiWorker(ClusterStrategy):
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
     def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
-        from suites.frameworks.tf.distribute import WorkerLockstep
+        from suites.strategies.tf.multiworker.lockstep import WorkerLockstep
 
         assert strategy is not None
         return WorkerLockstep(strategy)

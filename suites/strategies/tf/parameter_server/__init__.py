@@ -5,7 +5,7 @@ A cluster of 1 chief (the coordinator: it runs the case, schedules the steps and
 default 1), joined by TF_CONFIG: on 127.0.0.1 with ports picked at run time under parbench's
 launcher, or across machines with a TF_CONFIG per machine. Workers and parameter servers only
 serve (`serve`), until the chief is done. Training is asynchronous
-(`suites.frameworks.tf.parameter_server`): each worker applies the gradient of its own batch to
+(`suites.strategies.tf.parameter_server.trainer`): each worker applies the gradient of its own batch to
 the weights it read, no averaging, no waiting.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
-from suites.strategies.tf.base import ClusterStrategy, mirrored_variables_reason, read_tf_config, replicas_reason
+from suites.frameworks.tf.cluster import read_tf_config
+from suites.strategies.tf.base import ClusterStrategy, mirrored_variables_reason, replicas_reason
 from suites.workloads import workload_of
 from suites.workloads.base import Param
 
@@ -31,10 +32,10 @@ class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
     devices = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     params = (PS,)
-    #: The functions the coordinator dispatches to workers fail under strict placement (TF
-    #: 2.21: "the device specification on the output node must match exactly one device",
-    #: chief, worker and ps all having a /device:CPU:0), so TF places what is left unplaced.
-    strict_placement = False
+    #: Soft placement (`suites.strategies.capabilities.SoftPlacement`): TF places what is left unplaced.
+    soft_placement_reason = ("the functions the coordinator dispatches to workers fail under strict placement "
+                             "(TF 2.21: 'the device specification on the output node must match exactly one "
+                             "device', chief, worker and ps all having a /device:CPU:0)")
 
     @staticmethod
     def parameter_servers(case: Case) -> int:
@@ -70,7 +71,7 @@ class ParameterServer(ClusterStrategy):
 
     def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        from suites.frameworks.tf.parameter_server import ParameterServerTrainer
+        from suites.strategies.tf.parameter_server.trainer import ParameterServerTrainer
 
         assert strategy is not None
         return ParameterServerTrainer(setup, strategy, workers=case.n_devices)
@@ -84,7 +85,7 @@ class ParameterServer(ClusterStrategy):
         config = read_tf_config()
         if config is None or config["task"]["type"] == "chief":
             return False
-        from suites.frameworks.tf.cluster import serve
+        from suites.strategies.tf.parameter_server.serving import serve
         from suites.frameworks.tf.distribute import configure_runtime
 
         configure_runtime(case)

@@ -66,7 +66,8 @@ class ModelParallel(TorchStrategy):
         the optimizer and the gradient check see them where they are); the output returns to
         `device`, where the runnable's targets are. Mixed precision: the runnable's autocast
         covers every CUDA device of this thread."""
-        from suites.frameworks.torch.models import LayerGroup, PlacedLayerGroups
+        from suites.frameworks.torch.models import LayerGroup
+        from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups
 
         layers = stage_layers(model)
         groups = split_layers(layer_sizes(model.spec), case.n_devices)
