@@ -16,7 +16,7 @@ import pytest
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from suites.cases.case import Case
-from suites.cases.grid import builtin_suite_names, load_suite
+from suites.grids.grid import builtin_suite_names, load_suite
 from suites.cases.vocabulary import Status
 from suites.frontends import asv_support
 from suites.frontends.prepared import CaseUnavailable, runs_in_process

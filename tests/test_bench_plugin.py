@@ -9,7 +9,7 @@ from typing import ClassVar, Mapping
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
+from suites.grids.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Framework
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare

@@ -12,8 +12,8 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.filters import select
-from suites.cases.grid import parse_suite
-from suites.cases.strategy_plugins import find_plugin, plugin_for
+from suites.grids.grid import parse_suite
+from suites.strategies.registry import find_plugin, plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Framework, Status, Strategy
 from suites.errors import GridError, UserError

@@ -30,7 +30,7 @@ from tests.processes import mark_processes
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import backend  # noqa: E402
@@ -143,7 +143,7 @@ def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
 
 def test_the_training_suites_dataparallel_cases_are_asv_launched_benchmarks():
     asv_support = pytest.importorskip("suites.frontends.asv_support")
-    from suites.cases.grid import load_suite
+    from suites.grids.grid import load_suite
 
     suite = load_suite("training")
     classes = asv_support.benchmark_classes("training", "training", suite)
@@ -188,7 +188,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
     """Test-only workloads whose case fails."""
     import time
     from suites.kept.check import Check
-    from suites.cases.strategy_plugins import plugin_for
+    from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
-from suites.cases.strategy_plugins import find_plugin
+from suites.grids.grid import load_suite
+from suites.strategies.registry import find_plugin
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
 from suites.kept import devices, provenance

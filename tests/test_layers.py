@@ -3,7 +3,7 @@ A module imports only from its own layer and the layers below it, so each layer 
 tested and reused without the ones above (a report never needs the code that ran a case).
 
 Plugins cross upward only by import path, resolved at run time (a workload's implementations,
-`suites.cases.strategy_plugins`, `suites.kept.devices.descriptor`): that is how the lower
+`suites.strategies.registry`, `suites.kept.devices.descriptor`): that is how the lower
 layers stay free of torch and TensorFlow.
 """
 from __future__ import annotations

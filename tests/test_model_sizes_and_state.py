@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import parse_suite
-from suites.cases.strategy_plugins import plugin_for
+from suites.grids.grid import parse_suite
+from suites.strategies.registry import plugin_for
 from suites.errors import GridError
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin
+from suites.strategies.registry import find_plugin
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
 from suites.kept import devices
 from suites.kept.devices import DeviceInfo

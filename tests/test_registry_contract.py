@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import PLUGIN_PACKAGE, find_plugin, plugins_of
+from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.cases.vocabulary import Framework, Strategy
 from suites.frontends.asv_support import KIND_MODULES
 from suites.kept.devices import descriptor

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
+from suites.grids.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError

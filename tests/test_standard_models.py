@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
+from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
 from suites.frameworks.tf.models import attend, build_forward, summed_loss  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402

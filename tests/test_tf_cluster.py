@@ -19,7 +19,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
+from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
 from suites.errors import UserError  # noqa: E402

@@ -16,8 +16,8 @@ tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.grid import parse_suite  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.grids.grid import parse_suite  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf.kernels import HOST_CPU, split_matmul  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402

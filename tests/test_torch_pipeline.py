@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin  # noqa: E402
+from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402

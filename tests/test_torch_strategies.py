@@ -20,7 +20,7 @@ from tests.processes import mark_processes
 torch = pytest.importorskip("torch")
 
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin  # noqa: E402
+from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
@@ -332,7 +332,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
     """Test-only workload: rank 1 dies abruptly right after joining the process group."""
     import os
     from suites.kept.check import Check
-    from suites.cases.strategy_plugins import plugin_for
+    from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload

@@ -6,7 +6,7 @@ import pytest
 
 import suites
 from suites.cases.case import Case
-from suites.cases.grid import parse_suite
+from suites.grids.grid import parse_suite
 from suites.cases.vocabulary import Status
 from suites.errors import GridError
 from suites.kept.record import Record

@@ -33,7 +33,7 @@ from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from suites import knobs
 from suites.cases.case import Case
-from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import is_combination
+from suites.strategies.registry import is_combination
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.kept.record import Record

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.kept.check import Check
 from suites.run.availability import unavailable_reason

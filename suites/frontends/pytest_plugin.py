@@ -21,8 +21,8 @@ from typing import Any, Iterable
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
-from suites.cases.strategy_plugins import plugin_for
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
+from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin
+from suites.strategies.registry import find_plugin
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work

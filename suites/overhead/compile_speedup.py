@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from suites.cases.case import Case
 from suites.cases.filters import select
-from suites.cases.grid import load_suite
+from suites.grids.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.errors import UserError

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin, strategies_of
+from suites.strategies.registry import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
 from suites.kept.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence

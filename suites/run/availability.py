@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
+from suites.strategies.registry import NoSuchStrategy, plugin_for
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
 from suites.workloads import workload_of

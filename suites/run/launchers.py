@@ -24,7 +24,7 @@ from typing import Callable
 
 from suites import knobs
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, bound_for

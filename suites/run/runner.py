@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.contention import Contention, judge, read_cpu

@@ -26,7 +26,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.kept.contention import Contention, judge, read_cpu
-from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
+from suites.strategies.registry import NoSuchStrategy, plugin_for
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.launchers import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir

@@ -5,5 +5,5 @@ framework, as a `PLUGIN` object: when it applies and why not, whether it is emul
 its processes launch and with which environment, and the hooks the framework's runnables call
 (wrap the model, split the batch, exchange gradients, a local step, how the result is checked).
 Plugin modules import no framework at import time; their hooks import it when a case runs.
-`suites.cases.strategy_plugins` finds them by that path, importing only the one asked for.
+`suites.strategies.registry` finds them by that path, importing only the one asked for.
 """

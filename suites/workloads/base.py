@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Framework, Precision
-from suites.cases.strategy_plugins import compile_params, strategy_params
+from suites.strategies.registry import compile_params, strategy_params
 from suites.workloads.sources import source_files
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.strategy_plugins import find_plugin, plugin_for
+from suites.strategies.registry import find_plugin, plugin_for
 from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES

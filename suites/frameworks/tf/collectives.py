@@ -17,7 +17,7 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.frameworks.tf.distribute import configure_runtime, gpu_ordinals, synchronize_devices
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable

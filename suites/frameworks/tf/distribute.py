@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 from suites import knobs  # noqa: E402
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
+from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.strategies.base import Launch  # noqa: E402
 #: Set by the launcher to split the cores between rank processes.

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile, DeviceKind, Precision
 from suites.frameworks.tf import memory as tf_memory
 from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus,

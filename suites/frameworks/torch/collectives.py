@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.frameworks.torch import backend
 from suites.frameworks.torch.distributed import limit_threads_from_env
 from suites.kept.check import Check

@@ -7,7 +7,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 import torch
 
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, TypeVar
 import numpy as np
 import torch
 
-from suites.cases.strategy_plugins import plugin_for
+from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import GridError, UserError
-from suites.cases.strategy_plugins import (compile_params, compilers_of, devices_of, frameworks_of,
+from suites.strategies.registry import (compile_params, compilers_of, devices_of, frameworks_of,
                                           is_combination, strategies_for, strategies_of, strategy_params)
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, Strategy
 from suites.workloads import WORKLOADS, workload_class
