@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.workloads import workload_of
+from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
     from suites.kept.devices import DeviceInfo
@@ -37,8 +37,11 @@ class StrategyPlugin:
     #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
     kinds: ClassVar[frozenset[str]] = frozenset({"training"})
     launch: ClassVar[Launch] = Launch.IN_PROCESS
-    #: Parameters of the strategy itself (e.g. FSDP's `reshard`), set in a grid's `params` like
-    #: a workload's and part of the case id when given; a case of another strategy drops them.
+    #: The strategy's own options (e.g. FSDP's `reshard`): a frozen dataclass whose fields are
+    #: set in a grid's `params` like a workload's and are part of the case id when given; a case
+    #: of another strategy drops them. A job carries the built instance (`Job.options`).
+    options_type: ClassVar[type] = NoOptions
+    #: The grid parameters `options_type` declares (derived, `options.params_of`).
     params: ClassVar[tuple["Param", ...]] = ()
     #: Seconds a launched process may take to start before its first step (framework import,
     #: rendezvous, device initialisation); None: the launcher's default
@@ -53,8 +56,15 @@ class StrategyPlugin:
     compile_modes: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
     #: Why a compiler of the framework is not in `compile_modes`, where the strategy knows.
     compile_limits: ClassVar[Mapping[Compile, str]] = {}
-    #: Parameters a compiler takes (torch.compile's `compile_mode`), given only to its cases.
+    #: The options a compiler takes (torch.compile's `compile_mode`), given only to its cases.
+    compiler_options: ClassVar[Mapping[Compile, type]] = {}
+    #: The grid parameters of `compiler_options` (derived).
     compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.params = params_of(cls.options_type)
+        cls.compile_params = {compile: params_of(options) for compile, options in cls.compiler_options.items()}
 
     def compile_reason(self, case: Case) -> str | None:
         """Why the case's step cannot run under its compiler with this strategy, or None."""
