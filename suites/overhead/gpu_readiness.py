@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.strategies.registry import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
@@ -145,7 +146,7 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                 # what the hardware rightly cannot do: the availability rules of the precision
                 # (tf32/bf16 below compute capability 8.0) and the strategy (its backends, its dtypes)
                 why = (too_few or precision_reason(case, device)
-                       or plugin.unavailable_reason(case, device) or "")
+                       or plugin.unavailable_reason(job_for(case), device) or "")
                 shared = " (shared GPU)" if kind is DeviceKind.GPU and plugin.shares_gpus and n > count else ""
                 name = f"{workload} {framework} {kind}:{n}{shared} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))

@@ -6,6 +6,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
@@ -15,7 +16,6 @@ from suites.kept.memory import largest_peak
 from suites.run.availability import Unsupported
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
-from suites.workloads import workload_of
 
 
 @dataclass
@@ -85,7 +85,7 @@ def measured_check(runnable: Runnable) -> Check:
 
 
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
-    workload = workload_of(case)
+    workload = job_for(case).workload
     runnable_class = workload.runnable_class(case.framework)
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"

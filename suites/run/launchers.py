@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from suites import knobs
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, bound_for
@@ -52,7 +52,7 @@ def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
     it gets a compiled first step's limit and that much again for its check."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    startup = plugin_for(case).startup_allowance_s if case is not None else None
+    startup = job_for(case).strategy.startup_allowance_s if case is not None else None
     compiled = case is not None and case.compile is not Compile.NONE
     return ((STARTUP_ALLOWANCE_S if startup is None else startup)
             + first_step_limit_s(timing, compiled) + case_limit_s(timing) + timing.budget_s
@@ -313,17 +313,18 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
 
 def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
     """One fresh process: for cases that must configure a framework before it initialises."""
-    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)])
+    return _run_processes(case, timing, [job_for(case).strategy.isolated_env(job_for(case))])
 
 
 def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
-    """`plugin.processes(case)` rank processes, each told its rank and the rendezvous ports."""
-    plugin = plugin_for(case)
-    count = plugin.processes(case)
-    ports = free_ports(plugin.ports_needed(case))
+    """`plugin.processes(job)` rank processes, each told its rank and the rendezvous ports."""
+    job = job_for(case)
+    plugin = job.strategy
+    count = plugin.processes(job)
+    ports = free_ports(plugin.ports_needed(job))
     threads = str(threads_per_process(case, count))
     cpus = rank_cpus(case, count)
-    envs = [{**plugin.rank_env(case, rank, count, ports),
+    envs = [{**plugin.rank_env(job, rank, count, ports),
              "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
              **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
             for rank in range(count)]
@@ -342,7 +343,7 @@ def run_bounded(case: Case, timing: TimingConfig, bound: Bound) -> Outcome:
     """An in-process case predicted near its first-step limit, in one isolated process instead,
     which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
     gets there. The parbench process could not stop it while a step ran."""
-    return _run_processes(case, timing, [plugin_for(case).isolated_env(case)], bound)
+    return _run_processes(case, timing, [job_for(case).strategy.isolated_env(job_for(case))], bound)
 
 
 def launch_case(case: Case, timing: TimingConfig) -> Outcome:
@@ -365,5 +366,5 @@ def launch_mode(case: Case) -> Launch:
     a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
     of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
     what it took, which would starve every later case of that GPU)."""
-    launch = plugin_for(case).launch
+    launch = job_for(case).strategy.launch
     return Launch.ISOLATED if launch is Launch.IN_PROCESS and case.device is DeviceKind.GPU else launch

@@ -5,8 +5,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.strategies.registry import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.contention import Contention, judge, read_cpu
@@ -66,7 +66,7 @@ def store_outcome(case: Case, outcome: Outcome, context: RunContext,
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
                                                       "accelerators": discovered_accelerators()},
-                    reason=outcome.reason, emulated=plugin_for(case).emulated(case),
+                    reason=outcome.reason, emulated=job_for(case).emulated,
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
                     details=details, contention=contention, bound_by=bound_by)
     context.store.append(record)

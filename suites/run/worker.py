@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from suites import knobs
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
@@ -83,7 +84,7 @@ def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) 
     """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
     outcome."""
     try:
-        served = plugin.serve(case)
+        served = plugin.serve(job_for(case))
     except Exception as error:  # a serving task whose cluster never formed
         return True, failed(error, "serve")
     try:
@@ -123,8 +124,9 @@ def main() -> None:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))
         timing = TimingConfig.from_mapping(json.loads(args.timing))
-        plugin = plugin_for(case)
-        rank = plugin.this_rank(case)
+        job = job_for(case)
+        plugin = job.strategy
+        rank = plugin.this_rank(job)
         stores = args.results is not None and rank == 0
         if stores:
             from suites.kept.store import ResultsStore

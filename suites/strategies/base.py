@@ -10,6 +10,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.kept.devices import DeviceInfo
     from suites.workloads.base import Param, Workload
 
@@ -66,11 +67,12 @@ class StrategyPlugin:
         cls.params = params_of(cls.options_type)
         cls.compile_params = {compile: params_of(options) for compile, options in cls.compiler_options.items()}
 
-    def compile_reason(self, case: Case) -> str | None:
+    def compile_reason(self, job: "Job") -> str | None:
         """Why the case's step cannot run under its compiler with this strategy, or None."""
+        case = job.case
         if case.compile is Compile.NONE:
             return None
-        if workload_of(case).kind == "collective":
+        if job.workload.kind == "collective":
             return f"{case.workload} is one collective call: {case.compile} has nothing to compile"
         if case.compile in self.compile_modes:
             return None
@@ -90,7 +92,7 @@ class StrategyPlugin:
     def applies_to(self, workload: type["Workload"]) -> bool:
         return workload.kind in self.kinds
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         """Why `case` cannot run on `device` here, or None."""
         return None
 
@@ -99,26 +101,27 @@ class StrategyPlugin:
     #: (TF). Such a case runs, `emulated`, where it would otherwise be unavailable.
     shares_gpus: ClassVar[bool] = False
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         """Several devices on a CPU are logical devices / ranks sharing one CPU; several on fewer
         GPUs (`shares_gpus`) share them likewise."""
+        case = job.case
         if case.device is DeviceKind.CPU:
             return case.n_devices > 1
-        return self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework))
+        return self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework))
 
-    def kernel_cache_shares(self, case: Case) -> int:
+    def kernel_cache_shares(self, job: "Job") -> int:
         """Over how many device caches a kernel case's inputs are split: a split kernel
         (`towers`) holds 1/n of them in each of its n GPUs' L2, so its cold-cache rotation is
         sized on that share. 1 where the kernel runs whole, or its parts share one device."""
         return 1
 
     # --- launching (Launch.ISOLATED) --------------------------------------------------------
-    def isolated_env(self, case: Case) -> dict[str, str]:
+    def isolated_env(self, job: "Job") -> dict[str, str]:
         """What the fresh process of an ISOLATED launch gets on top of the parent's environment."""
         return {}
 
     # --- the training state's analytic estimate (a training case's `state_estimate`) -------
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """Bytes of training state one device holds, by ZeRO's accounting.
 
         `parameters` is the model's parameter count, `optimizer_states` the optimizer's states
@@ -137,7 +140,7 @@ class StrategyPlugin:
         state = {"parameters": weights, "gradients": weights, "optimizer": optimizer_states * weights}
         return {**state, "total": sum(state.values())}
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Bytes of activations one device keeps for the backward pass, from
         `activation_bytes`: what the whole model keeps for one device's batch of a data-parallel
         split (the workload's `per_device_batch`), in the compute dtype. The default is data
@@ -146,57 +149,66 @@ class StrategyPlugin:
         return activation_bytes
 
     # --- launching (Launch.RANKS) -----------------------------------------------------------
-    def processes(self, case: Case) -> int:
+    def processes(self, job: "Job") -> int:
         """How many rank processes a RANKS launch starts."""
+        case = job.case
         return case.n_devices
 
-    def ports_needed(self, case: Case) -> int:
+    def ports_needed(self, job: "Job") -> int:
         return 1
 
-    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+    def rank_env(self, job: "Job", rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
         """Environment of one rank: torchrun's variables by default."""
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
                 "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size)}
 
-    def this_rank(self, case: Case) -> int:
+    def this_rank(self, job: "Job") -> int:
         """This process's rank among the case's processes, from the environment its launcher
         (parbench's, torchrun, or a user's on each machine) gave it: torchrun's RANK by default,
         0 for a lone process. Rank 0 reports the case and stores its record."""
         return int(os.environ.get("RANK", "0"))
 
-    def serve(self, case: Case) -> bool:
+    def serve(self, job: "Job") -> bool:
         """In a process of the case that only serves the others (a parameter-server cluster's
         workers and parameter servers, which the chief drives), serve until the case is over
         and return True; raise if the case's processes never met. A process that runs the case
         itself returns False at once (the default)."""
         return False
 
+    def batch_parts(self, job: "Job") -> int:
+        """Into how many equal parts a step cuts the global batch (its devices by default; a
+        pipeline also into micro-batches): the numerics check's batch is a multiple of it."""
+        return job.case.n_devices
+
     # --- batch statistics (models with batch norm) --------------------------------------------
-    def statistics_groups(self, case: Case) -> int | None:
+    def statistics_groups(self, job: "Job") -> int | None:
         """Into how many equal parts of the global batch a step computes batch statistics, each
         part on its own, where they are not synchronised; None where `statistics_split` is not
         declared."""
+        case = job.case
         return {"whole": 1, "replicas": case.n_devices}.get(self.statistics_split or "")
 
-    def sync_statistics_reason(self, case: Case) -> str | None:
+    def sync_statistics_reason(self, job: "Job") -> str | None:
         """Why the case cannot compute batch statistics over the global batch, or None (also
         where one forward sees the whole batch, so local and synchronised are the same)."""
-        if self.statistics_groups(case) == 1 or self.synchronized_statistics:
+        case = job.case
+        if self.statistics_groups(job) == 1 or self.synchronized_statistics:
             return None
         return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
 
     # --- analytic figures of the strategy ----------------------------------------------------
-    def bubble_fraction(self, case: Case) -> float | None:
+    def bubble_fraction(self, job: "Job") -> float | None:
         """The share of a step each device idles by the strategy's construction, in theory (a
         pipeline's bubble); None for a strategy without one. Stored as the metric
         `pipeline_bubble` beside the measured step."""
         return None
 
 
-def on_shared_gpus(case: Case, gpus: int) -> bool:
+def on_shared_gpus(job: "Job", gpus: int) -> bool:
     """Whether a GPU case spans more devices than the `gpus` visible (at least one): its ranks
     or logical devices then share them."""
+    case = job.case
     return case.device is DeviceKind.GPU and 0 < gpus < case.n_devices
 
 
@@ -207,9 +219,10 @@ def visible_gpus(framework: Framework) -> int:
     return devices.discover(framework, DeviceKind.GPU).count
 
 
-def too_few_gpus_reason(case: Case, device: "DeviceInfo", what: str, can_share: bool) -> str | None:
+def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool) -> str | None:
     """Why a GPU case of `what` cannot run on the GPUs `device` counts: too few of them, and the
     strategy cannot share them (`StrategyPlugin.shares_gpus`); None where it can run."""
+    case = job.case
     if case.device is not DeviceKind.GPU or device.count >= case.n_devices:
         return None
     if can_share and device.count > 0:
@@ -217,16 +230,18 @@ def too_few_gpus_reason(case: Case, device: "DeviceInfo", what: str, can_share: 
     return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
 
 
-def one_device_reason(case: Case) -> str | None:
+def one_device_reason(job: "Job") -> str | None:
     """Strategy `single`'s rule."""
+    case = job.case
     if case.n_devices != 1:
         return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
     return None
 
 
-def split_reason(case: Case, parts: str) -> str | None:
+def split_reason(job: "Job", parts: str) -> str | None:
     """Why the workload's batch cannot be split evenly over the case's devices, or None."""
-    return workload_of(case).split_problem(case.n_devices, parts)
+    case = job.case
+    return job.workload.split_problem(case.n_devices, parts)
 
 
 #: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`

@@ -50,7 +50,7 @@ class Job:
 
     @property
     def emulated(self) -> bool:
-        return self.strategy.emulated(self.case)
+        return self.strategy.emulated(self)
 
     def unavailable_reason(self) -> str | None:
         """Why the workload cannot run as the case asks, hardware aside: its own reasons, then

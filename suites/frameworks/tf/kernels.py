@@ -9,7 +9,6 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
@@ -26,13 +25,13 @@ class _TfKernel(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def _prepare(self) -> None:
-        configure_runtime(self.case)
+        configure_runtime(self.job)
         self.details.update(backend.cudnn_details(self.case))
         self.device = backend.device_name(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
-        shares = plugin_for(self.case).kernel_cache_shares(self.case)
+        shares = self.job.strategy.kernel_cache_shares(self.job)
         per_cache = self.workload.input_elements() * self.dtype.size // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -65,7 +64,7 @@ class TfMatmul(_TfKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        devices = plugin_for(self.case).kernel_devices(self.case) or [self.device]
+        devices = self.job.strategy.kernel_devices(self.job) or [self.device]
         #: One (A, B) pair of parts per device, for each rotated copy.
         def draw(shape: tuple[int, int], axis: int) -> tuple[tf.Tensor, ...]:
             parts = np.split(self.rng.standard_normal(shape, dtype=np.float32), len(devices), axis=axis)

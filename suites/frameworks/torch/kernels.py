@@ -7,7 +7,6 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 import torch
 
-from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels
@@ -35,7 +34,7 @@ class _TorchKernel(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        shares = plugin_for(self.case).kernel_cache_shares(self.case)
+        shares = self.job.strategy.kernel_cache_shares(self.job)
         per_cache = self.workload.input_elements() * element_bytes // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -80,7 +79,7 @@ class TorchMatmul(_TorchKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        devices = plugin_for(self.case).kernel_devices(self.case)
+        devices = self.job.strategy.kernel_devices(self.job)
         if devices:
             self._setup_split(m, n, k, devices)
             return
@@ -89,7 +88,7 @@ class TorchMatmul(_TorchKernel):
         self.a = [draw((m, k)) for _ in range(self.copies)]
         self.b = [draw((k, n)) for _ in range(self.copies)]
         self.out = torch.empty((m, n), device=self.device, dtype=self.dtype)
-        self._compiled = compiling.compiled(self.case, _matmul) if self._cold else None
+        self._compiled = compiling.compiled(self.job, _matmul) if self._cold else None
 
     def _product(self, i: int) -> torch.Tensor:
         """Eager: into the preallocated output (no allocation timed); compiled: inductor's
@@ -181,7 +180,7 @@ class TorchConv2d(_TorchKernel):
         self.weight = backend.to_device(self.filters_hwio.transpose(3, 2, 0, 1), self.device,
                                         self.dtype).contiguous(memory_format=memory_format)
         self.stride = int(p["stride"])
-        self._conv2d = compiling.compiled(self.case, _conv2d)
+        self._conv2d = compiling.compiled(self.job, _conv2d)
 
     def _conv(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv2d(x, self.weight, self.stride)

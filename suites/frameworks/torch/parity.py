@@ -27,12 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Precision
 from suites.frameworks.torch import backend
 from suites.frameworks.torch.training import make_optimizer
 from suites.run.interleaved import Interleaved, abba
-from suites.workloads import workload_of
 from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, TrainStep
 from suites.workloads.transformers import BertBase, Gpt2Small
@@ -205,14 +205,15 @@ def run_parity(case: Case, rounds: int, steps: int) -> ParityResult:
     """parbench's step of `case` and the canonical loop at its sizes, `rounds` A B B A rounds of
     `steps`-step blocks after one warm-up block each. Raises ValueError where the canonical
     model cannot take the case's sizes."""
-    workload = workload_of(case)
+    job = job_for(case)
+    workload = job.workload
     assert isinstance(workload, TrainStep)
     model = str(workload.p["model"])
     canonical, spec = CANONICAL[model], workload.model
     problem = canonical.sizes_problem(spec)
     if problem:
         raise ValueError(problem)
-    runnable = workload.runnable()
+    runnable = job.runnable()
     runnable.setup()
     try:
         device = runnable.device

@@ -22,7 +22,6 @@ from typing import Callable, Iterable, TypeVar
 import numpy as np
 import torch
 
-from suites.strategies.registry import plugin_for
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels
@@ -117,8 +116,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def setup(self) -> None:
         self.memory_baseline = torch_memory.Baseline.now()  # before anything of the case exists
         limit_threads_from_env()
-        self.plugin = plugin_for(self.case)
-        self.group = self.plugin.join(self.case)
+        self.plugin = self.job.strategy
+        self.group = self.plugin.join(self.job)
         if self.group:
             self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
@@ -130,11 +129,11 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
             self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
-        self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
+        self.wrapped = self.plugin.wrap(self.model, self.device, self.job)
         if self.case.compile is Compile.INDUCTOR:
             self._cold = compiling.ColdCompiles()
-        self.trained = compiling.compiled(self.case, self.wrapped)
-        self.devices_in_use = self.plugin.devices_in_use(self.case, self.device)
+        self.trained = compiling.compiled(self.job, self.wrapped)
+        self.devices_in_use = self.plugin.devices_in_use(self.job, self.device)
         # After `wrap`: a strategy that shards the model replaces its parameters.
         self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters())
         self.loss = torch_models.loss_function(self.spec)
@@ -168,13 +167,13 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Samples this process feeds the wrapped model per step: its strategy's `data_shard`
         (a data-parallel rank its shard; one process, or a tensor-parallel rank, the global
         batch, which a wrapper such as DataParallel may split)."""
-        shard = self.plugin.data_shard(self.case, self.rank)
+        shard = self.plugin.data_shard(self.job, self.rank)
         return shard.stop - shard.start
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Random inputs and labels drawn on the device, seeded per shard of the batch
         (processes that feed the same shard, as tensor-parallel ranks do, draw the same)."""
-        shard = self.plugin.data_shard(self.case, self.rank)
+        shard = self.plugin.data_shard(self.job, self.rank)
         generator = torch.Generator(device=self.device)
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
@@ -193,7 +192,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
         nothing at all, not even a disabled autocast, so the timed step is exactly what a
         hand-written loop would run."""
-        if self.autocast_dtype is None or self.plugin.handles_precision(self.case):
+        if self.autocast_dtype is None or self.plugin.handles_precision(self.job):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
@@ -251,16 +250,16 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The deterministic global batch of the check workload `check`, and this process's
         part of it on the device."""
         x, y = self.spec.make_batch(check.global_batch, seed)
-        part = self.plugin.data_shard(check.case, self.rank)
+        part = self.plugin.data_shard(self.job.check_job(), self.rank)
         return (x, y), (self.model.input_tensor(x[part], self.device, torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:
-        """The case's own step on the check's small batch (`TrainStep.check_workload`)."""
-        check = self.workload.check_workload()
+        """The case's own step on the check's small batch (`TrainStep.check_params`)."""
+        check = self.job.check_job().workload
         timed_step = self.strategy_step
         if timed_step is not None:
-            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, check.case)
+            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, self.job.check_job())
             self.strategy_step = self.plugin.train_step(checked, self.optimizer, self.scaler)
         try:
             if self.autocast_dtype is None:
@@ -271,7 +270,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
 
     def _describe(self, check: TrainStep) -> str:
         return (f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s), check batch "
-                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail()}")
+                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail(self.job.check_job().statistics_groups())}")
 
     def _gradient_check(self, check: TrainStep) -> Check:
         """Every rank's first-step gradients of the strategy (already averaged) against the
@@ -287,7 +286,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         gradients = faults.observed_gradients(gradients, world)
         self.optimizer.zero_grad(set_to_none=True)
         reference = self._on_root(lambda: reference_gradients(self.workload.model, self.weights, x, y,
-                                                               check.statistics_groups))
+                                                               self.job.check_job().statistics_groups()))
         result = gradients_against_reference(gradients, reference, self.case.precision,
                                              f"{self._describe(check)} vs float64 single-device"
                                              f"{faults.detail()}")
@@ -320,7 +319,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = self._on_root(lambda: reference_losses(
             self.workload.model, self.weights, [b for b, _ in batches], applied, self.device,
-            self.workload.optimizer, check.statistics_groups))
+            self.workload.optimizer, self.job.check_job().statistics_groups()))
         backend.set_matmul_precision(self.case.precision)
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")
