@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.frontends.asv_support import axis_params
@@ -149,7 +150,7 @@ from suites.workloads import workload_of
 CASE = Case.from_id({case_id!r})
 
 def test_matmul(benchmark):
-    runnable = workload_of(CASE).runnable()
+    runnable = job_for(CASE).runnable()
     runnable.setup()
     check = runnable.check()
     def step():

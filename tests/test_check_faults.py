@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
@@ -56,7 +57,7 @@ def test_the_check_records_its_time_and_memory_beside_its_verdict():
     pytest.importorskip("torch")
     from suites.run.execute import measured_check
 
-    runnable = workload_of(train_case("torch", "single", 1, batch=64)).runnable()
+    runnable = job_for(train_case("torch", "single", 1, batch=64)).runnable()
     runnable.setup()
     try:
         check = measured_check(runnable)

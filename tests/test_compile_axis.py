@@ -10,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.filters import select
 from suites.grids.grid import parse_suite
@@ -110,13 +111,13 @@ def train(framework: str, strategy: str, compiler: str, workload: str = "train_s
     (train("torch", "ddp", "inductor", "allreduce"), "allreduce is one collective call: inductor has nothing"),
 ])
 def test_a_strategy_that_does_not_run_under_a_compiler_is_unavailable_with_the_reason(case, reason):
-    assert reason in plugin_for(case).compile_reason(case)
+    assert reason in job_for(case).strategy.compile_reason(job_for(case))
 
 
 @pytest.mark.parametrize("case", [train("torch", "ddp", "inductor"), train("tf", "mirrored", "xla"),
                                   train("tf", "multiworker", "xla"), train("torch", "ddp", "none")])
 def test_ddp_under_inductor_and_mirrored_under_xla_are_available(case):
-    assert plugin_for(case).compile_reason(case) is None
+    assert job_for(case).strategy.compile_reason(job_for(case)) is None
 
 
 def test_a_new_strategy_inherits_compilers_but_runs_under_none_until_it_declares_them():

@@ -29,6 +29,7 @@ from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
@@ -206,7 +207,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
 
     class FailingCheckRunnable(Runnable):
         def setup(self):
-            self.group = plugin_for(self.case).join(self.case)
+            self.group = job_for(self.case).strategy.join(job_for(self.case))
 
         def step(self):
             pass

@@ -16,6 +16,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
@@ -382,7 +383,7 @@ def test_a_tf32_case_leaves_torchs_flags_as_it_found_them(case, torch_flags):
     """An in-process tf32 case must not leak TF32 into the fp32 cases (or user code) after it."""
     torch.set_float32_matmul_precision("highest")
     torch.backends.cudnn.allow_tf32 = False
-    runnable = workload_of(case).runnable()
+    runnable = job_for(case).runnable()
     runnable.setup()
     assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
     assert torch.backends.cuda.matmul.allow_tf32  # what cuBLAS reads
@@ -394,7 +395,7 @@ def test_a_tf32_case_leaves_torchs_flags_as_it_found_them(case, torch_flags):
 def test_an_fp32_case_restores_a_callers_tf32_setting(torch_flags):
     torch.set_float32_matmul_precision("high")
     torch.backends.cudnn.allow_tf32 = True
-    runnable = workload_of(Case.make("matmul", "torch", "cpu", params=MATMUL)).runnable()
+    runnable = job_for(Case.make("matmul", "torch", "cpu", params=MATMUL)).runnable()
     runnable.setup()
     assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
     runnable.teardown()

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.grids.grid import parse_suite
 from suites.strategies.registry import plugin_for
@@ -183,7 +184,7 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
 def test_records_and_reports_carry_the_estimates(tmp_path: Path):
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8, "optimizer": "adam"})
     stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load())
-    estimate = workload_of(case).state_estimate()
+    estimate = job_for(case).state_estimate()
     assert stored["state_bytes_per_device_estimate"] == estimate["total"] == 16 * parameter_count(Mlp())
     assert stored["activation_bytes_per_device_estimate"] == estimate["activations"]
     kernel = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
@@ -224,7 +225,7 @@ def test_tensor_fsdp_and_pipeline_plans_cover_every_llama_block():
     assert [layer.names for layer in model.stage_layers()] == layer_names(spec)
     assert plugin_for(llama_case("tensor")).unavailable_reason(llama_case("tensor"), CPU) is None
     odd = llama_case("tensor", heads=4, kv_heads=1)
-    assert "1 key/value heads do not split evenly over 2" in plugin_for(odd).unavailable_reason(odd, CPU)
+    assert "1 key/value heads do not split evenly over 2" in job_for(odd).strategy.unavailable_reason(job_for(odd), CPU)
 
 
 def test_q_k_v_are_one_fused_layer_grouped_by_kv_head_and_the_canonical_three_round_trip():
@@ -260,7 +261,7 @@ def test_a_tied_embedding_stays_with_fsdp_root_and_is_never_split_into_stages(mo
     assert built.stage_layers()[-1].names[-1] == "tok"  # the head reads the embedding's table
     for framework, strategy in [("torch", "pipeline"), ("tf", "model_parallel"), ("tf", "pipeline")]:
         case = Case.make("train_step", framework, "cpu", strategy, "fp32", 2, {"model": model, "batch": 2, **TINY[model]})
-        assert "ties its token embedding to its LM head" in plugin_for(case).unavailable_reason(case, CPU)
+        assert "ties its token embedding to its LM head" in job_for(case).strategy.unavailable_reason(job_for(case), CPU)
 
 
 @pytest.mark.slow

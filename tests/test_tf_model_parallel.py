@@ -15,6 +15,7 @@ from tests.processes import mark_processes
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.grids.grid import parse_suite  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
@@ -77,9 +78,9 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     # The plugins' own trainers, on TWO_STAGES: TF may have initialised with one CPU device.
     monkeypatch.setattr("suites.frameworks.tf.distribute.replica_devices", lambda case: TWO_STAGES)
     mp_case, pipe_case = train_case("model_parallel"), train_case("pipeline", microbatches=1)
-    assert plugin_for(mp_case).microbatches(mp_case) == plugin_for(pipe_case).microbatches(pipe_case) == 1
-    assert plugin_for(mp_case).describe(mp_case, {}).split(" ", 1)[1] == \
-        plugin_for(pipe_case).describe(pipe_case, {}).split(" ", 1)[1]
+    assert job_for(mp_case).strategy.microbatches(job_for(mp_case)) == job_for(pipe_case).strategy.microbatches(job_for(pipe_case)) == 1
+    assert job_for(mp_case).strategy.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
+        job_for(pipe_case).strategy.describe(job_for(pipe_case), {}).split(" ", 1)[1]
     spec = TINY["mlp"]
     trainers = [plugin_for(case).trainer(setup_of(spec, optimizer="adam"), case, {}, None)
                 for case in (mp_case, pipe_case)]
@@ -91,7 +92,7 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     weights_a, weights_b = (t.weight_copies()[0] for t in trainers)
     assert all(np.array_equal(weights_a[name], weights_b[name]) for name in weights_a)
     # The pipeline's bubble at one micro-batch is model parallelism's: one stage of two busy.
-    assert plugin_for(pipe_case).bubble_fraction(pipe_case) == 0.5
+    assert job_for(pipe_case).strategy.bubble_fraction(job_for(pipe_case)) == 0.5
 
 
 def test_an_overflow_on_one_stage_skips_the_update_on_every_stage():

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
@@ -34,7 +35,7 @@ def case(strategy: str, n: int, model: str = "mlp", precision: str = "fp32", dev
 
 
 def reason(c: Case, device: DeviceInfo = CPU) -> str | None:
-    return plugin_for(c).unavailable_reason(c, device)
+    return job_for(c).strategy.unavailable_reason(job_for(c), device)
 
 
 # --- gradients on emulated ranks, through the launcher ------------------------------------------
@@ -118,13 +119,13 @@ def test_reshard_decides_whether_the_gathered_parameters_outlive_the_forward(one
 # --- which part of the global batch a rank feeds -------------------------------------------------
 def test_each_strategy_says_which_part_of_the_global_batch_a_rank_feeds():
     ddp, fsdp, tensor = (case(s, 2) for s in ("ddp", "fsdp", "tensor"))
-    assert [plugin_for(ddp).data_shard(ddp, r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [plugin_for(fsdp).data_shard(fsdp, r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [plugin_for(tensor).data_shard(tensor, r) for r in (0, 1)] == [slice(0, 8)] * 2
+    assert [job_for(ddp).strategy.data_shard(job_for(ddp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(fsdp).strategy.data_shard(job_for(fsdp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(tensor).strategy.data_shard(job_for(tensor), r) for r in (0, 1)] == [slice(0, 8)] * 2
     two_d = case("fsdp_tensor", 4, batch=2, mesh="2x2")  # rows of 2 tensor-parallel ranks
-    assert [plugin_for(two_d).data_shard(two_d, r) for r in range(4)] == [slice(0, 4)] * 2 + [slice(4, 8)] * 2
+    assert [job_for(two_d).strategy.data_shard(job_for(two_d), r) for r in range(4)] == [slice(0, 4)] * 2 + [slice(4, 8)] * 2
     single = case("single", 1)
-    assert plugin_for(single).data_shard(single, 0) == slice(0, 4)
+    assert job_for(single).strategy.data_shard(job_for(single), 0) == slice(0, 4)
 
 
 # --- the tensor-parallel plan -----------------------------------------------------------------

@@ -19,6 +19,7 @@ from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
@@ -348,7 +349,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
 
     class CrashingRankRunnable(Runnable):
         def setup(self):
-            self.group = plugin_for(self.case).join(self.case)
+            self.group = job_for(self.case).strategy.join(job_for(self.case))
             if self.group.rank == 1:
                 print("rank 1 crashing on purpose", flush=True)
                 os._exit(3)

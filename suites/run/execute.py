@@ -85,11 +85,11 @@ def measured_check(runnable: Runnable) -> Check:
 
 
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
-    workload = job_for(case).workload
-    runnable_class = workload.runnable_class(case.framework)
+    job = job_for(case)
+    runnable_class = job.workload.runnable_class(case.framework)
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"
-    runnable = runnable_class(workload)
+    runnable = runnable_class(job)
     try:
         runnable.setup()
         stage = "check"

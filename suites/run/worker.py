@@ -22,6 +22,7 @@ from pathlib import Path
 
 from suites import knobs
 from suites.strategies.jobs import job_for
+from suites.workloads import UnknownWorkload
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
@@ -124,6 +125,7 @@ def main() -> None:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))
         timing = TimingConfig.from_mapping(json.loads(args.timing))
+        load_plugins()  # user models and workloads registered by the parent process
         job = job_for(case)
         plugin = job.strategy
         rank = plugin.this_rank(job)
@@ -131,8 +133,7 @@ def main() -> None:
         if stores:
             from suites.kept.store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
-        load_plugins()  # user models registered by the parent process
-    except (UserError, NoSuchStrategy, ValueError, TypeError) as error:
+    except (UserError, NoSuchStrategy, UnknownWorkload, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
 
     before = read_cpu()
