@@ -106,15 +106,15 @@ def test_dataparallel_in_fp32_replicates_the_bare_model():
 # --- item 16 (part): DataParallel synchronises every GPU it uses -------------------------------
 def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
     cuda0 = torch.device("cuda", 0)
-    assert DATAPARALLEL.devices_in_use(dataparallel_case(n=4), cuda0) == \
+    assert DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=4)), cuda0) == \
         [torch.device("cuda", i) for i in range(4)]
     for strategy in (Strategy.SINGLE, Strategy.DDP):  # one device per process
-        assert find_plugin(Framework.TORCH, strategy).devices_in_use(dataparallel_case(), cuda0) == [cuda0]
+        assert find_plugin(Framework.TORCH, strategy).devices_in_use(job_for(dataparallel_case()), cuda0) == [cuda0]
 
     # The training runnable waits for every device its strategy names.
     class SingleOnThreeGpus(type(find_plugin(Framework.TORCH, Strategy.SINGLE))):
         def devices_in_use(self, case, device):
-            return DATAPARALLEL.devices_in_use(dataparallel_case(n=3), cuda0)
+            return DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
 
     monkeypatch.setattr(training, "plugin_for", lambda case: SingleOnThreeGpus())
     runnable = TorchTrainStep(workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.grids.grid import load_suite
 from suites.strategies.registry import find_plugin
@@ -142,7 +143,7 @@ def test_the_training_suite_has_a_runnable_tpu_case_for_each_single_host_tpu(cor
     """v4-8, v5p-8, v5e-4 and v6e-4 expose 4 cores; v5e-1/v6e-1 one; v2-8, v3-8, v5e-8 eight."""
     plugin = find_plugin(Framework.TF, Strategy.TPU)
     tpu_cases = [case for case in load_suite("training").cases if case.strategy is Strategy.TPU]
-    runnable = [case for case in tpu_cases if plugin.unavailable_reason(case, tpu_device(cores)) is None]
+    runnable = [case for case in tpu_cases if plugin.unavailable_reason(job_for(case), tpu_device(cores)) is None]
     assert {(case.precision, case.param_dict["model"]) for case in runnable} == {
         (precision, model) for precision in (Precision.FP32, Precision.BF16)
         for model in ("mlp", "cnn", "transformer")}
@@ -160,7 +161,7 @@ def test_the_eight_core_tpu_case_ids_are_unchanged():
 def test_an_unusual_core_count_says_no_built_in_case_matches():
     plugin = find_plugin(Framework.TF, Strategy.TPU)
     case = Case.make("train_step", "tf", "tpu", "tpu", "fp32", 8, {"model": "mlp", "batch": 32})
-    assert "no built-in case has n_devices = 16" in plugin.unavailable_reason(case, tpu_device(16))
+    assert "no built-in case has n_devices = 16" in plugin.unavailable_reason(job_for(case), tpu_device(16))
 
 
 def test_a_tpu_case_gets_the_tpu_start_up_allowance():
@@ -516,4 +517,4 @@ def test_readiness_runs_tpu_strategy_on_every_core(cores):
     assert [(path.case.strategy, path.case.precision, path.case.n_devices, path.expected) for path in paths] == [
         (Strategy.TPU, Precision.FP32, cores, True), (Strategy.TPU, Precision.BF16, cores, True)]
     plugin = find_plugin(Framework.TF, Strategy.TPU)
-    assert all(plugin.unavailable_reason(path.case, tpu_device(cores)) is None for path in paths)
+    assert all(plugin.unavailable_reason(job_for(path.case), tpu_device(cores)) is None for path in paths)

@@ -223,7 +223,7 @@ def test_tensor_fsdp_and_pipeline_plans_cover_every_llama_block():
     assert blocks(model) == [model.tok, model.block0, model.block1, model.norm, model.lm_head]
     assert layer_names(spec) == [("tok", "block0"), ("block1",), ("norm", "lm_head")]
     assert [layer.names for layer in model.stage_layers()] == layer_names(spec)
-    assert plugin_for(llama_case("tensor")).unavailable_reason(llama_case("tensor"), CPU) is None
+    assert plugin_for(llama_case("tensor")).unavailable_reason(job_for(llama_case("tensor")), CPU) is None
     odd = llama_case("tensor", heads=4, kv_heads=1)
     assert "1 key/value heads do not split evenly over 2" in job_for(odd).strategy.unavailable_reason(job_for(odd), CPU)
 

@@ -16,6 +16,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
@@ -351,8 +352,8 @@ def test_unavailable_cases_say_why(case, expected):
 def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
     rules = find_plugin(Framework.TF, Strategy.MULTIWORKER)
     case = train_case("multiworker", n=3)
-    assert rules.processes(case) == 3 and rules.ports_needed(case) == 3
-    env = rules.rank_env(case, 1, 3, [1111, 2222, 3333])
+    assert rules.processes(job_for(case)) == 3 and rules.ports_needed(job_for(case)) == 3
+    env = rules.rank_env(job_for(case), 1, 3, [1111, 2222, 3333])
     assert env == {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222", '
                                 '"127.0.0.1:3333"]}, "task": {"type": "worker", "index": 1}}'}
 
@@ -371,7 +372,7 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     case = train_case("multiworker", n=2)
     rules = plugin_for(case)
     ports = free_ports(2)
-    only_rank_0 = [rules.rank_env(case, 0, 2, ports)]
+    only_rank_0 = [rules.rank_env(job_for(case), 0, 2, ports)]
     timing = replace(FAST, case_timeout_s=8.0)
     start = time.monotonic()
     record = run_case(case, context(tmp_path, timing),

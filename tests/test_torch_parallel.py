@@ -195,7 +195,7 @@ ADAM = 2
 
 
 def state(c: Case) -> dict[str, int]:
-    return find_plugin(c.framework, c.strategy).state_bytes_per_device(c, MLP_PARAMETERS, ADAM)
+    return find_plugin(c.framework, c.strategy).state_bytes_per_device(job_for(c), MLP_PARAMETERS, ADAM)
 
 
 def test_fsdp_shards_the_state_and_counts_the_gathered_parameters_at_peak():

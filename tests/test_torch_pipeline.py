@@ -17,6 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
@@ -59,10 +60,10 @@ def test_bubble_is_the_idle_share_of_the_step():
     assert bubble(4, 8) == pytest.approx(3 / 11)
     assert bubble(2, 4, stages_per_device=2) == pytest.approx(1 / 9)  # interleaved: (p-1)/(vm+p-1)
     assert bubble(1, 8) == 0.0
-    assert [PIPELINE.bubble_fraction(pipeline_case("gpipe", m)) for m in (1, 2, 4, 8)] == \
+    assert [PIPELINE.bubble_fraction(job_for(pipeline_case("gpipe", m))) for m in (1, 2, 4, 8)] == \
         pytest.approx([1 / 2, 1 / 3, 1 / 5, 1 / 9])
-    assert PIPELINE.bubble_fraction(pipeline_case("interleaved_1f1b", 4)) == pytest.approx(1 / 9)
-    assert find_plugin(Framework.TORCH, Strategy.DDP).bubble_fraction(pipeline_case()) is None
+    assert PIPELINE.bubble_fraction(job_for(pipeline_case("interleaved_1f1b", 4))) == pytest.approx(1 / 9)
+    assert find_plugin(Framework.TORCH, Strategy.DDP).bubble_fraction(job_for(pipeline_case())) is None
 
 
 def test_layers_are_the_specs_top_level_parameter_groups():
@@ -107,15 +108,15 @@ def test_state_per_device_is_the_largest_stages():
     sizes = layer_sizes(mlp)
     total = sum(sizes)
     largest = sizes[0] + sizes[1]  # stages [dense0, dense1] and [dense2, dense3]
-    state = PIPELINE.state_bytes_per_device(pipeline_case(model="mlp"), total, 2)
+    state = PIPELINE.state_bytes_per_device(job_for(pipeline_case(model="mlp")), total, 2)
     assert state == {"parameters": largest * STATE_BYTES, "gradients": largest * STATE_BYTES,
                      "optimizer": 2 * largest * STATE_BYTES, "total": 4 * largest * STATE_BYTES}
     # interleaved: four stages of one layer each, rank 0 holds dense0 and dense2
-    interleaved = PIPELINE.state_bytes_per_device(pipeline_case("interleaved_1f1b"), total, 0)
+    interleaved = PIPELINE.state_bytes_per_device(job_for(pipeline_case("interleaved_1f1b")), total, 0)
     assert interleaved["parameters"] == (sizes[0] + sizes[2]) * STATE_BYTES
     assert interleaved["total"] == 2 * interleaved["parameters"]
     on_gpus = Case.make("train_step", "torch", "gpu", "model_parallel", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert MODEL_PARALLEL.state_bytes_per_device(on_gpus, total, 2) == state
+    assert MODEL_PARALLEL.state_bytes_per_device(job_for(on_gpus), total, 2) == state
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -124,18 +125,18 @@ def _gpus(count: int) -> DeviceInfo:
 
 
 def test_pipeline_says_why_a_case_cannot_run():
-    assert PIPELINE.unavailable_reason(pipeline_case(), CPU) is None
-    assert "one stage" in PIPELINE.unavailable_reason(pipeline_case(n=1), CPU)
+    assert PIPELINE.unavailable_reason(job_for(pipeline_case()), CPU) is None
+    assert "one stage" in PIPELINE.unavailable_reason(job_for(pipeline_case(n=1)), CPU)
     assert ("Schedule1F1B needs at least as many micro-batches as stages: microbatches = 1 < 2"
-            in PIPELINE.unavailable_reason(pipeline_case("1f1b", 1), CPU))
+            in PIPELINE.unavailable_reason(job_for(pipeline_case("1f1b", 1)), CPU))
     assert ("microbatches = 3 does not divide the global batch of 8"
-            == PIPELINE.unavailable_reason(pipeline_case("gpipe", 3), CPU))
+            == PIPELINE.unavailable_reason(job_for(pipeline_case("gpipe", 3)), CPU))
     assert ("interleaved_1f1b over 2 devices (2 stages each) makes 4 stages, and model 'transformer' "
             "has 2 layers to split (block0, head)"
-            == PIPELINE.unavailable_reason(pipeline_case("interleaved_1f1b", model="transformer"), CPU))
+            == PIPELINE.unavailable_reason(job_for(pipeline_case("interleaved_1f1b", model="transformer")), CPU))
     # stages cannot share a GPU: gloo has no send/recv of CUDA tensors, NCCL no two ranks on one GPU
-    assert "gloo does not do for CUDA tensors" in PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(1))
-    assert PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(2)) is None
+    assert "gloo does not do for CUDA tensors" in PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(1))
+    assert PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(2)) is None
 
 
 def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(tmp_path):
@@ -145,8 +146,8 @@ def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(
     assert "'pipeline' with microbatches = 1" in record.reason
     assert record.measurement is None and not record.emulated
     on_gpus = replace(case, device=DeviceKind.GPU)
-    assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(on_gpus, _gpus(1))
-    assert MODEL_PARALLEL.unavailable_reason(on_gpus, _gpus(2)) is None
+    assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(1))
+    assert MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(2)) is None
     assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(replace(on_gpus, n_devices=1), _gpus(2))
     assert MODEL_PARALLEL.launch.value == "isolated"
 
