@@ -15,7 +15,7 @@ from suites.cases.vocabulary import Framework
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
 from suites.kept.check import Check
-from suites.run.availability import Unsupported
+from suites.run.unsupported import Unsupported
 from suites.run.runnable import Runnable
 from suites.workloads import WORKLOADS, Workload
 

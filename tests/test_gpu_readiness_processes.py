@@ -45,7 +45,7 @@ from suites.run import launchers  # noqa: E402
 from suites.run.eta import LAUNCH_OVERHEAD_S, case_estimate_s  # noqa: E402
 from suites.run.execute import FAILED_AT, Outcome  # noqa: E402
 from suites.run.runner import RunContext, run_cases  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.workloads import WORKLOADS, workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

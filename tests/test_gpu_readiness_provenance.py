@@ -240,12 +240,12 @@ def test_kernels_rotate_over_their_devices_cache(monkeypatch, framework):
     pytest.importorskip("torch" if framework == "torch" else "tensorflow")
     monkeypatch.delenv(ROTATION_ENV, raising=False)
     case = Case.make("matmul", framework, "cpu", params={"m": 256, "n": 256, "k": 256})
-    workload = workload_of(case)
-    module = sys.modules[workload.runnable_class(case.framework).__module__]
+    job = job_for(case)
+    module = sys.modules[job.runnable_class.__module__]
     asked = []
     monkeypatch.setattr(module, "last_level_cache_bytes",
                         lambda fw, kind: asked.append((fw, kind)) or 36 * MiB)
-    runnable = workload.runnable_class(case.framework)(workload)
+    runnable = job.runnable()
     runnable.setup()
     set_bytes = 2 * 256 * 256 * 4
     assert asked == [(case.framework, DeviceKind.CPU)]

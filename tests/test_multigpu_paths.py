@@ -255,7 +255,7 @@ def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkey
 def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framework, strategy, kernel):
     from suites.cases.timing_config import TimingConfig
     from suites.run import launchers
-    from suites.strategies.base import Launch
+    from suites.run.launch import Launch
 
     params = {"m": 64, "n": 64, "k": 64} if kernel else {"model": "mlp", "batch": 32}
     gpu_case = Case.make("matmul" if kernel else "train_step", framework, "gpu", strategy, "fp32",

@@ -30,7 +30,7 @@ from suites.kept.check import against_reference, gradients_against_reference  # 
 from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.strategies.torch.towers import TOWERS_ON_CPU  # noqa: E402
 from suites.workloads.kernels import Matmul  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402

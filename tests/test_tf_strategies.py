@@ -32,7 +32,7 @@ from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from suites.run.availability import unavailable_reason
 from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
 from suites.run.runnable import Runnable
 from suites.run.timing import TooSlow, WarmUp, warm_up
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 
 
 class CaseUnavailable(NotImplementedError):

@@ -12,11 +12,6 @@ if TYPE_CHECKING:
     from suites.strategies.jobs import Job
 
 
-class Unsupported(Exception):
-    """Raised by an implementation that finds at run time that this combination has no kernel
-    here (e.g. TF's Conv2D in NCHW fp16 on CPU). The case is recorded unavailable, not failed."""
-
-
 def unavailable_reason(case: Case) -> str | None:
     from suites.strategies.jobs import job_for  # the case's job, built once (cached)
     from suites.strategies.registry import NoSuchStrategy

@@ -11,7 +11,7 @@ from suites.run.availability import unavailable_reason
 from suites.run.bounds import bound_for
 from suites.run.launchers import case_timeout, launch_mode
 from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 
 #: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
 #: imports and rendezvous for a launched one: first guesses, corrected by the run's own progress.

@@ -13,7 +13,7 @@ from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.kept.memory import largest_peak
-from suites.run.availability import Unsupported
+from suites.run.unsupported import Unsupported
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
 
@@ -86,7 +86,7 @@ def measured_check(runnable: Runnable) -> Check:
 
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     job = job_for(case)
-    runnable_class = job.workload.runnable_class(case.framework)
+    runnable_class = job.runnable_class
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"
     runnable = runnable_class(job)

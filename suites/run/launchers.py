@@ -30,7 +30,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 from suites.workloads import workload_class
 
 GRACE_S = 5.0

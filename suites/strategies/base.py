@@ -1,12 +1,12 @@
-"""What every strategy plugin declares, framework-neutral, and the ways a case can launch."""
+"""What every strategy plugin declares, framework-neutral."""
 from __future__ import annotations
 
 import os
-from enum import Enum
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
+from suites.run.launch import Launch
 from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
@@ -17,12 +17,6 @@ if TYPE_CHECKING:
 
 #: Bytes of one element of training state (parameters, gradients, optimizer states): fp32.
 STATE_BYTES = 4
-
-
-class Launch(str, Enum):
-    IN_PROCESS = "in_process"   # timed in the parbench process
-    ISOLATED = "isolated"       # one fresh subprocess (e.g. TF logical devices, set before TF starts)
-    RANKS = "ranks"             # a pool of rank processes on 127.0.0.1
 
 
 class StrategyPlugin:
@@ -61,6 +55,14 @@ class StrategyPlugin:
     compiler_options: ClassVar[Mapping[Compile, type]] = {}
     #: The grid parameters of `compiler_options` (derived).
     compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
+
+    #: The hooks only a training step calls (its trainer, its model wrapping): what they import
+    #: is code a kernel's or a collective's case never runs, so their versions leave it out
+    #: (`suites.strategies.versions`).
+    training_hooks: ClassVar[frozenset[str]] = frozenset({
+        "trainer", "describe", "wrap", "check_wrap", "train_step", "local_step", "gradients", "global_loss",
+        "devices_in_use", "data_shard", "handles_precision", "state_bytes_per_device",
+        "activation_bytes_per_device"})
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile
+from suites.frameworks.implementations import runnable_class
 from suites.strategies.base import StrategyPlugin
 from suites.strategies.options import NoOptions, options_from
 from suites.strategies.registry import plugin_for
@@ -46,7 +47,12 @@ class Job:
 
     def runnable(self) -> "Runnable":
         """The case's runnable in its framework (imported here, at run time)."""
-        return self.workload.runnable_class(self.case.framework)(self)
+        return self.runnable_class(self)
+
+    @property
+    def runnable_class(self) -> type["Runnable"]:
+        """The class of the case's runnable in its framework (imported now)."""
+        return runnable_class(type(self.workload), self.case.framework)
 
     @property
     def emulated(self) -> bool:

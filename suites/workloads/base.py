@@ -7,19 +7,12 @@ that framework runs, so neutral code never imports torch or TensorFlow.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
+from typing import ClassVar, Iterable, Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Framework, Precision
-from suites.workloads.sources import source_files
-
-if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
 
 
 @dataclass(frozen=True)
@@ -71,8 +64,9 @@ class Workload(ABC):
     kind: ClassVar[str]  # "kernel", "training" or "collective"
     params: ClassVar[tuple[Param, ...]]
     precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
-    #: framework -> "module:Class" of its Runnable, imported lazily.
-    implementations: ClassVar[Mapping[Framework, str]]
+    #: framework -> "module:Class" of its Runnable, imported lazily: a user's workload names
+    #: its own; the built-in ones' are the framework layer's (`suites.frameworks.implementations`).
+    implementations: ClassVar[Mapping[Framework, str]] = {}
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -148,27 +142,3 @@ class Workload(ABC):
     @classmethod
     def param(cls, name: str) -> Param | None:
         return next((p for p in cls.params if p.name == name), None)
-
-    @classmethod
-    def runnable_class(cls, framework: Framework) -> type["Runnable"]:
-        module_name, _, class_name = cls.implementations[framework].partition(":")
-        return getattr(importlib.import_module(module_name), class_name)
-
-    @classmethod
-    def source_files(cls) -> dict[str, Path]:
-        """The modules this workload's code runs: its own module, its implementations' modules
-        and every `suites` module they import, directly or not (`sources.source_files`)."""
-        implementation_modules = (path.partition(":")[0] for path in cls.implementations.values())
-        return source_files((cls.__module__, *implementation_modules))
-
-    @classmethod
-    def version(cls) -> str:
-        """A hash of the source of `source_files()`, in name order.
-
-        asv uses it as the benchmark version, so editing a workload, an implementation or any
-        parbench module they use invalidates old results.
-        """
-        digest = hashlib.sha256()
-        for name, path in cls.source_files().items():
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-        return digest.hexdigest()[:16]

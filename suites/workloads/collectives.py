@@ -42,11 +42,6 @@ class Allreduce(Workload):
         Param("backend", type=str, default="auto", choices=("auto", "gloo", "nccl", "ring"), minimum=None),
     )
     precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.collectives:TorchAllreduce",
-        Framework.TF: "suites.frameworks.tf.collectives:TfAllreduce",
-    }
-
     @property
     def elements(self) -> int:
         return max(1, int(self.p["bytes"]) // DTYPE_BYTES[self.case.precision])

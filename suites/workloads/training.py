@@ -431,11 +431,6 @@ class TrainStep(Workload):
                    f"{OPTIMIZERS['adamw'].weight_decay}: the transformers'; fused on CUDA)"),
         *(_size_param(key, specs) for key, specs in SIZE_PARAMS.items()),
     )
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
-        Framework.TF: "suites.frameworks.tf.training:TfTrainStep",
-    }
-
     @classmethod
     def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
         if params.get("model") not in MODELS:

@@ -36,7 +36,7 @@ import tensorflow as tf  # noqa: E402
 from suites import knobs  # noqa: E402
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
-from suites.run.availability import Unsupported
+from suites.run.unsupported import Unsupported
 from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel

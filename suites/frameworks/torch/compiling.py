@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import torch
 
 from suites.cases.vocabulary import Compile
-from suites.strategies.torch.base import CUDA_GRAPHS_MODE
+from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 
 Compiled = TypeVar("Compiled", bound=Callable[..., Any])
 

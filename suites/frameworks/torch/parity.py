@@ -21,13 +21,12 @@ import importlib.metadata
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Precision
 from suites.frameworks.torch import backend
@@ -36,6 +35,9 @@ from suites.run.interleaved import Interleaved, abba
 from suites.workloads.resnet import ResNet50
 from suites.workloads.training import ModelSpec, TrainStep
 from suites.workloads.transformers import BertBase, Gpt2Small
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 Step = Callable[[], None]
 
@@ -201,12 +203,11 @@ def parity_case(model: str, device: str, precision: str, params: Mapping[str, Pa
                      {"model": model, "optimizer": optimizer, **params})
 
 
-def run_parity(case: Case, rounds: int, steps: int) -> ParityResult:
-    """parbench's step of `case` and the canonical loop at its sizes, `rounds` A B B A rounds of
-    `steps`-step blocks after one warm-up block each. Raises ValueError where the canonical
-    model cannot take the case's sizes."""
-    job = job_for(case)
-    workload = job.workload
+def run_parity(job: "Job", rounds: int, steps: int) -> ParityResult:
+    """parbench's step of the job's case and the canonical loop at its sizes, `rounds` A B B A
+    rounds of `steps`-step blocks after one warm-up block each. Raises ValueError where the
+    canonical model cannot take the case's sizes."""
+    case, workload = job.case, job.workload
     assert isinstance(workload, TrainStep)
     model = str(workload.p["model"])
     canonical, spec = CANONICAL[model], workload.model

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
-from suites.strategies.base import Launch, StrategyPlugin, split_reason, too_few_gpus_reason
+from suites.run.launch import Launch
+from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
-from suites.strategies.base import HOROVOD_UNSUPPORTED, Launch
+from suites.run.launch import Launch
+from suites.strategies.base import HOROVOD_UNSUPPORTED
 from suites.strategies.tf.base import TfStrategy
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.base import Launch, on_shared_gpus
+from suites.run.launch import Launch
+from suites.strategies.base import on_shared_gpus
 from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason, param,
                                        nccl_bf16_reason, replicas_reason)
 
@@ -44,7 +45,7 @@ class Mirrored(DistributeStrategy):
         case = job.case
         import tensorflow as tf
 
-        from suites.run.availability import Unsupported
+        from suites.run.unsupported import Unsupported
 
         # NCCL needs a physical GPU per replica: logical GPUs split from one reduce through one.
         if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU

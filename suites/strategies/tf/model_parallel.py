@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
-from suites.strategies.base import Launch, too_few_gpus_reason
+from suites.run.launch import Launch
+from suites.strategies.base import too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy, param
 

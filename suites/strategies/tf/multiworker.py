@@ -40,7 +40,7 @@ class MultiWorker(ClusterStrategy):
         case = job.case
         import tensorflow as tf
 
-        from suites.run.availability import Unsupported
+        from suites.run.unsupported import Unsupported
 
         implementations = tf.distribute.experimental.CommunicationImplementation
         if backend_name == "auto":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, Strategy
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 from suites.workloads.kernels import Matmul
 

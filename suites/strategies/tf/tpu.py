@@ -11,7 +11,8 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import TPU_PROCESS
-from suites.strategies.base import Launch, split_reason
+from suites.run.launch import Launch
+from suites.strategies.base import split_reason
 from suites.strategies.tf.base import DistributeStrategy, mirrored_variables_reason
 
 if TYPE_CHECKING:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from suites.strategies.options import option
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
-from suites.strategies.base import Launch, StrategyPlugin, on_shared_gpus, visible_gpus
+from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
+from suites.run.launch import Launch
+from suites.strategies.base import StrategyPlugin, on_shared_gpus, visible_gpus
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -33,8 +35,6 @@ class TorchCompileOptions:
                                help="torch.compile mode of an inductor case")
 
 
-#: The mode that captures CUDA graphs.
-CUDA_GRAPHS_MODE = "reduce-overhead"
 
 
 class TorchStrategy(StrategyPlugin):

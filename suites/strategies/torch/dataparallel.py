@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
