@@ -35,6 +35,7 @@ from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import backend  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import training  # noqa: E402
 from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
@@ -60,7 +61,7 @@ def dataparallel_case(precision: str = "bf16", n: int = 2) -> Case:
 
 def cpu_model(case: Case) -> torch.nn.Module:
     spec = workload_of(case).model
-    return torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    return torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
 
 
 # --- item 4: dataparallel + bf16 computes in bf16 ---------------------------------------------

@@ -221,7 +221,7 @@ def test_torch_conv_nets_default_to_channels_last_and_record_the_layout_they_ran
 @pytest.mark.parametrize("model", ["resnet50", "cnn"])
 def test_a_channels_last_model_holds_nhwc_kernels_and_computes_the_nchw_function(model):
     torch = pytest.importorskip("torch")
-    from suites.frameworks.torch.models import build
+    from suites.frameworks.torch.catalog import build
 
     sizes = TINY if model == "resnet50" else {}
     nchw = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,

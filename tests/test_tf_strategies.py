@@ -21,12 +21,14 @@ from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
+from suites.frameworks.tf import catalog as tf_catalog  # noqa: E402
 from suites.frameworks.tf import models as tf_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
 from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
 from suites.frameworks.tf.trainers import (SingleDeviceTrainer, StrategyTrainer, TowersTrainer,  # noqa: E402
                                            TrainingSetup)
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
@@ -73,9 +75,9 @@ def _nontrivial_weights(spec):
 def test_tf_forward_equals_torch_forward_from_the_same_weights(spec):
     weights = _nontrivial_weights(spec)
     x, _ = spec.make_batch(3, seed=4)
-    tf_logits = tf_models.build_forward(spec)(
+    tf_logits = tf_catalog.build_forward(spec)(
         {n: tf.constant(w, tf.float64) for n, w in weights.items()}, tf.constant(x), tf.float64).numpy()
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     with torch.no_grad():
         torch_logits = model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double())
     np.testing.assert_allclose(tf_logits, torch_logits.numpy(), rtol=1e-9, atol=1e-9)

@@ -22,6 +22,7 @@ from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
@@ -92,7 +93,7 @@ def test_split_is_contiguous_and_balances_the_parameters():
 def test_layer_groups_compose_to_the_model(spec, parts):
     """Groups of a model's stage layers, called in turn (model_parallel's placed groups, here
     all on the CPU), compute the model's function, and hold its parameters under its names."""
-    model = torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    model = torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
     layers = stage_layers(model)
     groups = [torch_models.LayerGroup(model, [layers[j] for j in group])
               for group in split_layers(layer_sizes(spec), parts)]

@@ -24,6 +24,7 @@ from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.qkv import fuse  # noqa: E402
 from suites.frameworks.torch import training as torch_training  # noqa: E402
@@ -143,7 +144,7 @@ def test_torch_model_computes_the_spec_function(spec):
             weights[name] = weights[name] + np.linspace(-0.5, 0.5, weights[name].size,
                                                         dtype=np.float32).reshape(weights[name].shape)
     x, _ = spec.make_batch(3, seed=4)
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     with torch.no_grad():
         logits = model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double())
     np.testing.assert_allclose(logits.numpy(), numpy_forward(spec, weights, x), rtol=1e-9, atol=1e-9)
@@ -151,7 +152,7 @@ def test_torch_model_computes_the_spec_function(spec):
 
 def test_canonical_gradients_come_back_in_the_canonical_layout():
     spec = ResidualCnn(image=4, channels=3, blocks=1)
-    model = torch_models.build(spec, spec.init_weights(), torch.device("cpu"))
+    model = torch_catalog.build(spec, spec.init_weights(), torch.device("cpu"))
     x, y = spec.make_batch(2)
     torch.nn.functional.cross_entropy(
         model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x)))),

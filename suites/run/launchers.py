@@ -31,15 +31,13 @@ from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.run.launch import Launch
+from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.workloads import workload_class
 
 GRACE_S = 5.0
 POLL_S = 0.05
 STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
-#: A worker dumps every Python thread's stack to its log on this signal (`faulthandler`): the
-#: launcher sends it to the processes still running at a case's deadline, to say where they hung.
-STACKS_SIGNAL = signal.SIGUSR1
 #: How long the launcher lets hung processes write their stacks before it stops them.
 STACKS_WAIT_S = 1.0
 
@@ -78,10 +76,6 @@ def threads_per_process(case: Case, processes: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // processes)
 
 
-#: The cores a rank process pins itself to (comma-separated), set by `run_ranks`.
-CPUS_ENV = "PARBENCH_CPUS"
-
-
 def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     """Disjoint core sets, one per rank process of a CPU training or kernel case, when the
     cores go round (None otherwise: one process, a GPU case, a collective, or more ranks than
@@ -101,16 +95,6 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]
-
-
-def pin_from_env() -> list[int] | None:
-    """In a rank process: pin to the cores the launcher chose (before any framework starts
-    its threads, which inherit the affinity). Returns them, or None when not pinned."""
-    cpus = knobs.read(CPUS_ENV)
-    if not cpus:
-        return None
-    os.sched_setaffinity(0, cpus)
-    return cpus
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -28,9 +28,9 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.kept.contention import Contention, judge, read_cpu
-from suites.strategies.registry import NoSuchStrategy, plugin_for
+from suites.strategies.registry import NoSuchStrategy
 from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.launchers import STACKS_SIGNAL, pin_from_env
+from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.strategies.base import StrategyPlugin
 from suites.workloads.user_model import load_plugins
@@ -70,7 +70,7 @@ def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Pa
                  suite: str, label: str | None, contention: Contention | None = None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
     from suites.kept.store import ResultsStore
-    from suites.run.runner import RunContext, store_outcome
+    from suites.run.recording import RunContext, store_outcome
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
         outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))

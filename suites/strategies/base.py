@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.run.launch import Launch
 from suites.strategies.options import NoOptions, params_of

@@ -4,7 +4,7 @@ split (the pipeline bubble, the state the most loaded device holds).
 
 The layers are those of a spec's parameters (`layer_names`): the MLP's dense layers, the CNN's
 stem, blocks and head, the transformer's blocks and head. A framework's model must expose the
-same layers (torch: `TorchModel.stage_layers`; TF: `suites.frameworks.tf.models.layer_forwards`).
+same layers (torch: `TorchModel.stage_layers`; TF: `suites.frameworks.tf.catalog.layer_forwards`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import itertools
 from typing import TYPE_CHECKING, Sequence
 
 from suites.strategies.options import option
-from suites.cases.case import Case
 from suites.strategies.base import STATE_BYTES
 
 if TYPE_CHECKING:

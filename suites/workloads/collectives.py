@@ -1,11 +1,10 @@
 """Collective workloads, framework-neutral, in the style of nccl-tests."""
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
 
 import numpy as np
 
-from suites.cases.vocabulary import Framework, Precision
+from suites.cases.vocabulary import Precision
 from suites.workloads.base import Param, Workload
 
 #: Buffers of the check hold (participant + index) mod PATTERN_PERIOD: small integers, so every

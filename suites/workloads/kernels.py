@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from suites import knobs
 from suites.cases.case import ParamValue
-from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 

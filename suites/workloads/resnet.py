@@ -36,7 +36,7 @@ from typing import ClassVar, Iterator, NamedTuple
 
 import numpy as np
 
-from suites.workloads.training import ConvLayout, ModelSpec, size
+from suites.workloads.model_specs import ConvLayout, ModelSpec, size
 
 #: Blocks per stage of the bottleneck ResNets, by depth (3 convolutions per block + stem + head).
 STAGE_BLOCKS: dict[int, tuple[int, int, int, int]] = {

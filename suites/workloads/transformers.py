@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from suites.workloads.training import ModelSpec, TransformerBlock, size
+from suites.workloads.model_specs import ModelSpec, TransformerBlock, size
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment
 import tensorflow as tf  # noqa: E402
 
 from suites import knobs  # noqa: E402
-from suites.cases.case import Case  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402
 

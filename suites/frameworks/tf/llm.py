@@ -72,5 +72,5 @@ def llama_layers(spec: LlamaBlock) -> list[Layer]:
     return [*(block(i) for i in range(spec.layers)), head]
 
 
-#: The specs of this module -> their layers (`suites.frameworks.tf.models.layer_forwards`).
+#: The specs of this module -> their layers (`suites.frameworks.tf.catalog.layer_forwards`).
 LLM_LAYERS: dict[type[ModelSpec], Callable[..., list[Layer]]] = {LlamaBlock: llama_layers}

@@ -18,7 +18,6 @@ from torch import nn
 
 from suites.cases.vocabulary import Framework
 from suites.frameworks.torch.qkv import FusedQkv, HeadLayout, fuse, fused_names, unfuse
-from suites.workloads.resnet import ResNet50
 from suites.workloads.training import NUM_CLASSES, ModelSpec, Mlp, ResidualCnn, TransformerBlock
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
@@ -407,22 +406,6 @@ class TorchUserModel(TorchModel):
         return self.inner(x)
 
 
-_MODULES: dict[type[ModelSpec], type[TorchModel]] = {
-    Mlp: TorchMlp, ResidualCnn: TorchResidualCnn, TransformerBlock: TorchTransformerBlock,
-    UserModel: TorchUserModel}
-
-
-def module_class(spec: ModelSpec) -> type[TorchModel]:
-    """The torch module of `spec`: its class's, or its nearest base class's (BERT and GPT-2 are
-    transformers with other choices); the Llama stack's and ResNet-50's live in modules of their
-    own, which build on `TorchModel` (so they are imported on first use, not when this loads)."""
-    from suites.frameworks.torch.llm import LLM_MODULES
-    from suites.frameworks.torch.resnet import TorchResNet50
-
-    modules = {**_MODULES, **LLM_MODULES, ResNet50: TorchResNet50}
-    return next(modules[kind] for kind in type(spec).__mro__ if kind in modules)
-
-
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Softmax cross-entropy of (batch, seq, vocab) logits against (batch, seq) target tokens,
     the mean over every token."""
@@ -433,15 +416,6 @@ def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], tor
     """Mean over the batch, as the spec declares: softmax cross-entropy (per sample or per
     token) or squared error."""
     return {"mse": F.mse_loss, "token_cross_entropy": token_cross_entropy}.get(spec.loss, F.cross_entropy)
-
-
-def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
-          dtype: torch.dtype = torch.float32) -> TorchModel:
-    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout), its conv
-    kernels in the model's `memory_format`."""
-    model = module_class(spec)(spec)
-    model.load_canonical(weights)
-    return model.to(device=device, dtype=dtype, memory_format=model.memory_format)
 
 
 @dataclass(frozen=True)

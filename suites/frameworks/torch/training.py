@@ -27,6 +27,7 @@ from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory as torch_memory
+from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
@@ -57,7 +58,7 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
                         y: np.ndarray, groups: int = 1) -> dict[str, np.ndarray]:
     """Single-device full-batch gradients in float64 on the CPU (canonical layout), batch
     statistics over `groups` equal parts of the batch (`grouped_loss`)."""
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     inputs = model.input_tensor(x, torch.device("cpu"), torch.float64)
     target = torch.from_numpy(y)
     grouped_loss(model, spec, inputs, target.double() if target.is_floating_point() else target, groups).backward()
@@ -89,7 +90,7 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     parts, `grouped_loss`), the case's optimizer, TF32 off. Steps that fp16 loss scaling
     skipped (`applied` false: gradients overflowed) are skipped here too."""
     backend.set_matmul_precision(Precision.FP32)
-    model = torch_models.build(spec, weights, device)
+    model = torch_catalog.build(spec, weights, device)
     optimizer = make_optimizer(optimizer_name, model.parameters())
     losses = []
     for (x, y), update in zip(batches, applied):
@@ -125,7 +126,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.spec = faults.step_model(self.workload.model)
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
-        self.model = torch_models.build(self.spec, self.weights, self.device)
+        self.model = torch_catalog.build(self.spec, self.weights, self.device)
         if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
             self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
@@ -302,7 +303,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def _own_shard_gradients(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
         """This rank's gradients of its own part of the batch alone, from the initial weights, on
         a model of its own (no collective): what it applies where its all-reduce did not run."""
-        model = torch_models.build(self.spec, self.weights, self.device)
+        model = torch_catalog.build(self.spec, self.weights, self.device)
         self.loss(model(x), y).backward()
         return model.canonical_gradients()
 

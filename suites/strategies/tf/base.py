@@ -8,7 +8,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
 from suites.run.launch import Launch

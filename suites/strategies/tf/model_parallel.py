@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
 from suites.run.launch import Launch
 from suites.strategies.base import too_few_gpus_reason

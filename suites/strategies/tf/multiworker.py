@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
                                        mirrored_variables_reason, nccl_bf16_reason, replicas_reason)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.strategies.options import option
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.strategies.tf.base import ClusterStrategy, mirrored_variables_reason, read_tf_config, replicas_reason
 

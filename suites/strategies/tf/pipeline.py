@@ -16,7 +16,6 @@ import math
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
 from suites.strategies.stages import MicrobatchOptions, bubble, microbatches_of, microbatches_reason
 from suites.strategies.tf.model_parallel import ModelParallel

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, Strategy
 from suites.run.launch import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason

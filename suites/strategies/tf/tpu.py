@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import TPU_PROCESS

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.torch.base import RankProcesses

@@ -22,7 +22,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from suites.strategies.options import option
-from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES, split_reason
 from suites.strategies.torch.base import RankProcesses

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
 from suites.run.launch import Launch
 from suites.strategies.base import HOROVOD_UNSUPPORTED

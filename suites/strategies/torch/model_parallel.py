@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.run.launch import Launch
 from suites.strategies.torch.base import TorchStrategy

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses

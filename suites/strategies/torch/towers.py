@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.torch.base import TorchStrategy
