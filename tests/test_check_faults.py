@@ -48,7 +48,7 @@ def test_a_small_parameters_rounding_passes_and_a_wrong_shard_fails():
     ("ddp", 2, 256, {"scaling": "strong"}, 4), ("pipeline", 2, 32, {"microbatches": 8}, 8)])
 def test_the_check_batch_is_a_few_samples_per_device_whatever_the_global_batch(strategy, n, batch, params,
                                                                                check_batch):
-    work = workload_of(train_case("torch", strategy, n, batch, **params)).check_workload()
+    work = job_for(train_case("torch", strategy, n, batch, **params)).check_job().workload
     assert work.global_batch == check_batch
     assert (work.case.strategy, work.case.n_devices, work.p["model"]) == (strategy, n, "mlp")
 
@@ -130,7 +130,7 @@ def test_a_stale_parameter_server_update_counted_as_fresh_fails(monkeypatch):
 
     from tests.test_tf_cluster import _Updates
 
-    step = TfTrainStep(workload_of(train_case("tf", "single", 1, batch=8)))
+    step = TfTrainStep(job_for(train_case("tf", "single", 1, batch=8)))
     step.setup()
     x, y = step.spec.make_batch(2, CHECK_SEED)  # the check batch: 2 samples
 
@@ -162,7 +162,7 @@ def test_the_tf_check_leaves_the_timed_xla_step_alone():
     from suites.frameworks.tf.training import TfTrainStep
 
     case = Case.make("train_step", "tf", "cpu", params={"model": "mlp", "batch": 8, "hidden": 16}, compile="xla")
-    step = TfTrainStep(workload_of(case))
+    step = TfTrainStep(job_for(case))
     step.setup()
     try:
         def untouchable(*args):

@@ -118,7 +118,7 @@ def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
             return DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
 
     monkeypatch.setattr(training, "plugin_for", lambda case: SingleOnThreeGpus())
-    runnable = TorchTrainStep(workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32",
+    runnable = TorchTrainStep(job_for(Case.make("train_step", "torch", "cpu", "single", "fp32",
                                                     params={"model": "mlp", "batch": 4})))
     runnable.setup()
     waited: list[torch.device] = []
@@ -156,9 +156,9 @@ def test_the_training_suites_dataparallel_cases_are_asv_launched_benchmarks():
 
 
 @pytest.mark.parametrize("runnable_of", [
-    lambda: TorchMatmul(workload_of(Case.make("matmul", "torch", "cpu",
+    lambda: TorchMatmul(job_for(Case.make("matmul", "torch", "cpu",
                                               params={"m": 16, "n": 16, "k": 16}))),
-    lambda: TorchTrainStep(workload_of(Case.make("train_step", "torch", "cpu", "single", "bf16",
+    lambda: TorchTrainStep(job_for(Case.make("train_step", "torch", "cpu", "single", "bf16",
                                                  params={"model": "mlp", "batch": 4}))),
 ], ids=["matmul", "train_step"])
 def test_torch_teardown_drops_the_cases_tensors_then_empties_the_cuda_cache(monkeypatch, runnable_of):

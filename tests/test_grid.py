@@ -158,7 +158,7 @@ def _with_a_ddp_knob(monkeypatch):
     from dataclasses import dataclass
 
     from suites.cases.vocabulary import Framework, Strategy
-    from suites.strategies.jobs import job_for
+    from suites.strategies.jobs import _job
     from suites.strategies.options import option, params_of
     from suites.strategies.registry import find_plugin
 
@@ -169,7 +169,7 @@ def _with_a_ddp_knob(monkeypatch):
     plugin = type(find_plugin(Framework.TORCH, Strategy.DDP))
     monkeypatch.setattr(plugin, "options_type", KnobOptions)
     monkeypatch.setattr(plugin, "params", params_of(KnobOptions))
-    job_for.cache_clear()  # no job built before the knob existed
+    _job.cache_clear()  # no job built before the knob existed
 
 
 def test_a_strategy_parameter_goes_to_that_strategys_cases_only(tmp_path, monkeypatch):
@@ -185,7 +185,7 @@ def test_a_strategy_parameter_goes_to_that_strategys_cases_only(tmp_path, monkey
 
 
 def test_a_strategy_parameter_is_checked_and_defaults_into_the_jobs_options(tmp_path, monkeypatch):
-    from suites.strategies.jobs import job_for
+    from suites.strategies.jobs import _job, job_for
 
     _with_a_ddp_knob(monkeypatch)
     path = tmp_path / "knob.toml"
@@ -196,4 +196,4 @@ def test_a_strategy_parameter_is_checked_and_defaults_into_the_jobs_options(tmp_
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8})
     job = job_for(case)
     assert job.options.knob == 1 and "knob" not in job.workload.p
-    job_for.cache_clear()
+    _job.cache_clear()

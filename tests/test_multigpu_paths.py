@@ -103,7 +103,7 @@ def test_on_eight_gpus_every_multi_device_strategy_is_expected(monkeypatch):
     unexpected = {key: path.why for key, path in fp32.items() if not path.expected}
     assert set(unexpected) == {("torch", "horovod"), ("tf", "horovod")}, unexpected
     assert all(path.case.n_devices == 8 for path in fp32.values())
-    assert workload_of(fp32[("torch", "fsdp_tensor")].case).p["mesh"] == "4x2"
+    assert job_for(fp32[("torch", "fsdp_tensor")].case).options.mesh == "4x2"
     for key in (("torch", "pipeline"), ("torch", "model_parallel"), ("tf", "pipeline"), ("tf", "model_parallel")):
         assert workload_of(fp32[key].case).model.depth == 7  # 8 layers: a stage per GPU
 

@@ -113,7 +113,7 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
     """Two updates: the first at the initial weights, the second at weights moved meanwhile.
     The check passes when each gradient is its own rows' at its own weights, and fails when an
     update's gradient belongs to other rows, or when no update read the initial weights."""
-    step = TfTrainStep(workload_of(cluster_case("single", 1, batch=8)))
+    step = TfTrainStep(job_for(cluster_case("single", 1, batch=8)))
     step.setup()
     x, y = step.spec.make_batch(step.workload.check_workload().global_batch, CHECK_SEED)  # 2 samples
     initial = step.weights

@@ -131,7 +131,7 @@ def test_tf_towers_matmul_splits_k_and_its_check_compares_with_float64(monkeypat
     would have to be set before TF initialised; `replica_devices` names /CPU:0, /CPU:1 there)."""
     case = Case.make("matmul", "tf", "cpu", "towers", "fp32", 1, {"m": 256, "n": 128, "k": 512})
     monkeypatch.setattr(plugin_for(case), "kernel_devices", lambda case: TWO_STAGES)
-    runnable = Matmul(case).runnable()
+    runnable = job_for(case).runnable()
     runnable.setup()
     assert [part.shape.as_list() for part in runnable.a[0]] == [[256, 256], [256, 256]]
     assert [part.shape.as_list() for part in runnable.b[0]] == [[256, 128], [256, 128]]

@@ -209,7 +209,7 @@ def test_every_layout_applies_the_single_device_adam_update(layout):
 
 # --- the checks have teeth ------------------------------------------------------------------------
 def test_gradient_check_fails_when_part_of_the_batch_is_lost():
-    runnable = TfTrainStep(TrainStep(train_case("single", batch=8)))
+    runnable = TfTrainStep(job_for(train_case("single", batch=8)))
     runnable.setup()
     assert runnable.check().passed
     build = runnable.check_trainer
@@ -230,7 +230,7 @@ def test_gradient_check_fails_when_part_of_the_batch_is_lost():
                                      "heads": 4, "ffn": 64}],
                          ids=["mlp-wide-deep", "transformer-2-layers"])
 def test_a_sized_model_passes_the_gradient_check(params):
-    runnable = TfTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable = TfTrainStep(job_for(train_case("single", batch=8, **params)))
     runnable.setup()
     assert {name: w.shape for name, w in runnable.weights.items()} == runnable.spec.parameter_shapes()
     assert len(runnable.weights) == (2 * 6 if params["model"] == "mlp" else 2 * 13 + 2)
@@ -248,9 +248,9 @@ def test_adam_single_device_cases_pass_their_checks(tmp_path, precision):
 
 
 def test_the_loss_trajectory_reference_uses_the_case_optimizer():
-    runnable = TfTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable = TfTrainStep(job_for(train_case("single", "bf16", optimizer="adam")))
     runnable.setup()
-    assert runnable._reference(tf.float32, runnable.workload.check_workload()).optimizer == optimizer_for("adam")
+    assert runnable._reference(tf.float32, runnable.job.check_job().workload).optimizer == optimizer_for("adam")
     assert runnable.trainer.optimizer == optimizer_for("adam")
 
 

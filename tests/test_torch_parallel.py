@@ -85,7 +85,7 @@ def one_rank(monkeypatch):
 
 
 def test_fsdp_computes_in_bf16_through_its_policy_not_autocast(one_rank):
-    runnable = TorchTrainStep(TrainStep(case("fsdp", 1, precision="bf16")))
+    runnable = TorchTrainStep(job_for(case("fsdp", 1, precision="bf16")))
     runnable.setup()
     try:
         seen = []
@@ -104,7 +104,7 @@ def test_fsdp_computes_in_bf16_through_its_policy_not_autocast(one_rank):
 
 @pytest.mark.parametrize("reshard", [True, False])
 def test_reshard_decides_whether_the_gathered_parameters_outlive_the_forward(one_rank, reshard):
-    runnable = TorchTrainStep(TrainStep(case("fsdp", 1, reshard=reshard)))
+    runnable = TorchTrainStep(job_for(case("fsdp", 1, reshard=reshard)))
     runnable.setup()
     try:
         loss = runnable.loss(runnable.trained(runnable.batches[0][0]), runnable.batches[0][1])

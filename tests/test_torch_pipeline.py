@@ -162,7 +162,7 @@ def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standi
 
     monkeypatch.setattr(model_parallel, "devices_of", lambda case: [torch.device("cpu")] * case.n_devices)
     case = Case.make("train_step", "torch", "cpu", "model_parallel", "fp32", 2, {"model": "transformer", "batch": 4})
-    runnable = TorchTrainStep(TrainStep(case))
+    runnable = TorchTrainStep(job_for(case))
     runnable.setup()
     try:
         assert isinstance(runnable.trained, torch_models.PlacedLayerGroups)

@@ -165,7 +165,7 @@ def test_canonical_gradients_come_back_in_the_canonical_layout():
 def test_gradient_check_fails_when_the_strategy_loses_part_of_the_batch():
     """The check compares against the full-batch gradient: a model that sees only half of the
     batch (what a strategy dropping a shard computes) must fail it."""
-    runnable = TorchTrainStep(TrainStep(train_case("single", batch=8)))
+    runnable = TorchTrainStep(job_for(train_case("single", batch=8)))
     runnable.setup()
     assert runnable.check().passed
     full = runnable.trained
@@ -221,7 +221,7 @@ def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
      TransformerBlock(seq=16, d_model=32, heads=4, ffn=64, layers=2)),
 ], ids=["mlp-wide-deep", "transformer-2-layers"])
 def test_a_sized_model_passes_the_gradient_check(params, spec):
-    runnable = TorchTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable = TorchTrainStep(job_for(train_case("single", batch=8, **params)))
     runnable.setup()
     assert runnable.spec == spec
     layout = runnable.model.head_layout  # a transformer's q, k, v are one fused layer in torch
@@ -234,12 +234,12 @@ def test_a_sized_model_passes_the_gradient_check(params, spec):
 
 
 def test_the_optimizer_is_the_one_the_case_names():
-    adam = TorchTrainStep(TrainStep(train_case("single", optimizer="adam")))
+    adam = TorchTrainStep(job_for(train_case("single", optimizer="adam")))
     adam.setup()
     assert type(adam.optimizer) is torch.optim.Adam
     assert adam.optimizer.defaults["betas"] == (0.9, 0.999) and adam.optimizer.defaults["eps"] == 1e-8
     assert adam.optimizer.defaults["lr"] == OPTIMIZERS["adam"].learning_rate == 1e-4
-    sgd = TorchTrainStep(TrainStep(train_case("single")))
+    sgd = TorchTrainStep(job_for(train_case("single")))
     sgd.setup()
     assert type(sgd.optimizer) is torch.optim.SGD
 
@@ -256,7 +256,7 @@ def test_adam_cases_pass_their_checks(tmp_path, precision):
 def test_the_loss_trajectory_check_compares_with_the_same_optimizer(monkeypatch):
     """A bf16 Adam case passes against the fp32 Adam trajectory (above) and fails against an
     fp32 SGD one: the check tells the optimizers apart, so its reference must be the case's."""
-    runnable = TorchTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable = TorchTrainStep(job_for(train_case("single", "bf16", optimizer="adam")))
     runnable.setup()
     monkeypatch.setattr(torch_training, "reference_losses",
                         lambda *args: reference_losses(*args[:5], "sgd"))

@@ -193,7 +193,6 @@ class StrategyPlugin:
     def sync_statistics_reason(self, job: "Job") -> str | None:
         """Why the case cannot compute batch statistics over the global batch, or None (also
         where one forward sees the whole batch, so local and synchronised are the same)."""
-        case = job.case
         if self.statistics_groups(job) == 1 or self.synchronized_statistics:
             return None
         return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"

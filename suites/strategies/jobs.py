@@ -92,12 +92,16 @@ class Job:
         return job_for(replace(self.case, params=tuple(sorted(params.items()))))
 
 
-@lru_cache(maxsize=None)
 def job_for(case: Case) -> Job:
-    """The job of `case`. Raises UnknownWorkload (no such workload) or NoSuchStrategy (its
-    framework has no plugin for its strategy)."""
-    workload = workload_class(case.workload)(case)
+    """The job of `case`, built once per case and workload class (a workload registered anew
+    under the same name gets a job of its own). Raises UnknownWorkload (no such workload) or
+    NoSuchStrategy (its framework has no plugin for its strategy)."""
+    return _job(case, workload_class(case.workload))
+
+
+@lru_cache(maxsize=None)
+def _job(case: Case, workload: type[Workload]) -> Job:
     plugin = plugin_for(case)
     params = case.param_dict
     compiler = Compiler(case.compile, options_from(plugin.compiler_options.get(case.compile, NoOptions), params))
-    return Job(case, workload, plugin, options_from(plugin.options_type, params), compiler)
+    return Job(case, workload(case), plugin, options_from(plugin.options_type, params), compiler)

@@ -118,7 +118,6 @@ def largest_share(spec: "ModelSpec", devices: int, stages_per_device: int = 1) -
 def layers_reason(job: "Job", stages: int, how: str) -> str | None:
     """Why the case's model cannot be split into `stages` contiguous stages (`how`: how they
     come about), or None."""
-    case = job.case
     workload = job.workload
     layers = layer_names(workload.model)
     model = workload.p["model"]
@@ -159,13 +158,11 @@ class MicrobatchOptions:
 
 
 def microbatches_of(job: "Job") -> int:
-    case = job.case
     return job.options.microbatches
 
 
 def microbatches_reason(job: "Job") -> str | None:
     """Why the case's global batch cannot be cut into its micro-batches, or None."""
-    case = job.case
     m, batch = microbatches_of(job), job.workload.global_batch
     if batch % m:
         return f"microbatches = {m} does not divide the global batch of {batch}"

@@ -186,7 +186,6 @@ def this_task_index() -> int:
 def gpu_ordinals(job: "Job") -> tuple[int, ...]:
     """The ordinals of the GPUs this process's replicas run on (its energy is read over them):
     a multi-worker rank sees only its own GPU, as GPU 0; logical GPUs are all GPU 0."""
-    case = job.case
     if not local_gpus(job):
         return ()  # no GPU in this process (a parameter-server chief): none of its own to read
     if job.strategy.emulated(job):

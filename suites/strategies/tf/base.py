@@ -81,7 +81,6 @@ class DistributeStrategy(TfStrategy):
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        case = job.case
         from suites.frameworks.tf.trainers import StrategyTrainer
 
         assert strategy is not None
@@ -90,7 +89,6 @@ class DistributeStrategy(TfStrategy):
 
 
 def param(job: "Job", name: str, default: str) -> str:
-    case = job.case
     return str(job.workload.p.get(name, default))
 
 
@@ -105,7 +103,6 @@ def replicas_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool
 
 def mirrored_variables_reason(job: "Job", what: str) -> str | None:
     """`placement = "param_server"` is a towers layout; other strategies mirror the variables."""
-    case = job.case
     if param(job, "placement", "replicated") == "param_server":
         return f"placement 'param_server' is a towers layout; {what} mirrors the variables on every replica"
     return None
@@ -185,11 +182,9 @@ class ClusterStrategy(DistributeStrategy):
         raise NotImplementedError
 
     def processes(self, job: "Job") -> int:
-        case = job.case
         return sum(self.cluster_jobs(job).values())
 
     def ports_needed(self, job: "Job") -> int:
-        case = job.case
         return self.processes(job)  # one gRPC server per task
 
     def task_of(self, job: "Job", rank: int) -> tuple[str, int]:

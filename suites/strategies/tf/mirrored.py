@@ -31,7 +31,6 @@ class Mirrored(DistributeStrategy):
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         what = "MirroredStrategy"
         shared = on_shared_gpus(job, device.count) and param(job, "backend", "auto") == "nccl"
         return (replicas_reason(job, device, what, self.shares_gpus) or mirrored_variables_reason(job, what)
@@ -55,7 +54,6 @@ class Mirrored(DistributeStrategy):
         raise Unsupported(f"MirroredStrategy has no {backend_name!r} all-reduce")
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
-        case = job.case
         import tensorflow as tf
 
         from suites.frameworks.tf.distribute import replica_devices
@@ -64,7 +62,6 @@ class Mirrored(DistributeStrategy):
             devices=replica_devices(job), cross_device_ops=self.cross_device_ops(job, backend_name))
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
-        case = job.case
         return type(self.cross_device_ops(job, backend_name)).__name__
 
 

@@ -52,7 +52,6 @@ class ModelParallel(TfStrategy):
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        case = job.case
         from suites.frameworks.tf.distribute import replica_devices
         from suites.frameworks.tf.staged import StagedTrainer
 

@@ -26,7 +26,6 @@ class MultiWorker(ClusterStrategy):
     kinds = frozenset({"training", "collective"})
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         what = "MultiWorkerMirroredStrategy"
         return (replicas_reason(job, device, what) or mirrored_variables_reason(job, what)
                 or backend_reason(job, what, TF_BACKENDS) or nccl_bf16_reason(job, what))
@@ -52,7 +51,6 @@ class MultiWorker(ClusterStrategy):
         """Reads TF_CONFIG (from `rank_env`, or the user's on each machine). The workers meet
         first, with the rendezvous timeout (`suites.frameworks.tf.cluster.meet`): the strategy's
         constructor would wait for a missing worker forever."""
-        case = job.case
         import tensorflow as tf
 
         from suites.frameworks.tf.cluster import cluster_tasks, meet
@@ -69,7 +67,6 @@ class MultiWorker(ClusterStrategy):
         return WorkerLockstep(strategy)
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
-        case = job.case
         return f"CollectiveReduceV2 ({self.implementation(job, backend_name).name.lower()})"
 
 

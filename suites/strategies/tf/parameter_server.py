@@ -40,7 +40,6 @@ class ParameterServer(ClusterStrategy):
 
     @staticmethod
     def parameter_servers(job: "Job") -> int:
-        case = job.case
         return job.options.ps
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:
@@ -89,7 +88,6 @@ class ParameterServer(ClusterStrategy):
 
     def serve(self, job: "Job") -> bool:
         """A worker or parameter server: serve until the chief is done."""
-        case = job.case
         config = read_tf_config()
         if config is None or config["task"]["type"] == "chief":
             return False

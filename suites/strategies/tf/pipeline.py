@@ -33,11 +33,9 @@ class Pipeline(ModelParallel):
         return math.lcm(job.case.n_devices, job.options.microbatches)
 
     def microbatches(self, job: "Job") -> int:
-        case = job.case
         return microbatches_of(job)
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         return super().unavailable_reason(job, device) or microbatches_reason(job)
 
     def bubble_fraction(self, job: "Job") -> float:

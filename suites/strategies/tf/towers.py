@@ -45,7 +45,6 @@ class Towers(TfStrategy):
         return workload.kind == "training" or issubclass(workload, Matmul)
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         return replicas_reason(job, device, "towers", self.shares_gpus)
 
     def kernel_cache_shares(self, job: "Job") -> int:
@@ -54,14 +53,12 @@ class Towers(TfStrategy):
         return 1 if self.emulated(job) else case.n_devices
 
     def kernel_devices(self, job: "Job") -> list[str]:
-        case = job.case
         from suites.frameworks.tf.distribute import replica_devices
 
         return replica_devices(job)
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        case = job.case
         from suites.frameworks.tf.distribute import replica_devices
         from suites.frameworks.tf.trainers import TowersTrainer
 

@@ -85,7 +85,6 @@ class TorchStrategy(StrategyPlugin):
         """The samples of the global batch (start:stop) this process feeds its model each step
         and in the check: in one process all of them (a wrapper such as DataParallel may split
         them further). Processes feeding the same samples draw the same random batches."""
-        case = job.case
         return slice(0, job.workload.global_batch)
 
     def handles_precision(self, job: "Job") -> bool:
@@ -159,7 +158,6 @@ class RankProcesses(TorchStrategy):
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Rank `rank`'s equal shard of the global batch."""
-        case = job.case
         size = job.workload.per_device_batch
         return slice(rank * size, (rank + 1) * size)
 

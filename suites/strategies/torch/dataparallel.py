@@ -72,7 +72,6 @@ class DataParallel(TorchStrategy):
     def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every GPU of the case: each replica's forward and backward run on its own GPU, and
         a timed block ends only when the slowest of them has finished."""
-        case = job.case
         import torch
 
         return [torch.device("cuda", index) for index in device_ids(job)]

@@ -32,7 +32,6 @@ class Ddp(RankProcesses):
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         split = split_reason(job, "ranks")
         return super().unavailable_reason(job, device) or (
             split and f"{split} (DDP's mean of per-rank means needs equal shards)")

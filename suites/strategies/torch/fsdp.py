@@ -47,7 +47,6 @@ class FsdpOptions:
 
 
 def reshard_of(job: "Job") -> bool:
-    case = job.case
     return job.options.reshard
 
 
@@ -120,7 +119,6 @@ def sharded_state(parameters: int, largest: int, optimizer_states: int, shards: 
 def parameter_counts(job: "Job") -> dict[str, int]:
     """Canonical parameter name -> elements, of the case's model (empty for a user model,
     whose parameters only its framework knows)."""
-    case = job.case
     return {name: math.prod(shape) for name, shape in job.workload.model.parameter_shapes().items()}
 
 
@@ -131,7 +129,6 @@ class Fsdp(RankProcesses):
     options_type = FsdpOptions
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         split = split_reason(job, "ranks")
         return super().unavailable_reason(job, device) or (
             split and f"{split} (FSDP's ranks each train on an equal shard)")

@@ -52,7 +52,6 @@ FP16_UNAVAILABLE = (
 
 def mesh_of(job: "Job") -> tuple[int, int] | None:
     """(DP, TP) of the case's `mesh`, or None where it is not two positive sizes."""
-    case = job.case
     match = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", str(job.options.mesh))
     return (int(match[1]), int(match[2])) if match else None
 
@@ -77,7 +76,6 @@ class FsdpTensor(RankProcesses):
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Data-parallel group rank // TP's equal shard of the global batch."""
-        case = job.case
         dp, tp = mesh_of(job)  # type: ignore[misc]
         size = job.workload.global_batch // dp
         return slice(rank // tp * size, (rank // tp + 1) * size)

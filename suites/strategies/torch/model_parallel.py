@@ -77,7 +77,6 @@ class ModelParallel(TorchStrategy):
 
     def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every GPU of the case: a step has finished when the last group's has."""
-        case = job.case
         return devices_of(job)
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:

@@ -85,19 +85,16 @@ class Pipeline(RankProcesses):
 
     @staticmethod
     def schedule(job: "Job") -> str:
-        case = job.case
         return job.options.schedule
 
-    @staticmethod
     def batch_parts(self, job: "Job") -> int:
         return math.lcm(job.case.n_devices, job.options.microbatches)
 
+    @staticmethod
     def microbatches(job: "Job") -> int:
-        case = job.case
         return microbatches_of(job)
 
     def stages_per_rank(self, job: "Job") -> int:
-        case = job.case
         return STAGES_PER_RANK.get(self.schedule(job), 1)
 
     #: Stages pass activations with send/recv, which gloo does not do for CUDA tensors (the
@@ -154,12 +151,10 @@ class Pipeline(RankProcesses):
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Every rank feeds the whole global batch: stage 0 its inputs, the last stage its
         targets (the schedule cuts it into micro-batches)."""
-        case = job.case
         return slice(0, job.workload.global_batch)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "PipelineRank":
         """This rank's stages of the model and the case's schedule over them."""
-        case = job.case
         return PipelineRank(model, device, job, self.schedule(job), self.microbatches(job),
                             self.stages_per_rank(job))
 

@@ -20,7 +20,6 @@ class Single(TorchStrategy):
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
         return one_device_reason(job)
 
 

@@ -69,7 +69,6 @@ def tensor_plan(spec: ModelSpec) -> dict[str, str] | None:
 
 def plan_problem(job: "Job", ranks: int) -> str | None:
     """Why the case's model cannot be split over `ranks` tensor-parallel ranks, or None."""
-    case = job.case
     spec = job.workload.model
     plan = tensor_plan(spec)
     if plan is None:
@@ -104,7 +103,6 @@ def elements_saved(job: "Job", ranks: int) -> dict[str, int]:
     """Canonical parameter name -> elements one of `ranks` tensor-parallel ranks does not hold:
     (ranks - 1) / ranks of a column-split layer's kernel and bias and of a row-split layer's
     kernel; nothing of a replicated parameter."""
-    case = job.case
     spec = job.workload.model
     plan = tensor_plan(spec) or {}
     saved = {}
@@ -137,7 +135,6 @@ class Tensor(RankProcesses):
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """The whole global batch, on every rank."""
-        case = job.case
         return slice(0, job.workload.global_batch)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
