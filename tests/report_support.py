@@ -15,7 +15,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.frontends.asv_support import axis_params
@@ -24,6 +23,7 @@ from suites.kept.measurement import Measurement
 from suites.kept.store import ResultsStore
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.runner import RunContext, run_case
+from suites.strategies.jobs import job_for
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)

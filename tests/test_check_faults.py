@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
 from suites.kept.check import gradients_against_reference
 from suites.run import faults
+from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
 
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=1, min_time_s=0.02, block_min_s=0.005)

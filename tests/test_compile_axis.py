@@ -10,14 +10,12 @@ from typing import Callable
 
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.filters import select
-from suites.grids.grid import parse_suite
-from suites.strategies.registry import find_plugin, plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Framework, Status, Strategy
 from suites.errors import GridError, UserError
+from suites.grids.grid import parse_suite
 from suites.kept.devices import framework_installed
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -26,6 +24,8 @@ from suites.report.compilation import compile_pairs
 from suites.run import execute
 from suites.run.execute import execute_in_process
 from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin, plugin_for
 from suites.strategies.torch.base import TorchStrategy
 from tests.test_timing import FakeClock, PretendDevice, constant
 

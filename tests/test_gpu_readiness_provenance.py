@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.grids.grid import load_suite
-from suites.strategies.registry import find_plugin
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
+from suites.grids.grid import load_suite
 from suites.kept import devices, provenance
 from suites.kept.check import Check
 from suites.kept.devices import DeviceInfo
@@ -28,6 +26,8 @@ from suites.overhead import gpu_readiness
 from suites.run.execute import Outcome
 from suites.run.launchers import STARTUP_ALLOWANCE_S, case_timeout
 from suites.run.runner import RunContext, run_case
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of
 from suites.workloads.kernels import (BATCH_ROTATION, MIN_ROTATED_SET_BYTES, ROTATION_BYTES, ROTATION_ENV,
                                       batch_rotation_count, rotation_count)

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.grids.grid import builtin_suite_names, load_suite, parse_suite
 from suites.cases.vocabulary import Framework
-from suites.strategies.registry import strategies_of
 from suites.errors import GridError, UserError
 from suites.frontends.cli import main
+from suites.grids.grid import builtin_suite_names, load_suite, parse_suite
+from suites.strategies.registry import strategies_of
 
 GOOD = """
 description = "test"

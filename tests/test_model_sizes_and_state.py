@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.grids.grid import parse_suite
-from suites.strategies.registry import plugin_for
 from suites.errors import GridError
+from suites.grids.grid import parse_suite
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.report.columns import case_fields, tidy
 from suites.report.derived import fill_metrics
 from suites.strategies.base import STATE_BYTES
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import plugin_for
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)

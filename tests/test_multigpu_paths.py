@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.strategies.registry import find_plugin
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
 from suites.kept import devices
 from suites.kept.devices import DeviceInfo
 from suites.overhead import gpu_readiness
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.run.interleaved import abba
+from suites.strategies.jobs import job_for
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402

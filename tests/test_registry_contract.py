@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from suites.frameworks.implementations import implementations, runnable_class
 from suites.cases.case import Case
-from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.cases.vocabulary import Framework, Strategy
+from suites.frameworks.implementations import implementations, runnable_class
 from suites.frontends.asv_support import KIND_MODULES
 from suites.kept.devices import descriptor
+from suites.run.launch import Launch
 from suites.run.launchers import LAUNCHERS
 from suites.run.runnable import Runnable
-from suites.run.launch import Launch
+from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.strategies.tf.base import TfStrategy
 from suites.strategies.torch.base import TorchStrategy
 from suites.workloads import WORKLOADS, UnknownWorkload, workload_class, workload_of

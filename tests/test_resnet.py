@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.grids.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.grids.grid import load_suite
 from suites.kept.check import gradients_against_reference
+from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
 from suites.workloads.resnet import ResNet50, conv_out
 from suites.workloads.training import TrainStep

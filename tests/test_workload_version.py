@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from suites.workloads import WORKLOADS
 from suites.strategies.versions import version_sources
+from suites.workloads import WORKLOADS
 from suites.workloads.sources import imported_names
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "suites"

@@ -32,12 +32,11 @@ from typing import Any, Callable
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from suites import knobs
-from suites.strategies.versions import version_of
 from suites.cases.case import Case
-from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS
@@ -49,6 +48,7 @@ from suites.run.availability import unavailable_reason
 from suites.run.launchers import case_timeout
 from suites.run.launchers import launch_case
 from suites.run.timing import measure
+from suites.strategies.versions import version_of
 from suites.workloads import WORKLOADS, Workload
 
 #: Which suite asv benchmarks: a built-in suite name or the path of a .toml grid.

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.kept.check import Check
 from suites.run.availability import unavailable_reason
 from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
+from suites.run.launch import Launch
 from suites.run.runnable import Runnable
 from suites.run.timing import TooSlow, WarmUp, warm_up
-from suites.run.launch import Launch
+from suites.strategies.jobs import job_for
 
 
 class CaseUnavailable(NotImplementedError):

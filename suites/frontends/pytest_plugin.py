@@ -20,20 +20,20 @@ from typing import Any, Iterable
 
 import pytest
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
+    judge, measure_relative, run_single_threaded, threshold_from
+from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import environment, machine_label, threads_in_use
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
-    judge, measure_relative, run_single_threaded, threshold_from
-from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.strategies.jobs import job_for
 
 HEAVY_MARKER = "benchmark_heavy"
 _GATE = pytest.StashKey["GateSession"]()

@@ -34,9 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
-from suites.strategies.registry import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
 from suites.kept.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence
@@ -48,6 +46,8 @@ from suites.run.availability import precision_reason
 from suites.run.execute import Outcome
 from suites.run.launchers import case_timeout, launch_case
 from suites.run.runner import RunContext, run_case
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin, strategies_of
 from suites.workloads import workload_class
 from suites.workloads.training import Mlp
 

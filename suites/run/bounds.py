@@ -24,13 +24,13 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, Status
 from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process
 from suites.run.timing import first_step_limit_s
+from suites.strategies.jobs import job_for
 from suites.workloads.kernels import ROTATION_ENV
 
 #: The probe: square GEMMs of these sizes (34 and 268 MFLOP), each timed briefly on one copy of

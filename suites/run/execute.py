@@ -6,16 +6,16 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.kept.memory import largest_peak
-from suites.run.unsupported import Unsupported
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
+from suites.run.unsupported import Unsupported
+from suites.strategies.jobs import job_for
 
 
 @dataclass

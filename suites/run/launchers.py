@@ -23,16 +23,15 @@ from pathlib import Path
 from typing import Callable
 
 from suites import knobs
-from suites.strategies.jobs import job_for
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
-from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.run.launch import Launch
 from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
-from suites.workloads import workload_class
+from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
+from suites.strategies.jobs import job_for
 
 GRACE_S = 5.0
 POLL_S = 0.05
@@ -91,7 +90,7 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     """
     cores = sorted(os.sched_getaffinity(0))
     if (case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
-            or workload_class(case.workload).kind == "collective"):
+            or job_for(case).workload.kind == "collective"):
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]

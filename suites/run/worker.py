@@ -21,18 +21,18 @@ import sys
 from pathlib import Path
 
 from suites import knobs
-from suites.strategies.jobs import job_for
-from suites.workloads import UnknownWorkload
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.kept.contention import Contention, judge, read_cpu
-from suites.strategies.registry import NoSuchStrategy
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.strategies.base import StrategyPlugin
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import NoSuchStrategy
+from suites.workloads import UnknownWorkload
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import itertools
 from typing import TYPE_CHECKING, Sequence
 
-from suites.strategies.options import option
 from suites.strategies.base import STATE_BYTES
+from suites.strategies.options import option
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -33,8 +33,8 @@ import numpy as np
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf
 
-from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.catalog import layer_forwards
+from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import Layer
 from suites.frameworks.tf.optimizers import Slots
 from suites.frameworks.tf.trainers import Batch, Trainer, TrainingSetup, _numpy

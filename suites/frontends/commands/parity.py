@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from suites import knobs
-from suites.strategies.jobs import job_for
 from suites.errors import UserError
+from suites.strategies.jobs import job_for
 
 SUMMARY = ("time parbench's resnet50 / gpt2_small / bert_base training step beside torchvision's and HF "
            "transformers' (where importable) on this machine, interleaved, and print both and the ratio")

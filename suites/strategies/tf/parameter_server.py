@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.strategies.options import option
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
+from suites.strategies.options import option
 from suites.strategies.tf.base import ClusterStrategy, mirrored_variables_reason, read_tf_config, replicas_reason
 
 if TYPE_CHECKING:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from suites.strategies.options import option
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.run.launch import Launch
 from suites.strategies.base import StrategyPlugin, on_shared_gpus, visible_gpus
+from suites.strategies.options import option
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.strategies.options import option
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES, split_reason
+from suites.strategies.options import option
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads.collectives import DTYPE_BYTES
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import re
 from typing import TYPE_CHECKING, Any
 
-from suites.strategies.options import option
 from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.options import option
 from suites.strategies.torch.base import RankProcesses
 from suites.strategies.torch.fsdp import (RESHARD_HELP, largest_unit, parameter_counts, reshard_of, shard,
                                           sharded_state)

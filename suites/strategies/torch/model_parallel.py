@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.run.launch import Launch
-from suites.strategies.torch.base import TorchStrategy
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
+from suites.strategies.torch.base import TorchStrategy
 from suites.strategies.torch.pipeline import stage_layers
 
 if TYPE_CHECKING:

@@ -32,14 +32,14 @@ from dataclasses import dataclass
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.strategies.options import option
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
+from suites.strategies.options import option
 from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, layer_sizes, layers_reason,
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
-from suites.strategies.torch.base import RankProcesses
 from suites.run import faults
+from suites.strategies.torch.base import RankProcesses
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
