@@ -188,11 +188,10 @@ def test_a_case_that_keeps_recompiling_fails_with_that_reason(monkeypatch):
     with pytest.raises(KeepsRecompiling, match=f"keeps recompiling: {MAX_RECOMPILES + 1} compilation"):
         measure(runnable, FAST, clock)
 
-    class Workload:
-        def runnable_class(self, framework):
-            return lambda workload: PretendCompiled(FakeClock(), constant(0.002), lambda i: True)
+    class Job:
+        runnable_class = staticmethod(lambda job: PretendCompiled(FakeClock(), constant(0.002), lambda i: True))
 
-    monkeypatch.setattr(execute, "workload_of", lambda case: Workload())
+    monkeypatch.setattr(execute, "job_for", lambda case: Job())
     outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8},
                                            compile="inductor"), FAST)
     assert outcome.status is Status.FAILED and outcome.reason.startswith("keeps recompiling")

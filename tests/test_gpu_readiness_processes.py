@@ -37,7 +37,6 @@ from suites.cases.vocabulary import Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import backend  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import training  # noqa: E402
 from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402
@@ -114,12 +113,11 @@ def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
 
     # The training runnable waits for every device its strategy names.
     class SingleOnThreeGpus(type(find_plugin(Framework.TORCH, Strategy.SINGLE))):
-        def devices_in_use(self, case, device):
+        def devices_in_use(self, job, device):
             return DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
 
-    monkeypatch.setattr(training, "plugin_for", lambda case: SingleOnThreeGpus())
-    runnable = TorchTrainStep(job_for(Case.make("train_step", "torch", "cpu", "single", "fp32",
-                                                    params={"model": "mlp", "batch": 4})))
+    job = job_for(Case.make("train_step", "torch", "cpu", "single", "fp32", params={"model": "mlp", "batch": 4}))
+    runnable = TorchTrainStep(dataclasses.replace(job, strategy=SingleOnThreeGpus()))
     runnable.setup()
     waited: list[torch.device] = []
     monkeypatch.setattr(backend, "synchronize", waited.append)

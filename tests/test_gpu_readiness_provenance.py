@@ -149,7 +149,7 @@ def test_the_training_suite_has_a_runnable_tpu_case_for_each_single_host_tpu(cor
         for model in ("mlp", "cnn", "transformer")}
     assert all(case.n_devices == cores for case in runnable)
     other = next(case for case in tpu_cases if case.n_devices != cores)
-    assert f"the case with n_devices = {cores} runs here" in plugin.unavailable_reason(other, tpu_device(cores))
+    assert f"the case with n_devices = {cores} runs here" in plugin.unavailable_reason(job_for(other), tpu_device(cores))
 
 
 def test_the_eight_core_tpu_case_ids_are_unchanged():

@@ -168,13 +168,13 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
     workload = train_step("ddp", n=2, model="mlp", optimizer="adam")
     plugin = plugin_for(workload.case)
 
-    def sharded(case, parameters, optimizer_states):  # ZeRO-1 over the case's devices
+    def sharded(job, parameters, optimizer_states):  # ZeRO-1 over the case's devices
         state = {"parameters": 4 * parameters, "gradients": 4 * parameters,
-                 "optimizer": 4 * parameters * optimizer_states // case.n_devices}
+                 "optimizer": 4 * parameters * optimizer_states // job.case.n_devices}
         return {**state, "total": sum(state.values())}
 
     monkeypatch.setattr(plugin, "state_bytes_per_device", sharded)
-    monkeypatch.setattr(plugin, "activation_bytes_per_device", lambda case, whole: whole // 2)
+    monkeypatch.setattr(plugin, "activation_bytes_per_device", lambda job, whole: whole // 2)
     params = parameter_count(Mlp())
     estimate = job_for(workload.case).state_estimate()
     assert estimate["optimizer"] == 4 * params and estimate["total"] == 12 * params

@@ -149,7 +149,7 @@ def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(
     on_gpus = replace(case, device=DeviceKind.GPU)
     assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(1))
     assert MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(2)) is None
-    assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(replace(on_gpus, n_devices=1), _gpus(2))
+    assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(job_for(replace(on_gpus, n_devices=1)), _gpus(2))
     assert MODEL_PARALLEL.launch.value == "isolated"
 
 
@@ -160,7 +160,7 @@ def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standi
     from suites.frameworks.torch.training import TorchTrainStep
     from suites.workloads.training import TrainStep
 
-    monkeypatch.setattr(model_parallel, "devices_of", lambda case: [torch.device("cpu")] * case.n_devices)
+    monkeypatch.setattr(model_parallel, "devices_of", lambda job: [torch.device("cpu")] * job.case.n_devices)
     case = Case.make("train_step", "torch", "cpu", "model_parallel", "fp32", 2, {"model": "transformer", "batch": 4})
     runnable = TorchTrainStep(job_for(case))
     runnable.setup()

@@ -305,20 +305,20 @@ def test_dataparallel_needs_a_gpu_per_device_and_ddp_ranks_can_share_one():
     ddp, dataparallel = (find_plugin(Framework.TORCH, Strategy.DDP),
                          find_plugin(Framework.TORCH, Strategy.DATAPARALLEL))
     two_gpus = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert ddp.unavailable_reason(two_gpus, _gpus(1)) is None  # two gloo ranks share the one GPU
-    assert ddp.unavailable_reason(two_gpus, _gpus(2)) is None
+    assert ddp.unavailable_reason(job_for(two_gpus), _gpus(1)) is None  # two gloo ranks share the one GPU
+    assert ddp.unavailable_reason(job_for(two_gpus), _gpus(2)) is None
     strong = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 4,
                        {"model": "mlp", "batch": 10, "scaling": "strong"})
-    assert "does not split evenly over 4 ranks" in ddp.unavailable_reason(strong, CPU)
+    assert "does not split evenly over 4 ranks" in ddp.unavailable_reason(job_for(strong), CPU)
     gloo = Case.make("allreduce", "torch", "gpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "gloo"})
-    assert ddp.unavailable_reason(gloo, _gpus(1)) is None  # gloo ranks may share a GPU
+    assert ddp.unavailable_reason(job_for(gloo), _gpus(1)) is None  # gloo ranks may share a GPU
     nccl_on_cpu = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "nccl"})
-    assert "CUDA tensors only" in ddp.unavailable_reason(nccl_on_cpu, CPU)
+    assert "CUDA tensors only" in ddp.unavailable_reason(job_for(nccl_on_cpu), CPU)
     ring = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "ring"})
-    assert "not a torch.distributed backend" in ddp.unavailable_reason(ring, CPU)
+    assert "not a torch.distributed backend" in ddp.unavailable_reason(job_for(ring), CPU)
     dp = Case.make("train_step", "torch", "gpu", "dataparallel", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(dp, _gpus(1))
-    assert dataparallel.unavailable_reason(dp, _gpus(2)) is None
+    assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(job_for(dp), _gpus(1))
+    assert dataparallel.unavailable_reason(job_for(dp), _gpus(2)) is None
     assert ddp.launch.value == "ranks" and dataparallel.launch.value == "isolated"
 
 
@@ -350,7 +350,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
 
     class CrashingRankRunnable(Runnable):
         def setup(self):
-            self.group = job_for(self.case).strategy.join(job_for(self.case))
+            self.group = self.job.strategy.join(self.job)
             if self.group.rank == 1:
                 print("rank 1 crashing on purpose", flush=True)
                 os._exit(3)
