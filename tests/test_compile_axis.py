@@ -126,7 +126,7 @@ def test_a_new_strategy_inherits_compilers_but_runs_under_none_until_it_declares
 
     plugin = NewStrategy()
     assert Compile.INDUCTOR in plugin.compilers and plugin.compile_modes == {Compile.NONE}
-    assert "declares no inductor support" in plugin.compile_reason(train("torch", "tensor", "inductor"))
+    assert "declares no inductor support" in plugin.compile_reason(job_for(train("torch", "tensor", "inductor")))
     assert find_plugin(Framework.TF, Strategy.SINGLE).compilers == {Compile.NONE, Compile.XLA}
 
 

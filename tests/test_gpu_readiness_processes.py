@@ -86,7 +86,7 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
     model = cpu_model(case)
     inside: list[torch.dtype] = []
     model.register_forward_pre_hook(lambda module, inputs: inside.append(torch.get_autocast_dtype("cpu")))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), case)
+    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(case))
     assert isinstance(wrapped, torch.nn.DataParallel)
     replica = wrapped.module  # what DataParallel replicates onto each GPU
     x = torch.randn(4, *model.input_shape)
@@ -99,7 +99,7 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
 def test_dataparallel_in_fp32_replicates_the_bare_model():
     """fp32 and tf32 run no autocast at all, as a hand-written loop would."""
     model = cpu_model(dataparallel_case("fp32"))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), dataparallel_case("fp32"))
+    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(dataparallel_case("fp32")))
     assert wrapped.module is model
 
 
@@ -206,7 +206,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
 
     class FailingCheckRunnable(Runnable):
         def setup(self):
-            self.group = job_for(self.case).strategy.join(job_for(self.case))
+            self.group = self.job.strategy.join(self.job)
 
         def step(self):
             pass
