@@ -23,7 +23,6 @@ from suites.kept.measurement import Measurement
 from suites.kept.store import ResultsStore
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.runner import RunContext, run_case
-from suites.strategies.jobs import job_for
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)
@@ -145,7 +144,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 PYTEST_BENCHMARK = '''
 from suites.cases.case import Case
-from suites.workloads import workload_of
+from suites.strategies.jobs import job_for
 
 CASE = Case.from_id({case_id!r})
 

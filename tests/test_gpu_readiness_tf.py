@@ -276,7 +276,7 @@ def test_in_process_cpu_and_gpu_cases_share_one_runtime_that_keeps_gpu_0(four_gp
         distribute.configure_runtime(job_for(case))
     assert initialised == [FAKE_GPUS[:1]] * 4
     with pytest.raises(RuntimeError, match="needs 2 GPUs but TensorFlow is already initialised with 1"):
-        distribute.configure_runtime(train("gpu", "mirrored", 2))
+        distribute.configure_runtime(job_for(train("gpu", "mirrored", 2)))
 
 
 # --- 8: bf16 all-reduce through NCCL ------------------------------------------------------------------

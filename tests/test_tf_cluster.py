@@ -115,7 +115,7 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
     update's gradient belongs to other rows, or when no update read the initial weights."""
     step = TfTrainStep(job_for(cluster_case("single", 1, batch=8)))
     step.setup()
-    x, y = step.spec.make_batch(step.workload.check_workload().global_batch, CHECK_SEED)  # 2 samples
+    x, y = step.spec.make_batch(step.job.check_job().workload.global_batch, CHECK_SEED)  # 2 samples
     initial = step.weights
     moved = {name: value + 0.01 for name, value in initial.items()}
     first, second = slice(0, 1), slice(1, 2)

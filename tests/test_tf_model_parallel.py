@@ -82,7 +82,7 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     assert job_for(mp_case).strategy.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
         job_for(pipe_case).strategy.describe(job_for(pipe_case), {}).split(" ", 1)[1]
     spec = TINY["mlp"]
-    trainers = [plugin_for(case).trainer(setup_of(spec, optimizer="adam"), case, {}, None)
+    trainers = [job_for(case).strategy.trainer(setup_of(spec, optimizer="adam"), job_for(case), {}, None)
                 for case in (mp_case, pipe_case)]
     for step in range(2):
         x, y = spec.make_batch(8, seed=10 + step)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-import tensorflow as tf
+from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
+import tensorflow as tf  # noqa: E402
 
 from suites.frameworks.tf.llm import LLM_LAYERS
 from suites.frameworks.tf.models import (Forward, Layer, cnn_layers, keras_forward, mlp_layers, sequential,
