@@ -144,12 +144,12 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 PYTEST_BENCHMARK = '''
 from suites.cases.case import Case
-from suites.workloads import workload_of
+from suites.strategies.jobs import job_for
 
 CASE = Case.from_id({case_id!r})
 
 def test_matmul(benchmark):
-    runnable = workload_of(CASE).runnable()
+    runnable = job_for(CASE).runnable()
     runnable.setup()
     check = runnable.check()
     def step():

@@ -16,13 +16,14 @@ import pytest
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from suites.cases.case import Case
-from suites.cases.grid import builtin_suite_names, load_suite
 from suites.cases.vocabulary import Status
 from suites.frontends import asv_support
 from suites.frontends.prepared import CaseUnavailable, runs_in_process
+from suites.grids.grid import builtin_suite_names, load_suite
 from suites.kept.asv_layout import AXES, LAUNCHED_SUFFIX, axis_values, case_id_from_axes
 from suites.kept.measurement import Measurement
 from suites.run.execute import Outcome
+from suites.strategies.versions import version_of
 from suites.workloads import workload_class, workload_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ def test_asv_discovers_exactly_the_suites_cases(tmp_path, suite):
         assert all(c.workload == workload.name for c in cases) and len(set(launched)) == 1
     for name, entry in benchmarks.items():
         workload = workload_class(Case.from_id(entry["case_ids"][0]).workload)
-        assert entry["version"] == workload.version()
+        assert entry["version"] == version_of(workload)
     methods = {name.split(".", 1)[1] for name in benchmarks}
     if suite is None:
         assert methods == {"Matmul.time_step", "Matmul.track_tflops", "Conv2d.time_step",

@@ -9,14 +9,14 @@ from typing import ClassVar, Mapping
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Framework
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
+from suites.grids.grid import load_suite
 from suites.kept.check import Check
-from suites.run.availability import Unsupported
 from suites.run.runnable import Runnable
+from suites.run.unsupported import Unsupported
 from suites.workloads import WORKLOADS, Workload
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,6 +14,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
 from suites.kept.check import gradients_against_reference
 from suites.run import faults
+from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
 
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=1, min_time_s=0.02, block_min_s=0.005)
@@ -47,7 +48,7 @@ def test_a_small_parameters_rounding_passes_and_a_wrong_shard_fails():
     ("ddp", 2, 256, {"scaling": "strong"}, 4), ("pipeline", 2, 32, {"microbatches": 8}, 8)])
 def test_the_check_batch_is_a_few_samples_per_device_whatever_the_global_batch(strategy, n, batch, params,
                                                                                check_batch):
-    work = workload_of(train_case("torch", strategy, n, batch, **params)).check_workload()
+    work = job_for(train_case("torch", strategy, n, batch, **params)).check_job().workload
     assert work.global_batch == check_batch
     assert (work.case.strategy, work.case.n_devices, work.p["model"]) == (strategy, n, "mlp")
 
@@ -56,7 +57,7 @@ def test_the_check_records_its_time_and_memory_beside_its_verdict():
     pytest.importorskip("torch")
     from suites.run.execute import measured_check
 
-    runnable = workload_of(train_case("torch", "single", 1, batch=64)).runnable()
+    runnable = job_for(train_case("torch", "single", 1, batch=64)).runnable()
     runnable.setup()
     try:
         check = measured_check(runnable)
@@ -129,7 +130,7 @@ def test_a_stale_parameter_server_update_counted_as_fresh_fails(monkeypatch):
 
     from tests.test_tf_cluster import _Updates
 
-    step = TfTrainStep(workload_of(train_case("tf", "single", 1, batch=8)))
+    step = TfTrainStep(job_for(train_case("tf", "single", 1, batch=8)))
     step.setup()
     x, y = step.spec.make_batch(2, CHECK_SEED)  # the check batch: 2 samples
 
@@ -161,7 +162,7 @@ def test_the_tf_check_leaves_the_timed_xla_step_alone():
     from suites.frameworks.tf.training import TfTrainStep
 
     case = Case.make("train_step", "tf", "cpu", params={"model": "mlp", "batch": 8, "hidden": 16}, compile="xla")
-    step = TfTrainStep(workload_of(case))
+    step = TfTrainStep(job_for(case))
     step.setup()
     try:
         def untouchable(*args):

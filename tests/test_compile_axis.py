@@ -12,11 +12,10 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.filters import select
-from suites.cases.grid import parse_suite
-from suites.cases.strategy_plugins import find_plugin, plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Framework, Status, Strategy
 from suites.errors import GridError, UserError
+from suites.grids.grid import parse_suite
 from suites.kept.devices import framework_installed
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
@@ -25,6 +24,8 @@ from suites.report.compilation import compile_pairs
 from suites.run import execute
 from suites.run.execute import execute_in_process
 from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin, plugin_for
 from suites.strategies.torch.base import TorchStrategy
 from tests.test_timing import FakeClock, PretendDevice, constant
 
@@ -110,13 +111,13 @@ def train(framework: str, strategy: str, compiler: str, workload: str = "train_s
     (train("torch", "ddp", "inductor", "allreduce"), "allreduce is one collective call: inductor has nothing"),
 ])
 def test_a_strategy_that_does_not_run_under_a_compiler_is_unavailable_with_the_reason(case, reason):
-    assert reason in plugin_for(case).compile_reason(case)
+    assert reason in job_for(case).strategy.compile_reason(job_for(case))
 
 
 @pytest.mark.parametrize("case", [train("torch", "ddp", "inductor"), train("tf", "mirrored", "xla"),
                                   train("tf", "multiworker", "xla"), train("torch", "ddp", "none")])
 def test_ddp_under_inductor_and_mirrored_under_xla_are_available(case):
-    assert plugin_for(case).compile_reason(case) is None
+    assert job_for(case).strategy.compile_reason(job_for(case)) is None
 
 
 def test_a_new_strategy_inherits_compilers_but_runs_under_none_until_it_declares_them():
@@ -125,7 +126,7 @@ def test_a_new_strategy_inherits_compilers_but_runs_under_none_until_it_declares
 
     plugin = NewStrategy()
     assert Compile.INDUCTOR in plugin.compilers and plugin.compile_modes == {Compile.NONE}
-    assert "declares no inductor support" in plugin.compile_reason(train("torch", "tensor", "inductor"))
+    assert "declares no inductor support" in plugin.compile_reason(job_for(train("torch", "tensor", "inductor")))
     assert find_plugin(Framework.TF, Strategy.SINGLE).compilers == {Compile.NONE, Compile.XLA}
 
 
@@ -187,11 +188,10 @@ def test_a_case_that_keeps_recompiling_fails_with_that_reason(monkeypatch):
     with pytest.raises(KeepsRecompiling, match=f"keeps recompiling: {MAX_RECOMPILES + 1} compilation"):
         measure(runnable, FAST, clock)
 
-    class Workload:
-        def runnable_class(self, framework):
-            return lambda workload: PretendCompiled(FakeClock(), constant(0.002), lambda i: True)
+    class Job:
+        runnable_class = staticmethod(lambda job: PretendCompiled(FakeClock(), constant(0.002), lambda i: True))
 
-    monkeypatch.setattr(execute, "workload_of", lambda case: Workload())
+    monkeypatch.setattr(execute, "job_for", lambda case: Job())
     outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8},
                                            compile="inductor"), FAST)
     assert outcome.status is Status.FAILED and outcome.reason.startswith("keeps recompiling")

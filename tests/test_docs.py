@@ -281,8 +281,8 @@ def test_without_a_capabilities_module_there_is_no_protocol_section(monkeypatch)
 
 def test_the_registry_is_the_first_module_that_has_the_lookup(monkeypatch):
     monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
-                                                         "suites.cases.strategy_plugins"))
-    assert hook_table.registry().__name__ == "suites.cases.strategy_plugins"
+                                                         "suites.strategies.registry"))
+    assert hook_table.registry().__name__ == "suites.strategies.registry"
     monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
                                                          "suites.strategies.base"))  # no find_plugin
     with pytest.raises(ImportError, match="no plugin registry"):

@@ -29,13 +29,15 @@ from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import backend  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import training  # noqa: E402
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402
@@ -44,7 +46,7 @@ from suites.run import launchers  # noqa: E402
 from suites.run.eta import LAUNCH_OVERHEAD_S, case_estimate_s  # noqa: E402
 from suites.run.execute import FAILED_AT, Outcome  # noqa: E402
 from suites.run.runner import RunContext, run_cases  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.workloads import WORKLOADS, workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +61,7 @@ def dataparallel_case(precision: str = "bf16", n: int = 2) -> Case:
 
 def cpu_model(case: Case) -> torch.nn.Module:
     spec = workload_of(case).model
-    return torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    return torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
 
 
 # --- item 4: dataparallel + bf16 computes in bf16 ---------------------------------------------
@@ -85,7 +87,7 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
     model = cpu_model(case)
     inside: list[torch.dtype] = []
     model.register_forward_pre_hook(lambda module, inputs: inside.append(torch.get_autocast_dtype("cpu")))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), case)
+    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(case))
     assert isinstance(wrapped, torch.nn.DataParallel)
     replica = wrapped.module  # what DataParallel replicates onto each GPU
     x = torch.randn(4, *model.input_shape)
@@ -98,26 +100,25 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
 def test_dataparallel_in_fp32_replicates_the_bare_model():
     """fp32 and tf32 run no autocast at all, as a hand-written loop would."""
     model = cpu_model(dataparallel_case("fp32"))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), dataparallel_case("fp32"))
+    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(dataparallel_case("fp32")))
     assert wrapped.module is model
 
 
 # --- item 16 (part): DataParallel synchronises every GPU it uses -------------------------------
 def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
     cuda0 = torch.device("cuda", 0)
-    assert DATAPARALLEL.devices_in_use(dataparallel_case(n=4), cuda0) == \
+    assert DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=4)), cuda0) == \
         [torch.device("cuda", i) for i in range(4)]
     for strategy in (Strategy.SINGLE, Strategy.DDP):  # one device per process
-        assert find_plugin(Framework.TORCH, strategy).devices_in_use(dataparallel_case(), cuda0) == [cuda0]
+        assert find_plugin(Framework.TORCH, strategy).devices_in_use(job_for(dataparallel_case()), cuda0) == [cuda0]
 
     # The training runnable waits for every device its strategy names.
     class SingleOnThreeGpus(type(find_plugin(Framework.TORCH, Strategy.SINGLE))):
-        def devices_in_use(self, case, device):
-            return DATAPARALLEL.devices_in_use(dataparallel_case(n=3), cuda0)
+        def devices_in_use(self, job, device):
+            return DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
 
-    monkeypatch.setattr(training, "plugin_for", lambda case: SingleOnThreeGpus())
-    runnable = TorchTrainStep(workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32",
-                                                    params={"model": "mlp", "batch": 4})))
+    job = job_for(Case.make("train_step", "torch", "cpu", "single", "fp32", params={"model": "mlp", "batch": 4}))
+    runnable = TorchTrainStep(dataclasses.replace(job, strategy=SingleOnThreeGpus()))
     runnable.setup()
     waited: list[torch.device] = []
     monkeypatch.setattr(backend, "synchronize", waited.append)
@@ -143,7 +144,7 @@ def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
 
 def test_the_training_suites_dataparallel_cases_are_asv_launched_benchmarks():
     asv_support = pytest.importorskip("suites.frontends.asv_support")
-    from suites.cases.grid import load_suite
+    from suites.grids.grid import load_suite
 
     suite = load_suite("training")
     classes = asv_support.benchmark_classes("training", "training", suite)
@@ -154,9 +155,9 @@ def test_the_training_suites_dataparallel_cases_are_asv_launched_benchmarks():
 
 
 @pytest.mark.parametrize("runnable_of", [
-    lambda: TorchMatmul(workload_of(Case.make("matmul", "torch", "cpu",
+    lambda: TorchMatmul(job_for(Case.make("matmul", "torch", "cpu",
                                               params={"m": 16, "n": 16, "k": 16}))),
-    lambda: TorchTrainStep(workload_of(Case.make("train_step", "torch", "cpu", "single", "bf16",
+    lambda: TorchTrainStep(job_for(Case.make("train_step", "torch", "cpu", "single", "bf16",
                                                  params={"model": "mlp", "batch": 4}))),
 ], ids=["matmul", "train_step"])
 def test_torch_teardown_drops_the_cases_tensors_then_empties_the_cuda_cache(monkeypatch, runnable_of):
@@ -188,7 +189,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
     """Test-only workloads whose case fails."""
     import time
     from suites.kept.check import Check
-    from suites.cases.strategy_plugins import plugin_for
+    from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload
@@ -206,7 +207,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
 
     class FailingCheckRunnable(Runnable):
         def setup(self):
-            self.group = plugin_for(self.case).join(self.case)
+            self.group = self.job.strategy.join(self.job)
 
         def step(self):
             pass

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
-from suites.cases.strategy_plugins import find_plugin
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
+from suites.grids.grid import load_suite
 from suites.kept import devices, provenance
 from suites.kept.check import Check
 from suites.kept.devices import DeviceInfo
@@ -27,6 +26,8 @@ from suites.overhead import gpu_readiness
 from suites.run.execute import Outcome
 from suites.run.launchers import STARTUP_ALLOWANCE_S, case_timeout
 from suites.run.runner import RunContext, run_case
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of
 from suites.workloads.kernels import (BATCH_ROTATION, MIN_ROTATED_SET_BYTES, ROTATION_BYTES, ROTATION_ENV,
                                       batch_rotation_count, rotation_count)
@@ -142,13 +143,13 @@ def test_the_training_suite_has_a_runnable_tpu_case_for_each_single_host_tpu(cor
     """v4-8, v5p-8, v5e-4 and v6e-4 expose 4 cores; v5e-1/v6e-1 one; v2-8, v3-8, v5e-8 eight."""
     plugin = find_plugin(Framework.TF, Strategy.TPU)
     tpu_cases = [case for case in load_suite("training").cases if case.strategy is Strategy.TPU]
-    runnable = [case for case in tpu_cases if plugin.unavailable_reason(case, tpu_device(cores)) is None]
+    runnable = [case for case in tpu_cases if plugin.unavailable_reason(job_for(case), tpu_device(cores)) is None]
     assert {(case.precision, case.param_dict["model"]) for case in runnable} == {
         (precision, model) for precision in (Precision.FP32, Precision.BF16)
         for model in ("mlp", "cnn", "transformer")}
     assert all(case.n_devices == cores for case in runnable)
     other = next(case for case in tpu_cases if case.n_devices != cores)
-    assert f"the case with n_devices = {cores} runs here" in plugin.unavailable_reason(other, tpu_device(cores))
+    assert f"the case with n_devices = {cores} runs here" in plugin.unavailable_reason(job_for(other), tpu_device(cores))
 
 
 def test_the_eight_core_tpu_case_ids_are_unchanged():
@@ -160,7 +161,7 @@ def test_the_eight_core_tpu_case_ids_are_unchanged():
 def test_an_unusual_core_count_says_no_built_in_case_matches():
     plugin = find_plugin(Framework.TF, Strategy.TPU)
     case = Case.make("train_step", "tf", "tpu", "tpu", "fp32", 8, {"model": "mlp", "batch": 32})
-    assert "no built-in case has n_devices = 16" in plugin.unavailable_reason(case, tpu_device(16))
+    assert "no built-in case has n_devices = 16" in plugin.unavailable_reason(job_for(case), tpu_device(16))
 
 
 def test_a_tpu_case_gets_the_tpu_start_up_allowance():
@@ -239,12 +240,12 @@ def test_kernels_rotate_over_their_devices_cache(monkeypatch, framework):
     pytest.importorskip("torch" if framework == "torch" else "tensorflow")
     monkeypatch.delenv(ROTATION_ENV, raising=False)
     case = Case.make("matmul", framework, "cpu", params={"m": 256, "n": 256, "k": 256})
-    workload = workload_of(case)
-    module = sys.modules[workload.runnable_class(case.framework).__module__]
+    job = job_for(case)
+    module = sys.modules[job.runnable_class.__module__]
     asked = []
     monkeypatch.setattr(module, "last_level_cache_bytes",
                         lambda fw, kind: asked.append((fw, kind)) or 36 * MiB)
-    runnable = workload.runnable_class(case.framework)(workload)
+    runnable = job.runnable()
     runnable.setup()
     set_bytes = 2 * 256 * 256 * 4
     assert asked == [(case.framework, DeviceKind.CPU)]
@@ -516,4 +517,4 @@ def test_readiness_runs_tpu_strategy_on_every_core(cores):
     assert [(path.case.strategy, path.case.precision, path.case.n_devices, path.expected) for path in paths] == [
         (Strategy.TPU, Precision.FP32, cores, True), (Strategy.TPU, Precision.BF16, cores, True)]
     plugin = find_plugin(Framework.TF, Strategy.TPU)
-    assert all(plugin.unavailable_reason(path.case, tpu_device(cores)) is None for path in paths)
+    assert all(plugin.unavailable_reason(job_for(path.case), tpu_device(cores)) is None for path in paths)

@@ -16,6 +16,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
@@ -225,10 +226,10 @@ def test_one_gpu_is_split_into_logical_gpus_for_a_multi_device_case(four_gpus, m
     monkeypatch.setattr(distribute, "_gpu_memory_mb", lambda: 81559.0)
     monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
     case = train("gpu", strategy, 2)
-    distribute.configure_runtime(case)
+    distribute.configure_runtime(job_for(case))
     assert split == [(FAKE_GPUS[0], [int(81559 * distribute.LOGICAL_GPUS_MEMORY_SHARE / 2)] * 2)]
     assert four_gpus["growth"] == []
-    assert distribute.replica_devices(case) == ["/GPU:0", "/GPU:1"] and distribute.gpu_ordinals(case) == (0,)
+    assert distribute.replica_devices(job_for(case)) == ["/GPU:0", "/GPU:1"] and distribute.gpu_ordinals(job_for(case)) == (0,)
 
 
 def train(device: str, strategy: str, n: int) -> Case:
@@ -251,7 +252,7 @@ def train(device: str, strategy: str, n: int) -> Case:
     (Case.make("matmul", "tf", "cpu", params=MATMUL), 1),
 ])
 def test_tf_sees_only_the_gpus_of_its_case(case, shown, four_gpus):
-    distribute.configure_runtime(case)
+    distribute.configure_runtime(job_for(case))
     assert four_gpus["visible"] == [(FAKE_GPUS[:shown], "GPU")]
     assert four_gpus["growth"] == FAKE_GPUS[:shown]
     assert tf.config.get_soft_device_placement() is False
@@ -273,10 +274,10 @@ def test_in_process_cpu_and_gpu_cases_share_one_runtime_that_keeps_gpu_0(four_gp
     monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: initialised[0])
     for case in (train("cpu", "single", 1), train("gpu", "single", 1),
                  Case.make("matmul", "tf", "gpu", params=MATMUL), train("cpu", "single", 1)):
-        distribute.configure_runtime(case)
+        distribute.configure_runtime(job_for(case))
     assert initialised == [FAKE_GPUS[:1]] * 4
     with pytest.raises(RuntimeError, match="needs 2 GPUs but TensorFlow is already initialised with 1"):
-        distribute.configure_runtime(train("gpu", "mirrored", 2))
+        distribute.configure_runtime(job_for(train("gpu", "mirrored", 2)))
 
 
 # --- 8: bf16 all-reduce through NCCL ------------------------------------------------------------------
@@ -383,7 +384,7 @@ def test_a_tf32_case_leaves_torchs_flags_as_it_found_them(case, torch_flags):
     """An in-process tf32 case must not leak TF32 into the fp32 cases (or user code) after it."""
     torch.set_float32_matmul_precision("highest")
     torch.backends.cudnn.allow_tf32 = False
-    runnable = workload_of(case).runnable()
+    runnable = job_for(case).runnable()
     runnable.setup()
     assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
     assert torch.backends.cuda.matmul.allow_tf32  # what cuBLAS reads
@@ -395,7 +396,7 @@ def test_a_tf32_case_leaves_torchs_flags_as_it_found_them(case, torch_flags):
 def test_an_fp32_case_restores_a_callers_tf32_setting(torch_flags):
     torch.set_float32_matmul_precision("high")
     torch.backends.cudnn.allow_tf32 = True
-    runnable = workload_of(Case.make("matmul", "torch", "cpu", params=MATMUL)).runnable()
+    runnable = job_for(Case.make("matmul", "torch", "cpu", params=MATMUL)).runnable()
     runnable.setup()
     assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
     runnable.teardown()
@@ -419,7 +420,7 @@ def test_a_parameter_server_chief_without_a_gpu_reads_none(monkeypatch):
     chief_sees: list = []
     monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: chief_sees if kind == "GPU" else [])
     case = train("gpu", "parameter_server", 2)
-    assert distribute.local_gpus(case) == [] and distribute.gpu_ordinals(case) == ()
+    assert distribute.local_gpus(job_for(case)) == [] and distribute.gpu_ordinals(job_for(case)) == ()
     worker_sees = FAKE_GPUS[:1]
     monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: worker_sees if kind == "GPU" else [])
-    assert distribute.local_gpus(case) == ["/GPU:0"]
+    assert distribute.local_gpus(job_for(case)) == ["/GPU:0"]

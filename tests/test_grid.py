@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import builtin_suite_names, load_suite, parse_suite
+from suites.cases.vocabulary import Framework
 from suites.errors import GridError, UserError
 from suites.frontends.cli import main
+from suites.grids.grid import builtin_suite_names, load_suite, parse_suite
+from suites.strategies.registry import strategies_of
 
 GOOD = """
 description = "test"
@@ -113,10 +115,9 @@ def test_strategy_of_another_framework_names_file_entry_and_allowed_combinations
         load_suite(str(path))
     message = str(error.value)
     assert message.startswith(f"{path}: grid[0].strategy: ") and "is not a strategy of" in message
-    assert ("allowed framework x strategy combinations: torch: single, towers, dataparallel, ddp, fsdp, "
-            "tensor, fsdp_tensor, pipeline, model_parallel, horovod; "
-            "tf: single, towers, mirrored, multiworker, tpu, pipeline, model_parallel, parameter_server, "
-            "horovod") in message
+    each = "; ".join(f"{name}: {', '.join(map(str, strategies_of(name)))}" for name in Framework)
+    assert f"allowed framework x strategy combinations: {each}" in message
+    assert "torch: single, " in message and "tf: single, " in message  # derived, and not empty
     assert "\n" not in message
 
 
@@ -153,17 +154,22 @@ def test_run_and_list_of_a_grid_without_cases_fail_with_one_line(tmp_path, capsy
 
 # --- a strategy's own parameters ------------------------------------------------------------
 def _with_a_ddp_knob(monkeypatch):
-    """Pretend torch's ddp plugin declares a parameter `knob` (default 1)."""
+    """Pretend torch's ddp plugin declares an option `knob` (default 1, 1 or 2)."""
+    from dataclasses import dataclass
+
     from suites.cases.vocabulary import Framework, Strategy
-    from suites.workloads.base import Param
+    from suites.strategies.jobs import _job
+    from suites.strategies.options import option, params_of
+    from suites.strategies.registry import find_plugin
 
-    def fake(framework, strategy):
-        if (framework, strategy) == (Framework.TORCH, Strategy.DDP):
-            return {"knob": Param("knob", default=1, choices=(1, 2))}
-        return {}
+    @dataclass(frozen=True)
+    class KnobOptions:
+        knob: int = option(1, choices=(1, 2))
 
-    monkeypatch.setattr("suites.cases.grid.strategy_params", fake)
-    monkeypatch.setattr("suites.workloads.base.strategy_params", fake)
+    plugin = type(find_plugin(Framework.TORCH, Strategy.DDP))
+    monkeypatch.setattr(plugin, "options_type", KnobOptions)
+    monkeypatch.setattr(plugin, "params", params_of(KnobOptions))
+    _job.cache_clear()  # no job built before the knob existed
 
 
 def test_a_strategy_parameter_goes_to_that_strategys_cases_only(tmp_path, monkeypatch):
@@ -178,8 +184,8 @@ def test_a_strategy_parameter_goes_to_that_strategys_cases_only(tmp_path, monkey
                    "train_step/torch/cpu:2/ddp/fp32/batch=8,knob=2,model=mlp"]
 
 
-def test_a_strategy_parameter_is_checked_and_defaults_into_the_workload(tmp_path, monkeypatch):
-    from suites.workloads import workload_of
+def test_a_strategy_parameter_is_checked_and_defaults_into_the_jobs_options(tmp_path, monkeypatch):
+    from suites.strategies.jobs import _job, job_for
 
     _with_a_ddp_knob(monkeypatch)
     path = tmp_path / "knob.toml"
@@ -188,4 +194,6 @@ def test_a_strategy_parameter_is_checked_and_defaults_into_the_workload(tmp_path
     with pytest.raises(GridError, match="knob.*3 is not one of 1, 2"):
         load_suite(str(path))
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8})
-    assert workload_of(case).p["knob"] == 1
+    job = job_for(case)
+    assert job.options.knob == 1 and "knob" not in job.workload.p
+    _job.cache_clear()

@@ -1,5 +1,5 @@
 """Each built-in model is one folder of `suites.models`: its spec names its torch and TF
-implementations by import path, and no framework module imports a model folder."""
+implementations in that folder, and only the frameworks' catalogues import them."""
 from __future__ import annotations
 
 import ast
@@ -18,12 +18,14 @@ def test_every_builtin_spec_names_both_implementations_in_its_own_folder(spec):
     folder = spec.__module__.removesuffix(".spec")
     assert spec.__module__.startswith("suites.models.") and spec.__module__.endswith(".spec")
     assert set(spec.implementations) == {Framework.TORCH, Framework.TF}
-    assert spec.implementations[Framework.TORCH].startswith(f"{folder}.torch_model:")
-    assert spec.implementations[Framework.TF].startswith(f"{folder}.tf_model:")
+    assert spec.implementations[Framework.TORCH].startswith("torch_model:")
+    assert spec.implementations[Framework.TF].startswith("tf_model:")
+    assert (PACKAGE.parent.joinpath(*folder.split(".")) / "torch_model.py").is_file()
+    assert (PACKAGE.parent.joinpath(*folder.split(".")) / "tf_model.py").is_file()
 
 
 def test_no_framework_or_workload_module_imports_a_model_implementation():
-    """The generic code reaches a model's implementations through its spec only (no cycle)."""
+    """The generic code reaches a model's implementations through the catalogues only (no cycle)."""
     offenders = []
     for path in [*(PACKAGE / "frameworks").rglob("*.py"), *(PACKAGE / "workloads").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -37,19 +39,22 @@ def test_no_framework_or_workload_module_imports_a_model_implementation():
 @pytest.mark.parametrize("spec", BUILTIN_SPECS, ids=lambda spec: spec.name)
 def test_the_torch_lookup_builds_the_class_the_spec_names(spec):
     pytest.importorskip("torch")
-    from suites.frameworks.torch.models import TorchModel, module_class
+    from suites.frameworks.torch.catalog import module_class
+    from suites.frameworks.torch.models import TorchModel
 
     built = module_class(spec())
     assert issubclass(built, TorchModel)
-    assert f"{built.__module__}:{built.__name__}" == spec.implementations[Framework.TORCH]
+    declaring = next(kind for kind in spec.__mro__ if "implementations" in vars(kind))
+    folder = declaring.__module__.removesuffix(".spec")
+    assert f"{built.__module__}:{built.__name__}" == f"{folder}.{declaring.implementations[Framework.TORCH]}"
 
 
 def test_tf_layers_come_from_the_spec_and_a_whole_forward_is_not_split():
     pytest.importorskip("tensorflow")
-    from suites.frameworks.tf.models import layer_forwards
+    from suites.frameworks.tf.catalog import layer_forwards
     from suites.models.mlp.spec import Mlp
     from suites.models.resnet.spec import ResNet50
-    from suites.run.availability import Unsupported
+    from suites.run.unsupported import Unsupported
 
     assert len(layer_forwards(Mlp(depth=2))) == 3
     with pytest.raises(Unsupported, match="'resnet50' as one forward"):

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import parse_suite
-from suites.cases.strategy_plugins import plugin_for
 from suites.errors import GridError
+from suites.grids.grid import parse_suite
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
@@ -21,6 +20,8 @@ from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.report.columns import case_fields, tidy
 from suites.report.derived import fill_metrics
 from suites.strategies.base import STATE_BYTES
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import plugin_for
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
                                        TransformerBlock)
@@ -133,34 +134,34 @@ def test_replicated_state_is_parameters_gradients_and_optimizer_states_in_fp32(o
     weights = STATE_BYTES * params
     expected = {"parameters": weights, "gradients": weights, "optimizer": states * weights,
                 "total": (2 + states) * weights}
-    single = train_step(model="mlp", optimizer=optimizer).state_estimate()
+    single = job_for(train_step(model="mlp", optimizer=optimizer).case).state_estimate()
     assert {k: v for k, v in single.items() if k != "activations"} == expected
     assert OPTIMIZERS[optimizer].states_per_parameter == states
     # data parallelism replicates it: every device holds all of it, whatever the precision
     for strategy, framework, precision in (("ddp", "torch", "bf16"), ("mirrored", "tf", "fp16"),
                                            ("towers", "tf", "fp32")):
         replicated = train_step(strategy, precision, 2, framework, model="mlp", optimizer=optimizer)
-        assert {k: v for k, v in replicated.state_estimate().items() if k != "activations"} == expected
+        assert {k: v for k, v in job_for(replicated.case).state_estimate().items() if k != "activations"} == expected
 
 
 def test_mlp_activations_scale_with_the_per_device_batch_and_the_compute_dtype():
     per_sample = 256 + 3 * 512 + 10
-    assert train_step(model="mlp").state_estimate()["activations"] == 8 * per_sample * 4
-    assert train_step(precision="bf16", model="mlp").state_estimate()["activations"] == 8 * per_sample * 2
+    assert job_for(train_step(model="mlp").case).state_estimate()["activations"] == 8 * per_sample * 4
+    assert job_for(train_step(precision="bf16", model="mlp").case).state_estimate()["activations"] == 8 * per_sample * 2
     # weak scaling: 8 per device; strong: the global 8 split over 2
-    assert train_step("ddp", n=2, model="mlp").state_estimate()["activations"] == 8 * per_sample * 4
-    assert train_step("ddp", n=2, model="mlp", scaling="strong").state_estimate()["activations"] == 4 * per_sample * 4
-    assert train_step(model="mlp", hidden=1024, depth=2).state_estimate()["activations"] == 8 * (256 + 2048 + 10) * 4
+    assert job_for(train_step("ddp", n=2, model="mlp").case).state_estimate()["activations"] == 8 * per_sample * 4
+    assert job_for(train_step("ddp", n=2, model="mlp", scaling="strong").case).state_estimate()["activations"] == 4 * per_sample * 4
+    assert job_for(train_step(model="mlp", hidden=1024, depth=2).case).state_estimate()["activations"] == 8 * (256 + 2048 + 10) * 4
 
 
 def test_models_without_a_simple_activation_count_have_none_and_user_models_no_estimate(monkeypatch):
     for model in ("cnn", "transformer"):
-        estimate = train_step(model=model).state_estimate()
+        estimate = job_for(train_step(model=model).case).state_estimate()
         assert "activations" not in estimate and estimate["total"] > 0
-    assert train_step(model="transformer", layers=2).state_estimate()["parameters"] == \
+    assert job_for(train_step(model="transformer", layers=2).case).state_estimate()["parameters"] == \
         STATE_BYTES * parameter_count(TransformerBlock(layers=2))
     monkeypatch.setitem(MODELS, "mine", lambda: UserModel(model_name="mine", sample_shape=(4,)))
-    assert train_step(model="mine").state_estimate() is None
+    assert job_for(train_step(model="mine").case).state_estimate() is None
 
 
 def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
@@ -168,15 +169,15 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
     workload = train_step("ddp", n=2, model="mlp", optimizer="adam")
     plugin = plugin_for(workload.case)
 
-    def sharded(case, parameters, optimizer_states):  # ZeRO-1 over the case's devices
+    def sharded(job, parameters, optimizer_states):  # ZeRO-1 over the case's devices
         state = {"parameters": 4 * parameters, "gradients": 4 * parameters,
-                 "optimizer": 4 * parameters * optimizer_states // case.n_devices}
+                 "optimizer": 4 * parameters * optimizer_states // job.case.n_devices}
         return {**state, "total": sum(state.values())}
 
     monkeypatch.setattr(plugin, "state_bytes_per_device", sharded)
-    monkeypatch.setattr(plugin, "activation_bytes_per_device", lambda case, whole: whole // 2)
+    monkeypatch.setattr(plugin, "activation_bytes_per_device", lambda job, whole: whole // 2)
     params = parameter_count(Mlp())
-    estimate = workload.state_estimate()
+    estimate = job_for(workload.case).state_estimate()
     assert estimate["optimizer"] == 4 * params and estimate["total"] == 12 * params
     assert estimate["activations"] == 8 * (256 + 3 * 512 + 10) * 4 // 2
 
@@ -184,7 +185,7 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
 def test_records_and_reports_carry_the_estimates(tmp_path: Path):
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8, "optimizer": "adam"})
     stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load())
-    estimate = workload_of(case).state_estimate()
+    estimate = job_for(case).state_estimate()
     assert stored["state_bytes_per_device_estimate"] == estimate["total"] == 16 * parameter_count(Mlp())
     assert stored["activation_bytes_per_device_estimate"] == estimate["activations"]
     kernel = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})

@@ -9,11 +9,12 @@ import sys
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
 from suites.kept import devices
 from suites.kept.devices import DeviceInfo
 from suites.overhead import gpu_readiness
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -102,7 +103,7 @@ def test_on_eight_gpus_every_multi_device_strategy_is_expected(monkeypatch):
     unexpected = {key: path.why for key, path in fp32.items() if not path.expected}
     assert set(unexpected) == {("torch", "horovod"), ("tf", "horovod")}, unexpected
     assert all(path.case.n_devices == 8 for path in fp32.values())
-    assert workload_of(fp32[("torch", "fsdp_tensor")].case).p["mesh"] == "4x2"
+    assert job_for(fp32[("torch", "fsdp_tensor")].case).options.mesh == "4x2"
     for key in (("torch", "pipeline"), ("torch", "model_parallel"), ("tf", "pipeline"), ("tf", "model_parallel")):
         assert workload_of(fp32[key].case).model.depth == 7  # 8 layers: a stage per GPU
 
@@ -125,20 +126,20 @@ def ddp_case(n: int, backend: str = "auto") -> Case:
 def test_one_gpu_runs_two_ranks_over_gloo_emulated(monkeypatch):
     pretend(monkeypatch, gpu_count=1)
     plugin, case = find_plugin(Framework.TORCH, Strategy.DDP), ddp_case(2)
-    assert plugin.unavailable_reason(case, gpus(Framework.TORCH, 1)) is None
-    assert plugin.backend(case) == "gloo" and plugin.emulated(case)
+    assert plugin.unavailable_reason(job_for(case), gpus(Framework.TORCH, 1)) is None
+    assert plugin.backend(job_for(case)) == "gloo" and plugin.emulated(job_for(case))
 
 
 def test_enough_gpus_keep_nccl_and_real_figures(monkeypatch):
     pretend(monkeypatch, gpu_count=2)
     plugin, case = find_plugin(Framework.TORCH, Strategy.DDP), ddp_case(2)
-    assert plugin.backend(case) == "nccl" and not plugin.emulated(case)
+    assert plugin.backend(job_for(case)) == "nccl" and not plugin.emulated(job_for(case))
 
 
 def test_nccl_asked_for_on_a_shared_gpu_stays_unavailable(monkeypatch):
     pretend(monkeypatch, gpu_count=1)
     plugin = find_plugin(Framework.TORCH, Strategy.DDP)
-    reason = plugin.unavailable_reason(ddp_case(2, "nccl"), gpus(Framework.TORCH, 1))
+    reason = plugin.unavailable_reason(job_for(ddp_case(2, "nccl")), gpus(Framework.TORCH, 1))
     assert reason.startswith("NCCL needs one GPU per rank")
 
 
@@ -148,7 +149,7 @@ def test_strategies_that_share_a_gpu_run_emulated_on_one(monkeypatch, framework,
     pretend(monkeypatch, gpu_count=1)
     case = Case.make("train_step", framework, "gpu", strategy, "fp32", 2, {"model": "mlp", "batch": 32})
     plugin = find_plugin(Framework(framework), Strategy(strategy))
-    assert plugin.unavailable_reason(case, gpus(Framework(framework), 1)) is None and plugin.emulated(case)
+    assert plugin.unavailable_reason(job_for(case), gpus(Framework(framework), 1)) is None and plugin.emulated(job_for(case))
 
 
 @pytest.mark.parametrize("framework, strategy", [("tf", "multiworker"), ("tf", "parameter_server"),
@@ -158,8 +159,8 @@ def test_strategies_that_need_a_gpu_each_stay_unavailable_on_one(monkeypatch, fr
     pretend(monkeypatch, gpu_count=1)
     case = Case.make("train_step", framework, "gpu", strategy, "fp32", 2, {"model": "mlp", "batch": 32})
     plugin = find_plugin(Framework(framework), Strategy(strategy))
-    assert "1 visible" in plugin.unavailable_reason(case, gpus(Framework(framework), 1))
-    assert not plugin.emulated(case)
+    assert "1 visible" in plugin.unavailable_reason(job_for(case), gpus(Framework(framework), 1))
+    assert not plugin.emulated(job_for(case))
 
 
 def test_readiness_on_one_gpu_names_the_shared_paths(monkeypatch):
@@ -220,13 +221,13 @@ def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, fram
     case = Case.make("matmul", framework, "gpu", "towers", "bf16", 2, {"m": 1024, "n": 1024, "k": 1024})
     plugin = find_plugin(Framework(framework), Strategy.TOWERS)
     pretend(monkeypatch, gpu_count=2)
-    assert plugin.kernel_cache_shares(case) == 2
+    assert plugin.kernel_cache_shares(job_for(case)) == 2
     h100_l2, whole = 50 * 10**6, workload_of(case).input_elements() * 2
     # 4 MiB of A and B: 2 MiB per GPU, so twice the copies span twice each GPU's L2
     assert rotation_count(whole // 2, h100_l2) > rotation_count(whole, h100_l2)
     if framework == "tf":  # TF's towers on one GPU: both slices on it, its L2 holds them all
         pretend(monkeypatch, gpu_count=1)
-        assert plugin.kernel_cache_shares(case) == 1
+        assert plugin.kernel_cache_shares(job_for(case)) == 1
 
 
 # --- item 1: a parameter-server chief sees no GPU ----------------------------------------------
@@ -254,7 +255,7 @@ def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkey
 def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framework, strategy, kernel):
     from suites.cases.timing_config import TimingConfig
     from suites.run import launchers
-    from suites.strategies.base import Launch
+    from suites.run.launch import Launch
 
     params = {"m": 64, "n": 64, "k": 64} if kernel else {"model": "mlp", "batch": 32}
     gpu_case = Case.make("matmul" if kernel else "train_step", framework, "gpu", strategy, "fp32",

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from suites.run.interleaved import abba
+from suites.strategies.jobs import job_for
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -102,7 +103,7 @@ def test_parity_builds_the_canonical_resnet_at_the_cases_sizes_and_times_both_in
     monkeypatch.setitem(parity.CANONICAL, "resnet50", replace(parity.CANONICAL["resnet50"], sizes_problem=lambda spec: None))
     case = parity.parity_case("resnet50", "cpu", "fp32", {**TINY_RESNET, "width": 8})
     assert case.param_dict["optimizer"] == "momentum"  # ResNet's recipe on both sides
-    result = parity.run_parity(case, rounds=1, steps=1)
+    result = parity.run_parity(job_for(case), rounds=1, steps=1)
     assert FakeResNet.built == [("bottleneck", [1, 1, 1, 1], 10)]
     assert len(result.interleaved.a_seconds) == len(result.interleaved.b_seconds) == 2
     assert result.unit == "samples/s" and result.per_step == 2

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.cases.vocabulary import Framework, Strategy
+from suites.frameworks.implementations import implementations, runnable_class
 from suites.frontends.asv_support import KIND_MODULES
 from suites.kept.devices import descriptor
+from suites.run.launch import Launch
 from suites.run.launchers import LAUNCHERS
 from suites.run.runnable import Runnable
-from suites.strategies.base import Launch
+from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.strategies.tf.base import TfStrategy
 from suites.strategies.torch.base import TorchStrategy
 from suites.workloads import WORKLOADS, UnknownWorkload, workload_class, workload_of
@@ -22,7 +23,7 @@ from suites.workloads.sources import module_file
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = [(name, framework) for name, workload in sorted(WORKLOADS.items())
-                   for framework in sorted(workload.implementations, key=str)]
+                   for framework in sorted(implementations(workload), key=str)]
 
 
 def _calls(path: Path, function: str) -> list[ast.Call]:
@@ -32,14 +33,14 @@ def _calls(path: Path, function: str) -> list[ast.Call]:
 
 @pytest.mark.parametrize("name, framework", IMPLEMENTATIONS, ids=[f"{n}-{f}" for n, f in IMPLEMENTATIONS])
 def test_every_implementation_path_names_a_runnable(name, framework):
-    module_name, _, class_name = WORKLOADS[name].implementations[framework].partition(":")
+    module_name, _, class_name = implementations(WORKLOADS[name])[framework].partition(":")
     source = module_file(module_name)
     assert source is not None, f"{name}/{framework}: no module {module_name}"
     classes = {node.name for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.ClassDef)}
     assert class_name in classes, f"{name}/{framework}: {module_name} defines no {class_name}"
 
     pytest.importorskip(descriptor(framework).import_name)
-    runnable = WORKLOADS[name].runnable_class(framework)
+    runnable = runnable_class(WORKLOADS[name], framework)
     assert isinstance(runnable, type) and issubclass(runnable, Runnable)
 
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.grids.grid import load_suite
 from suites.kept.check import gradients_against_reference
 from suites.models.resnet.spec import ResNet50, conv_out
+from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
 from suites.workloads.training import TrainStep
 
@@ -84,17 +85,17 @@ def test_the_last_batch_norm_of_every_block_starts_at_zero():
 ])
 def test_each_strategy_says_how_it_computes_batch_statistics(framework, strategy, batchnorm, reason):
     case = resnet_case(framework, strategy, n=1 if strategy == "single" else 2, batchnorm=batchnorm)
-    found = workload_of(case).unavailable_reason()
+    found = job_for(case).unavailable_reason()
     assert (found is None) if reason is None else (reason in found), found
 
 
 def test_the_reference_computes_statistics_where_the_replicas_do():
-    local, sync = (workload_of(resnet_case("torch", "ddp", n=2, batchnorm=mode)) for mode in ("local", "sync"))
-    assert (local.statistics_groups, sync.statistics_groups) == (2, 1)
-    assert "per shard, 2 shards of 4" in local.statistics_detail()
-    assert "over the global batch of 8" in sync.statistics_detail()
-    assert workload_of(Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2,
-                                 {"model": "cnn", "batch": 4})).statistics_groups == 1
+    local, sync = (job_for(resnet_case("torch", "ddp", n=2, batchnorm=mode)) for mode in ("local", "sync"))
+    assert (local.statistics_groups(), sync.statistics_groups()) == (2, 1)
+    assert "per shard, 2 shards of 4" in local.workload.statistics_detail(local.statistics_groups())
+    assert "over the global batch of 8" in sync.workload.statistics_detail(sync.statistics_groups())
+    assert job_for(Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2,
+                             {"model": "cnn", "batch": 4})).statistics_groups() == 1
 
 
 # --- torch and TF: the same function, the same reference --------------------------------------------
@@ -208,7 +209,7 @@ def test_torch_conv_nets_default_to_channels_last_and_record_the_layout_they_ran
     from suites.frameworks.torch.training import TorchTrainStep
 
     for layout in ("channels_last", "nchw"):
-        runnable = TorchTrainStep(TrainStep(resnet_case("torch", memory_format=layout)))
+        runnable = TorchTrainStep(job_for(resnet_case("torch", memory_format=layout)))
         runnable.setup()
         try:
             assert runnable.details["memory_format"] == layout
@@ -221,7 +222,7 @@ def test_torch_conv_nets_default_to_channels_last_and_record_the_layout_they_ran
 @pytest.mark.parametrize("model", ["resnet50", "cnn"])
 def test_a_channels_last_model_holds_nhwc_kernels_and_computes_the_nchw_function(model):
     torch = pytest.importorskip("torch")
-    from suites.frameworks.torch.models import build
+    from suites.frameworks.torch.catalog import build
 
     sizes = TINY if model == "resnet50" else {}
     nchw = workload_of(Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
@@ -238,9 +239,9 @@ def test_a_channels_last_model_holds_nhwc_kernels_and_computes_the_nchw_function
 
 
 def test_nchw_is_a_torch_layout_that_tf_refuses_with_the_reason():
-    reason = workload_of(resnet_case("tf", memory_format="nchw")).unavailable_reason()
+    reason = job_for(resnet_case("tf", memory_format="nchw")).unavailable_reason()
     assert "torch layout" in reason and "NHWC" in reason
-    assert workload_of(resnet_case("tf")).unavailable_reason() is None
+    assert job_for(resnet_case("tf")).unavailable_reason() is None
 
 
 def test_tf_local_batch_norm_runs_the_fused_kernel_and_normalises_with_the_batch_statistics():

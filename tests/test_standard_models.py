@@ -13,10 +13,14 @@ import pytest
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
+from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
-from suites.frameworks.tf.models import attend, build_forward, summed_loss  # noqa: E402
+from suites.frameworks.tf.catalog import build_forward  # noqa: E402
+from suites.frameworks.tf.models import attend, summed_loss  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import reference_gradients  # noqa: E402
 from suites.kept.metric_registry import METRICS, Work  # noqa: E402
@@ -41,7 +45,7 @@ def count(spec) -> int:
 
 
 def torch_forward_and_gradients(spec, weights, x, y):
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     logits = model(model.input_tensor(x, torch.device("cpu"), torch.float64))
     return logits.detach().numpy(), reference_gradients(spec, weights, x, y)
 
@@ -72,7 +76,7 @@ def test_torch_and_tf_compute_the_same_logits_and_gradients_from_the_same_weight
 
 def hidden_states(spec, weights, x: np.ndarray) -> np.ndarray:
     """torch: the per-token outputs before the LM head (every stage layer but the last)."""
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     layers = model.stage_layers()[:-1]
     return torch_models.apply_layers(layers, model._modules, torch.from_numpy(x)).detach().numpy()
 
@@ -218,14 +222,14 @@ def test_tensor_fsdp_and_pipeline_plans_cover_every_llama_block():
     per_block = {"attn.qkv": COLWISE, "attn.o": ROWWISE,
                  "ffn.gate": COLWISE, "ffn.up": COLWISE, "ffn.down": ROWWISE}
     assert tensor_plan(spec) == {f"block{i}.{path}": style for i in range(2) for path, style in per_block.items()}
-    model = torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    model = torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
     assert all(model.get_submodule(path) for path in tensor_plan(spec))  # the plan's paths are modules
     assert blocks(model) == [model.tok, model.block0, model.block1, model.norm, model.lm_head]
     assert layer_names(spec) == [("tok", "block0"), ("block1",), ("norm", "lm_head")]
     assert [layer.names for layer in model.stage_layers()] == layer_names(spec)
-    assert plugin_for(llama_case("tensor")).unavailable_reason(llama_case("tensor"), CPU) is None
+    assert plugin_for(llama_case("tensor")).unavailable_reason(job_for(llama_case("tensor")), CPU) is None
     odd = llama_case("tensor", heads=4, kv_heads=1)
-    assert "1 key/value heads do not split evenly over 2" in plugin_for(odd).unavailable_reason(odd, CPU)
+    assert "1 key/value heads do not split evenly over 2" in job_for(odd).strategy.unavailable_reason(job_for(odd), CPU)
 
 
 def test_q_k_v_are_one_fused_layer_grouped_by_kv_head_and_the_canonical_three_round_trip():
@@ -245,7 +249,7 @@ def test_q_k_v_are_one_fused_layer_grouped_by_kv_head_and_the_canonical_three_ro
                                                                 canonical["b.attn.v.kernel"][:, 3:]], axis=1))
     back = unfuse(layout, fused, list(canonical))
     assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
-    model = torch_models.build(sized_model("llama_block", TINY["llama_block"]),
+    model = torch_catalog.build(sized_model("llama_block", TINY["llama_block"]),
                                sized_model("llama_block", TINY["llama_block"]).init_weights(0), torch.device("cpu"))
     assert model.block0.attn.qkv.weight.shape == (32 + 2 * 16, 32) and not hasattr(model.block0.attn, "q")
 
@@ -256,12 +260,12 @@ def test_a_tied_embedding_stays_with_fsdp_root_and_is_never_split_into_stages(mo
     root unit (gathered from forward to backward), and the stage-splitting strategies refuse
     the model with the reason, in both frameworks."""
     spec = sized_model(model, TINY[model])
-    built = torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    built = torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
     assert built.tok not in blocks(built) and built.block0 in blocks(built)
     assert built.stage_layers()[-1].names[-1] == "tok"  # the head reads the embedding's table
     for framework, strategy in [("torch", "pipeline"), ("tf", "model_parallel"), ("tf", "pipeline")]:
         case = Case.make("train_step", framework, "cpu", strategy, "fp32", 2, {"model": model, "batch": 2, **TINY[model]})
-        assert "ties its token embedding to its LM head" in plugin_for(case).unavailable_reason(case, CPU)
+        assert "ties its token embedding to its LM head" in job_for(case).strategy.unavailable_reason(job_for(case), CPU)
 
 
 @pytest.mark.slow

@@ -18,8 +18,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
+from suites.strategies.registry import plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
 from suites.errors import UserError  # noqa: E402
@@ -54,8 +55,8 @@ def context(tmp_path: Path, timing: TimingConfig = FAST) -> RunContext:
 def test_parameter_server_cluster_is_a_chief_workers_and_parameter_servers():
     case = cluster_case("parameter_server", 2, ps=2)
     plugin = plugin_for(case)
-    assert plugin.processes(case) == 5 and plugin.ports_needed(case) == 5
-    configs = [json.loads(plugin.rank_env(case, rank, 5, [1, 2, 3, 4, 5])["TF_CONFIG"]) for rank in range(5)]
+    assert plugin.processes(job_for(case)) == 5 and plugin.ports_needed(job_for(case)) == 5
+    configs = [json.loads(plugin.rank_env(job_for(case), rank, 5, [1, 2, 3, 4, 5])["TF_CONFIG"]) for rank in range(5)]
     assert configs[0]["cluster"] == {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
                                      "ps": ["127.0.0.1:4", "127.0.0.1:5"]}
     assert [tuple(c["task"].values()) for c in configs] == [("chief", 0), ("worker", 0), ("worker", 1),
@@ -67,14 +68,14 @@ def test_a_tf_config_gives_the_rank_and_must_match_the_case(monkeypatch):
     plugin = plugin_for(case)
     cluster = {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "ps", "index": 0}}))
-    assert plugin.this_rank(case) == 3
+    assert plugin.this_rank(job_for(case)) == 3
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {**cluster, "worker": ["b:1"]},
                                                 "task": {"type": "chief", "index": 0}}))
     with pytest.raises(UserError, match="TF_CONFIG's cluster has .* but case .* needs"):
-        plugin.this_rank(case)
+        plugin.this_rank(job_for(case))
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 5}}))
     with pytest.raises(UserError, match="task index 5 is outside job 'worker'"):
-        plugin.this_rank(case)
+        plugin.this_rank(job_for(case))
 
 
 def test_mixed_precision_with_several_asynchronous_workers_is_unavailable():
@@ -112,9 +113,9 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
     """Two updates: the first at the initial weights, the second at weights moved meanwhile.
     The check passes when each gradient is its own rows' at its own weights, and fails when an
     update's gradient belongs to other rows, or when no update read the initial weights."""
-    step = TfTrainStep(workload_of(cluster_case("single", 1, batch=8)))
+    step = TfTrainStep(job_for(cluster_case("single", 1, batch=8)))
     step.setup()
-    x, y = step.spec.make_batch(step.workload.check_workload().global_batch, CHECK_SEED)  # 2 samples
+    x, y = step.spec.make_batch(step.job.check_job().workload.global_batch, CHECK_SEED)  # 2 samples
     initial = step.weights
     moved = {name: value + 0.01 for name, value in initial.items()}
     first, second = slice(0, 1), slice(1, 2)

@@ -15,9 +15,10 @@ from tests.processes import mark_processes
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.grid import parse_suite  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.grids.grid import parse_suite  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf.kernels import HOST_CPU, split_matmul  # noqa: E402
@@ -29,7 +30,7 @@ from suites.kept.check import against_reference, gradients_against_reference  # 
 from suites.kept.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.strategies.torch.towers import TOWERS_ON_CPU  # noqa: E402
 from suites.workloads.kernels import Matmul  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402
@@ -77,11 +78,11 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     # The plugins' own trainers, on TWO_STAGES: TF may have initialised with one CPU device.
     monkeypatch.setattr("suites.frameworks.tf.distribute.replica_devices", lambda case: TWO_STAGES)
     mp_case, pipe_case = train_case("model_parallel"), train_case("pipeline", microbatches=1)
-    assert plugin_for(mp_case).microbatches(mp_case) == plugin_for(pipe_case).microbatches(pipe_case) == 1
-    assert plugin_for(mp_case).describe(mp_case, {}).split(" ", 1)[1] == \
-        plugin_for(pipe_case).describe(pipe_case, {}).split(" ", 1)[1]
+    assert job_for(mp_case).strategy.microbatches(job_for(mp_case)) == job_for(pipe_case).strategy.microbatches(job_for(pipe_case)) == 1
+    assert job_for(mp_case).strategy.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
+        job_for(pipe_case).strategy.describe(job_for(pipe_case), {}).split(" ", 1)[1]
     spec = TINY["mlp"]
-    trainers = [plugin_for(case).trainer(setup_of(spec, optimizer="adam"), case, {}, None)
+    trainers = [job_for(case).strategy.trainer(setup_of(spec, optimizer="adam"), job_for(case), {}, None)
                 for case in (mp_case, pipe_case)]
     for step in range(2):
         x, y = spec.make_batch(8, seed=10 + step)
@@ -91,7 +92,7 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     weights_a, weights_b = (t.weight_copies()[0] for t in trainers)
     assert all(np.array_equal(weights_a[name], weights_b[name]) for name in weights_a)
     # The pipeline's bubble at one micro-batch is model parallelism's: one stage of two busy.
-    assert plugin_for(pipe_case).bubble_fraction(pipe_case) == 0.5
+    assert job_for(pipe_case).strategy.bubble_fraction(job_for(pipe_case)) == 0.5
 
 
 def test_an_overflow_on_one_stage_skips_the_update_on_every_stage():
@@ -130,7 +131,7 @@ def test_tf_towers_matmul_splits_k_and_its_check_compares_with_float64(monkeypat
     would have to be set before TF initialised; `replica_devices` names /CPU:0, /CPU:1 there)."""
     case = Case.make("matmul", "tf", "cpu", "towers", "fp32", 1, {"m": 256, "n": 128, "k": 512})
     monkeypatch.setattr(plugin_for(case), "kernel_devices", lambda case: TWO_STAGES)
-    runnable = Matmul(case).runnable()
+    runnable = job_for(case).runnable()
     runnable.setup()
     assert [part.shape.as_list() for part in runnable.a[0]] == [[256, 256], [256, 256]]
     assert [part.shape.as_list() for part in runnable.b[0]] == [[256, 128], [256, 128]]

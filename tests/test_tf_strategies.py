@@ -16,22 +16,26 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
+from suites.frameworks.tf import catalog as tf_catalog  # noqa: E402
 from suites.frameworks.tf import models as tf_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
 from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,9 +76,9 @@ def _nontrivial_weights(spec):
 def test_tf_forward_equals_torch_forward_from_the_same_weights(spec):
     weights = _nontrivial_weights(spec)
     x, _ = spec.make_batch(3, seed=4)
-    tf_logits = tf_models.build_forward(spec)(
+    tf_logits = tf_catalog.build_forward(spec)(
         {n: tf.constant(w, tf.float64) for n, w in weights.items()}, tf.constant(x), tf.float64).numpy()
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     with torch.no_grad():
         torch_logits = model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double())
     np.testing.assert_allclose(tf_logits, torch_logits.numpy(), rtol=1e-9, atol=1e-9)
@@ -206,7 +210,7 @@ def test_every_layout_applies_the_single_device_adam_update(layout):
 
 # --- the checks have teeth ------------------------------------------------------------------------
 def test_gradient_check_fails_when_part_of_the_batch_is_lost():
-    runnable = TfTrainStep(TrainStep(train_case("single", batch=8)))
+    runnable = TfTrainStep(job_for(train_case("single", batch=8)))
     runnable.setup()
     assert runnable.check().passed
     build = runnable.check_trainer
@@ -227,7 +231,7 @@ def test_gradient_check_fails_when_part_of_the_batch_is_lost():
                                      "heads": 4, "ffn": 64}],
                          ids=["mlp-wide-deep", "transformer-2-layers"])
 def test_a_sized_model_passes_the_gradient_check(params):
-    runnable = TfTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable = TfTrainStep(job_for(train_case("single", batch=8, **params)))
     runnable.setup()
     assert {name: w.shape for name, w in runnable.weights.items()} == runnable.spec.parameter_shapes()
     assert len(runnable.weights) == (2 * 6 if params["model"] == "mlp" else 2 * 13 + 2)
@@ -245,9 +249,9 @@ def test_adam_single_device_cases_pass_their_checks(tmp_path, precision):
 
 
 def test_the_loss_trajectory_reference_uses_the_case_optimizer():
-    runnable = TfTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable = TfTrainStep(job_for(train_case("single", "bf16", optimizer="adam")))
     runnable.setup()
-    assert runnable._reference(tf.float32, runnable.workload.check_workload()).optimizer == optimizer_for("adam")
+    assert runnable._reference(tf.float32, runnable.job.check_job().workload).optimizer == optimizer_for("adam")
     assert runnable.trainer.optimizer == optimizer_for("adam")
 
 
@@ -351,8 +355,8 @@ def test_unavailable_cases_say_why(case, expected):
 def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
     rules = find_plugin(Framework.TF, Strategy.MULTIWORKER)
     case = train_case("multiworker", n=3)
-    assert rules.processes(case) == 3 and rules.ports_needed(case) == 3
-    env = rules.rank_env(case, 1, 3, [1111, 2222, 3333])
+    assert rules.processes(job_for(case)) == 3 and rules.ports_needed(job_for(case)) == 3
+    env = rules.rank_env(job_for(case), 1, 3, [1111, 2222, 3333])
     assert env == {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222", '
                                 '"127.0.0.1:3333"]}, "task": {"type": "worker", "index": 1}}'}
 
@@ -371,7 +375,7 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     case = train_case("multiworker", n=2)
     rules = plugin_for(case)
     ports = free_ports(2)
-    only_rank_0 = [rules.rank_env(case, 0, 2, ports)]
+    only_rank_0 = [rules.rank_env(job_for(case), 0, 2, ports)]
     timing = replace(FAST, case_timeout_s=8.0)
     start = time.monotonic()
     record = run_case(case, context(tmp_path, timing),

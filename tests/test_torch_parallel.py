@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402
@@ -34,7 +35,7 @@ def case(strategy: str, n: int, model: str = "mlp", precision: str = "fp32", dev
 
 
 def reason(c: Case, device: DeviceInfo = CPU) -> str | None:
-    return plugin_for(c).unavailable_reason(c, device)
+    return job_for(c).strategy.unavailable_reason(job_for(c), device)
 
 
 # --- gradients on emulated ranks, through the launcher ------------------------------------------
@@ -84,7 +85,7 @@ def one_rank(monkeypatch):
 
 
 def test_fsdp_computes_in_bf16_through_its_policy_not_autocast(one_rank):
-    runnable = TorchTrainStep(TrainStep(case("fsdp", 1, precision="bf16")))
+    runnable = TorchTrainStep(job_for(case("fsdp", 1, precision="bf16")))
     runnable.setup()
     try:
         seen = []
@@ -103,7 +104,7 @@ def test_fsdp_computes_in_bf16_through_its_policy_not_autocast(one_rank):
 
 @pytest.mark.parametrize("reshard", [True, False])
 def test_reshard_decides_whether_the_gathered_parameters_outlive_the_forward(one_rank, reshard):
-    runnable = TorchTrainStep(TrainStep(case("fsdp", 1, reshard=reshard)))
+    runnable = TorchTrainStep(job_for(case("fsdp", 1, reshard=reshard)))
     runnable.setup()
     try:
         loss = runnable.loss(runnable.trained(runnable.batches[0][0]), runnable.batches[0][1])
@@ -118,13 +119,13 @@ def test_reshard_decides_whether_the_gathered_parameters_outlive_the_forward(one
 # --- which part of the global batch a rank feeds -------------------------------------------------
 def test_each_strategy_says_which_part_of_the_global_batch_a_rank_feeds():
     ddp, fsdp, tensor = (case(s, 2) for s in ("ddp", "fsdp", "tensor"))
-    assert [plugin_for(ddp).data_shard(ddp, r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [plugin_for(fsdp).data_shard(fsdp, r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [plugin_for(tensor).data_shard(tensor, r) for r in (0, 1)] == [slice(0, 8)] * 2
+    assert [job_for(ddp).strategy.data_shard(job_for(ddp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(fsdp).strategy.data_shard(job_for(fsdp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(tensor).strategy.data_shard(job_for(tensor), r) for r in (0, 1)] == [slice(0, 8)] * 2
     two_d = case("fsdp_tensor", 4, batch=2, mesh="2x2")  # rows of 2 tensor-parallel ranks
-    assert [plugin_for(two_d).data_shard(two_d, r) for r in range(4)] == [slice(0, 4)] * 2 + [slice(4, 8)] * 2
+    assert [job_for(two_d).strategy.data_shard(job_for(two_d), r) for r in range(4)] == [slice(0, 4)] * 2 + [slice(4, 8)] * 2
     single = case("single", 1)
-    assert plugin_for(single).data_shard(single, 0) == slice(0, 4)
+    assert job_for(single).strategy.data_shard(job_for(single), 0) == slice(0, 4)
 
 
 # --- the tensor-parallel plan -----------------------------------------------------------------
@@ -194,7 +195,7 @@ ADAM = 2
 
 
 def state(c: Case) -> dict[str, int]:
-    return find_plugin(c.framework, c.strategy).state_bytes_per_device(c, MLP_PARAMETERS, ADAM)
+    return find_plugin(c.framework, c.strategy).state_bytes_per_device(job_for(c), MLP_PARAMETERS, ADAM)
 
 
 def test_fsdp_shards_the_state_and_counts_the_gathered_parameters_at_peak():

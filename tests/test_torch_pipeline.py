@@ -17,10 +17,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin  # noqa: E402
+from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.kept.devices import DeviceInfo  # noqa: E402
 from suites.kept.store import ResultsStore  # noqa: E402
@@ -28,7 +31,7 @@ from suites.run.launchers import stuck_at  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
 from suites.strategies.base import STATE_BYTES  # noqa: E402
-from suites.strategies.capabilities import PipelineBubble  # noqa: E402
+from suites.run.capabilities import PipelineBubble  # noqa: E402
 from suites.strategies.stages import bubble, layer_names, layer_sizes, split_layers  # noqa: E402
 from suites.strategies.torch.pipeline import stage_layers  # noqa: E402
 from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups  # noqa: E402
@@ -61,9 +64,9 @@ def test_bubble_is_the_idle_share_of_the_step():
     assert bubble(4, 8) == pytest.approx(3 / 11)
     assert bubble(2, 4, stages_per_device=2) == pytest.approx(1 / 9)  # interleaved: (p-1)/(vm+p-1)
     assert bubble(1, 8) == 0.0
-    assert [PIPELINE.bubble_fraction(pipeline_case("gpipe", m)) for m in (1, 2, 4, 8)] == \
+    assert [PIPELINE.bubble_fraction(job_for(pipeline_case("gpipe", m))) for m in (1, 2, 4, 8)] == \
         pytest.approx([1 / 2, 1 / 3, 1 / 5, 1 / 9])
-    assert PIPELINE.bubble_fraction(pipeline_case("interleaved_1f1b", 4)) == pytest.approx(1 / 9)
+    assert PIPELINE.bubble_fraction(job_for(pipeline_case("interleaved_1f1b", 4))) == pytest.approx(1 / 9)
     assert not isinstance(find_plugin(Framework.TORCH, Strategy.DDP), PipelineBubble)  # no bubble to store
 
 
@@ -93,7 +96,7 @@ def test_split_is_contiguous_and_balances_the_parameters():
 def test_layer_groups_compose_to_the_model(spec, parts):
     """Groups of a model's stage layers, called in turn (model_parallel's placed groups, here
     all on the CPU), compute the model's function, and hold its parameters under its names."""
-    model = torch_models.build(spec, spec.init_weights(0), torch.device("cpu"))
+    model = torch_catalog.build(spec, spec.init_weights(0), torch.device("cpu"))
     layers = stage_layers(model)
     groups = [torch_models.LayerGroup(model, [layers[j] for j in group])
               for group in split_layers(layer_sizes(spec), parts)]
@@ -109,15 +112,15 @@ def test_state_per_device_is_the_largest_stages():
     sizes = layer_sizes(mlp)
     total = sum(sizes)
     largest = sizes[0] + sizes[1]  # stages [dense0, dense1] and [dense2, dense3]
-    state = PIPELINE.state_bytes_per_device(pipeline_case(model="mlp"), total, 2)
+    state = PIPELINE.state_bytes_per_device(job_for(pipeline_case(model="mlp")), total, 2)
     assert state == {"parameters": largest * STATE_BYTES, "gradients": largest * STATE_BYTES,
                      "optimizer": 2 * largest * STATE_BYTES, "total": 4 * largest * STATE_BYTES}
     # interleaved: four stages of one layer each, rank 0 holds dense0 and dense2
-    interleaved = PIPELINE.state_bytes_per_device(pipeline_case("interleaved_1f1b"), total, 0)
+    interleaved = PIPELINE.state_bytes_per_device(job_for(pipeline_case("interleaved_1f1b")), total, 0)
     assert interleaved["parameters"] == (sizes[0] + sizes[2]) * STATE_BYTES
     assert interleaved["total"] == 2 * interleaved["parameters"]
     on_gpus = Case.make("train_step", "torch", "gpu", "model_parallel", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert MODEL_PARALLEL.state_bytes_per_device(on_gpus, total, 2) == state
+    assert MODEL_PARALLEL.state_bytes_per_device(job_for(on_gpus), total, 2) == state
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -126,18 +129,18 @@ def _gpus(count: int) -> DeviceInfo:
 
 
 def test_pipeline_says_why_a_case_cannot_run():
-    assert PIPELINE.unavailable_reason(pipeline_case(), CPU) is None
-    assert "one stage" in PIPELINE.unavailable_reason(pipeline_case(n=1), CPU)
+    assert PIPELINE.unavailable_reason(job_for(pipeline_case()), CPU) is None
+    assert "one stage" in PIPELINE.unavailable_reason(job_for(pipeline_case(n=1)), CPU)
     assert ("Schedule1F1B needs at least as many micro-batches as stages: microbatches = 1 < 2"
-            in PIPELINE.unavailable_reason(pipeline_case("1f1b", 1), CPU))
+            in PIPELINE.unavailable_reason(job_for(pipeline_case("1f1b", 1)), CPU))
     assert ("microbatches = 3 does not divide the global batch of 8"
-            == PIPELINE.unavailable_reason(pipeline_case("gpipe", 3), CPU))
+            == PIPELINE.unavailable_reason(job_for(pipeline_case("gpipe", 3)), CPU))
     assert ("interleaved_1f1b over 2 devices (2 stages each) makes 4 stages, and model 'transformer' "
             "has 2 layers to split (block0, head)"
-            == PIPELINE.unavailable_reason(pipeline_case("interleaved_1f1b", model="transformer"), CPU))
+            == PIPELINE.unavailable_reason(job_for(pipeline_case("interleaved_1f1b", model="transformer")), CPU))
     # stages cannot share a GPU: gloo has no send/recv of CUDA tensors, NCCL no two ranks on one GPU
-    assert "gloo does not do for CUDA tensors" in PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(1))
-    assert PIPELINE.unavailable_reason(pipeline_case(device="gpu"), _gpus(2)) is None
+    assert "gloo does not do for CUDA tensors" in PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(1))
+    assert PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(2)) is None
 
 
 def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(tmp_path):
@@ -147,9 +150,9 @@ def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(
     assert "'pipeline' with microbatches = 1" in record.reason
     assert record.measurement is None and not record.emulated
     on_gpus = replace(case, device=DeviceKind.GPU)
-    assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(on_gpus, _gpus(1))
-    assert MODEL_PARALLEL.unavailable_reason(on_gpus, _gpus(2)) is None
-    assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(replace(on_gpus, n_devices=1), _gpus(2))
+    assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(1))
+    assert MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(2)) is None
+    assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(job_for(replace(on_gpus, n_devices=1)), _gpus(2))
     assert MODEL_PARALLEL.launch.value == "isolated"
 
 
@@ -160,9 +163,9 @@ def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standi
     from suites.frameworks.torch.training import TorchTrainStep
     from suites.workloads.training import TrainStep
 
-    monkeypatch.setattr(model_parallel, "devices_of", lambda case: [torch.device("cpu")] * case.n_devices)
+    monkeypatch.setattr(model_parallel, "devices_of", lambda job: [torch.device("cpu")] * job.case.n_devices)
     case = Case.make("train_step", "torch", "cpu", "model_parallel", "fp32", 2, {"model": "transformer", "batch": 4})
-    runnable = TorchTrainStep(TrainStep(case))
+    runnable = TorchTrainStep(job_for(case))
     runnable.setup()
     try:
         assert isinstance(runnable.trained, PlacedLayerGroups)

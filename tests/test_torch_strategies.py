@@ -19,10 +19,13 @@ from tests.processes import mark_processes
 
 torch = pytest.importorskip("torch")
 
+from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import find_plugin  # noqa: E402
+from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
+from suites.frameworks.torch import catalog as torch_catalog
+from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.qkv import fuse  # noqa: E402
 from suites.frameworks.torch import training as torch_training  # noqa: E402
@@ -142,7 +145,7 @@ def test_torch_model_computes_the_spec_function(spec):
             weights[name] = weights[name] + np.linspace(-0.5, 0.5, weights[name].size,
                                                         dtype=np.float32).reshape(weights[name].shape)
     x, _ = spec.make_batch(3, seed=4)
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     with torch.no_grad():
         logits = model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x))).double())
     np.testing.assert_allclose(logits.numpy(), numpy_forward(spec, weights, x), rtol=1e-9, atol=1e-9)
@@ -150,7 +153,7 @@ def test_torch_model_computes_the_spec_function(spec):
 
 def test_canonical_gradients_come_back_in_the_canonical_layout():
     spec = ResidualCnn(image=4, channels=3, blocks=1)
-    model = torch_models.build(spec, spec.init_weights(), torch.device("cpu"))
+    model = torch_catalog.build(spec, spec.init_weights(), torch.device("cpu"))
     x, y = spec.make_batch(2)
     torch.nn.functional.cross_entropy(
         model(torch.from_numpy(np.ascontiguousarray(model.input_from_canonical(x)))),
@@ -163,7 +166,7 @@ def test_canonical_gradients_come_back_in_the_canonical_layout():
 def test_gradient_check_fails_when_the_strategy_loses_part_of_the_batch():
     """The check compares against the full-batch gradient: a model that sees only half of the
     batch (what a strategy dropping a shard computes) must fail it."""
-    runnable = TorchTrainStep(TrainStep(train_case("single", batch=8)))
+    runnable = TorchTrainStep(job_for(train_case("single", batch=8)))
     runnable.setup()
     assert runnable.check().passed
     full = runnable.trained
@@ -219,7 +222,7 @@ def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
      TransformerBlock(seq=16, d_model=32, heads=4, ffn=64, layers=2)),
 ], ids=["mlp-wide-deep", "transformer-2-layers"])
 def test_a_sized_model_passes_the_gradient_check(params, spec):
-    runnable = TorchTrainStep(TrainStep(train_case("single", batch=8, **params)))
+    runnable = TorchTrainStep(job_for(train_case("single", batch=8, **params)))
     runnable.setup()
     assert runnable.spec == spec
     layout = runnable.model.head_layout  # a transformer's q, k, v are one fused layer in torch
@@ -232,12 +235,12 @@ def test_a_sized_model_passes_the_gradient_check(params, spec):
 
 
 def test_the_optimizer_is_the_one_the_case_names():
-    adam = TorchTrainStep(TrainStep(train_case("single", optimizer="adam")))
+    adam = TorchTrainStep(job_for(train_case("single", optimizer="adam")))
     adam.setup()
     assert type(adam.optimizer) is torch.optim.Adam
     assert adam.optimizer.defaults["betas"] == (0.9, 0.999) and adam.optimizer.defaults["eps"] == 1e-8
     assert adam.optimizer.defaults["lr"] == OPTIMIZERS["adam"].learning_rate == 1e-4
-    sgd = TorchTrainStep(TrainStep(train_case("single")))
+    sgd = TorchTrainStep(job_for(train_case("single")))
     sgd.setup()
     assert type(sgd.optimizer) is torch.optim.SGD
 
@@ -254,7 +257,7 @@ def test_adam_cases_pass_their_checks(tmp_path, precision):
 def test_the_loss_trajectory_check_compares_with_the_same_optimizer(monkeypatch):
     """A bf16 Adam case passes against the fp32 Adam trajectory (above) and fails against an
     fp32 SGD one: the check tells the optimizers apart, so its reference must be the case's."""
-    runnable = TorchTrainStep(TrainStep(train_case("single", "bf16", optimizer="adam")))
+    runnable = TorchTrainStep(job_for(train_case("single", "bf16", optimizer="adam")))
     runnable.setup()
     monkeypatch.setattr(torch_training, "reference_losses",
                         lambda *args: reference_losses(*args[:5], "sgd"))
@@ -303,20 +306,20 @@ def test_dataparallel_needs_a_gpu_per_device_and_ddp_ranks_can_share_one():
     ddp, dataparallel = (find_plugin(Framework.TORCH, Strategy.DDP),
                          find_plugin(Framework.TORCH, Strategy.DATAPARALLEL))
     two_gpus = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert ddp.unavailable_reason(two_gpus, _gpus(1)) is None  # two gloo ranks share the one GPU
-    assert ddp.unavailable_reason(two_gpus, _gpus(2)) is None
+    assert ddp.unavailable_reason(job_for(two_gpus), _gpus(1)) is None  # two gloo ranks share the one GPU
+    assert ddp.unavailable_reason(job_for(two_gpus), _gpus(2)) is None
     strong = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 4,
                        {"model": "mlp", "batch": 10, "scaling": "strong"})
-    assert "does not split evenly over 4 ranks" in ddp.unavailable_reason(strong, CPU)
+    assert "does not split evenly over 4 ranks" in ddp.unavailable_reason(job_for(strong), CPU)
     gloo = Case.make("allreduce", "torch", "gpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "gloo"})
-    assert ddp.unavailable_reason(gloo, _gpus(1)) is None  # gloo ranks may share a GPU
+    assert ddp.unavailable_reason(job_for(gloo), _gpus(1)) is None  # gloo ranks may share a GPU
     nccl_on_cpu = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "nccl"})
-    assert "CUDA tensors only" in ddp.unavailable_reason(nccl_on_cpu, CPU)
+    assert "CUDA tensors only" in ddp.unavailable_reason(job_for(nccl_on_cpu), CPU)
     ring = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "ring"})
-    assert "not a torch.distributed backend" in ddp.unavailable_reason(ring, CPU)
+    assert "not a torch.distributed backend" in ddp.unavailable_reason(job_for(ring), CPU)
     dp = Case.make("train_step", "torch", "gpu", "dataparallel", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(dp, _gpus(1))
-    assert dataparallel.unavailable_reason(dp, _gpus(2)) is None
+    assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(job_for(dp), _gpus(1))
+    assert dataparallel.unavailable_reason(job_for(dp), _gpus(2)) is None
     assert ddp.launch.value == "ranks" and dataparallel.launch.value == "isolated"
 
 
@@ -332,7 +335,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
     """Test-only workload: rank 1 dies abruptly right after joining the process group."""
     import os
     from suites.kept.check import Check
-    from suites.cases.strategy_plugins import plugin_for
+    from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload
@@ -348,7 +351,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
 
     class CrashingRankRunnable(Runnable):
         def setup(self):
-            self.group = plugin_for(self.case).join(self.case)
+            self.group = self.job.strategy.join(self.job)
             if self.group.rank == 1:
                 print("rank 1 crashing on purpose", flush=True)
                 os._exit(3)

@@ -6,9 +6,9 @@ import pytest
 
 import suites
 from suites.cases.case import Case
-from suites.cases.grid import parse_suite
 from suites.cases.vocabulary import Status
 from suites.errors import GridError
+from suites.grids.grid import parse_suite
 from suites.kept.record import Record
 from suites.kept.store import ResultsStore
 from suites.run.availability import unavailable_reason

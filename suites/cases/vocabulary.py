@@ -3,7 +3,7 @@
 They are `str` enums so they serialise to JSON and TOML as their plain names, while code
 compares members rather than loose strings. What a strategy means for a framework (where it
 applies, on which devices) lives in its plugin (`suites.strategies.<framework>.<strategy>`),
-found through `suites.cases.strategy_plugins`; a framework's facts live in its subpackage.
+found through `suites.strategies.registry`; a framework's facts live in its subpackage.
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ strategy, precision, params), each listing the values the class's cases take. as
 cartesian product; a combination that is no case of the suite is skipped in `setup` (asv shows
 n/a), as is an unavailable case. Each benchmark method lists its class's case ids in `case_ids`,
 which asv copies into benchmarks.json: that is how a reader tells the two kinds of skip apart.
-Each class's asv `version` is its workload's `Workload.version()`, so editing a workload
-invalidates its old results.
+Each class's asv `version` is its workload's `version_of` (`suites.strategies.versions`): a hash
+of exactly the code its cases run, so editing that code invalidates its old results.
 """
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from suites import knobs
 from suites.cases.case import Case
-from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS
@@ -48,6 +48,7 @@ from suites.run.availability import unavailable_reason
 from suites.run.launchers import case_timeout
 from suites.run.launchers import launch_case
 from suites.run.timing import measure
+from suites.strategies.versions import version_of
 from suites.workloads import WORKLOADS, Workload
 
 #: Which suite asv benchmarks: a built-in suite name or the path of a .toml grid.
@@ -225,7 +226,7 @@ def _benchmark_class(name: str, module: str, suite: Suite, workload: type[Worklo
         "params": axis_params(cases),
         "workload": workload.name,
         "case_ids": frozenset(case_ids),
-        "version": workload.version(),
+        "version": version_of(workload),
         "timeout": max(case_timeout(suite.timing, case) for case in cases),
         "timing": suite.timing,
     })

@@ -8,15 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.kept.check import Check
 from suites.run.availability import unavailable_reason
 from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
+from suites.run.launch import Launch
 from suites.run.runnable import Runnable
 from suites.run.timing import TooSlow, WarmUp, warm_up
-from suites.strategies.base import Launch
-from suites.workloads import workload_of
+from suites.strategies.jobs import job_for
 
 
 class CaseUnavailable(NotImplementedError):
@@ -37,7 +36,7 @@ class NumericsFailed(AssertionError):
 
 def runs_in_process(case: Case) -> bool:
     """Whether the case's strategy is timed in the calling process (not in launched ranks)."""
-    return plugin_for(case).launch is Launch.IN_PROCESS
+    return job_for(case).strategy.launch is Launch.IN_PROCESS
 
 
 @dataclass
@@ -68,8 +67,8 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
         raise CaseUnavailable(reason)
     if not runs_in_process(case):
         raise CaseUnavailable(f"strategy {case.strategy} runs in its own processes "
-                              f"({plugin_for(case).launch.value}); it cannot be timed in this one")
-    runnable = workload_of(case).runnable()
+                              f"({job_for(case).strategy.launch.value}); it cannot be timed in this one")
+    runnable = job_for(case).runnable()
     try:
         runnable.setup()
         check = measured_check(runnable)

@@ -21,20 +21,19 @@ from typing import Any, Iterable
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.grid import DEFAULT_SUITE, Suite, load_suite
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
+    judge, measure_relative, run_single_threaded, threshold_from
+from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.kept.measurement import Measurement
 from suites.kept.metrics import derive
 from suites.kept.peaks import PeakTable
 from suites.kept.provenance import environment, machine_label, threads_in_use
 from suites.kept.store import DEFAULT_RESULTS_DIR
-from suites.workloads import workload_of
-from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
-    judge, measure_relative, run_single_threaded, threshold_from
-from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
+from suites.strategies.jobs import job_for
 
 HEAVY_MARKER = "benchmark_heavy"
 _GATE = pytest.StashKey["GateSession"]()
@@ -132,7 +131,7 @@ def smoke_cases(cases: Iterable[Case]) -> set[Case]:
 
 
 def _cost(case: Case) -> tuple[float, int, int, str]:
-    workload = workload_of(case)
+    workload = job_for(case).workload
     return workload.flops_per_step(), workload.bytes_per_step() or 0, case.n_devices, case.id
 
 
@@ -199,7 +198,7 @@ def benchmark_case(benchmark: Any, case: Case, timing: TimingConfig, gate: GateS
     """The body of a benchmark test: prepare, time with pedantic rounds, record, gate."""
     benchmark.group = f"{case.workload} {case.device}"
     benchmark.extra_info.update(case=case.to_dict(), status=str(Status.OK), metrics={}, check=None,
-                                emulated=plugin_for(case).emulated(case))
+                                emulated=job_for(case).emulated)
     try:
         prepared = prepare(case, timing)
     except CaseUnavailable as error:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin
 from suites.kept.devices import discover
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
 from suites.kept.peaks import PeakTable, measured_bandwidth, measured_peak
-from suites.workloads import workload_of
 
 
 #: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.
@@ -22,15 +20,16 @@ def case_work(case: Case) -> dict[str, float | None]:
     """The analytic work of one step of `case` and its estimates, keyed like `Work` (None where
     the case has none). Raises UnknownWorkload (a KeyError) or ValueError where this process
     cannot know them: a workload, model or strategy not registered here."""
-    workload = workload_of(case)
-    state = workload.state_estimate() or {}
-    plugin = find_plugin(case.framework, case.strategy)
-    # A strategy with the `PipelineBubble` capability (`suites.strategies.capabilities`), found by
+    from suites.strategies.jobs import job_for  # the case's job, built once (cached)
+
+    job = job_for(case)
+    workload, plugin, state = job.workload, job.strategy, job.state_estimate() or {}
+    # A strategy with the `PipelineBubble` capability (`suites.run.capabilities`), found by
     # its member's name as `isinstance` would: this layer sits below the strategies.
     bubble = getattr(plugin, "bubble_fraction", None)
     values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
               workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
-              state.get("activations"), bubble(case) if bubble else None,
+              state.get("activations"), bubble(job) if bubble else None,
               workload.min_bytes_per_step() or None)
     return dict(zip(CASE_WORK, values))
 
@@ -49,8 +48,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
         if counts["min_bytes_per_step"]:
             bandwidth = measured_bandwidth(results_dir, machine, device) or peaks.bandwidth_gbs(device)
     energy = measurement.energy
-    plugin = find_plugin(case.framework, case.strategy)
-    emulated = bool(plugin and plugin.emulated(case))
+    emulated = _emulated(case)
     work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated, **counts,
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
@@ -64,3 +62,14 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 energy_watts=energy.watts if energy else None,
                 compile_s=measurement.compile_s, recompiles=measurement.recompiles)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}
+
+
+def _emulated(case: Case) -> bool:
+    """Whether the case ran on emulated devices; False where its framework has no such strategy."""
+    from suites.strategies.jobs import job_for
+    from suites.strategies.registry import NoSuchStrategy
+
+    try:
+        return job_for(case).emulated
+    except NoSuchStrategy:
+        return False

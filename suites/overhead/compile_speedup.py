@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from suites.cases.case import Case
 from suites.cases.filters import select
-from suites.cases.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.errors import UserError
+from suites.grids.grid import load_suite
 from suites.kept.measurement import Measurement
 from suites.kept.metric_registry import METRICS, Work
 from suites.report.compilation import break_even_text

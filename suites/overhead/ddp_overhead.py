@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
+from suites.grids.grid import load_suite
 from suites.run.launchers import case_timeout, free_ports, rank_cpus, run_ranks, threads_per_process
 
 CASE = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 32})

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import find_plugin, strategies_of
 from suites.cases.timing_config import TimingConfig
 from suites.errors import UserError
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
@@ -49,6 +48,8 @@ from suites.run.availability import precision_reason
 from suites.run.execute import Outcome
 from suites.run.launchers import case_timeout, launch_case
 from suites.run.runner import RunContext, run_case
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import find_plugin, strategies_of
 from suites.workloads import workload_class
 from suites.workloads.training import Mlp
 
@@ -147,7 +148,7 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                 # what the hardware rightly cannot do: the availability rules of the precision
                 # (tf32/bf16 below compute capability 8.0) and the strategy (its backends, its dtypes)
                 why = (too_few or precision_reason(case, device)
-                       or plugin.unavailable_reason(case, device) or "")
+                       or plugin.unavailable_reason(job_for(case), device) or "")
                 shared = " (shared GPU)" if kind is DeviceKind.GPU and plugin.shares_gpus and n > count else ""
                 name = f"{workload} {framework} {kind}:{n}{shared} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))

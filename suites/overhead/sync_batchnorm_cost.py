@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.cases.grid import load_suite
 from suites.cases.vocabulary import Status
+from suites.grids.grid import load_suite
 from suites.kept.store import ResultsStore
 from suites.run.runner import RunContext, run_case
 

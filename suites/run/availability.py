@@ -2,29 +2,33 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
-from suites.workloads import workload_of
 
-
-class Unsupported(Exception):
-    """Raised by an implementation that finds at run time that this combination has no kernel
-    here (e.g. TF's Conv2D in NCHW fp16 on CPU). The case is recorded unavailable, not failed."""
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 
 def unavailable_reason(case: Case) -> str | None:
+    from suites.strategies.jobs import job_for  # the case's job, built once (cached)
+    from suites.strategies.registry import NoSuchStrategy
+
     if not framework_installed(case.framework):
         return not_installed_reason(case.framework)
-    reason = workload_of(case).unavailable_reason()
+    try:
+        job = job_for(case)
+    except NoSuchStrategy as error:
+        return str(error)
+    reason = job.unavailable_reason()
     if reason:
         return reason
     device = discover(case.framework, case.device)
     if not device.available:
         return f"no {case.device}: {device.reason}"
-    return precision_reason(case, device) or strategy_reason(case, device)
+    return precision_reason(case, device) or strategy_reason(job, device)
 
 
 #: The compute capability from which NVIDIA GPUs have tf32 and bf16 tensor cores (Ampere).
@@ -66,13 +70,10 @@ def _version(capability: str) -> tuple[int, ...]:
     return tuple(int(part) for part in str(capability).split("."))
 
 
-def strategy_reason(case: Case, device: DeviceInfo) -> str | None:
+def strategy_reason(job: "Job", device: DeviceInfo) -> str | None:
     """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`),
     its compilers' first."""
-    try:
-        plugin = plugin_for(case)
-    except NoSuchStrategy as error:
-        return str(error)
-    if not plugin.applies_to(type(workload_of(case))):  # a case made outside a grid
+    case, plugin = job.case, job.strategy
+    if not plugin.applies_to(type(job.workload)):  # a case made outside a grid
         return f"{case.framework} strategy '{case.strategy}' does not apply to {case.workload}"
-    return plugin.compile_reason(case) or plugin.unavailable_reason(case, device)
+    return plugin.compile_reason(job) or plugin.unavailable_reason(job, device)

@@ -30,7 +30,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, S
 from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process
 from suites.run.timing import first_step_limit_s
-from suites.workloads import workload_of
+from suites.strategies.jobs import job_for
 from suites.workloads.kernels import ROTATION_ENV
 
 #: The probe: square GEMMs of these sizes (34 and 268 MFLOP), each timed briefly on one copy of
@@ -114,7 +114,7 @@ def predicted_step_s(case: Case) -> float | None:
     """One step of an available `case`, predicted from its FLOPs at the probe's rate: devices
     emulated on one CPU share its rate, GPUs and TPUs each have their own."""
     try:
-        flops = workload_of(case).flops_per_step()
+        flops = job_for(case).workload.flops_per_step()
     except (KeyError, ValueError):  # a workload or model not registered in this process
         return None
     if not flops or flops < PREDICTED_FROM_FLOPS:

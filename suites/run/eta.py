@@ -9,9 +9,9 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile
 from suites.run.availability import unavailable_reason
 from suites.run.bounds import bound_for
+from suites.run.launch import Launch
 from suites.run.launchers import case_timeout, launch_mode
 from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
-from suites.strategies.base import Launch
 
 #: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
 #: imports and rendezvous for a launched one: first guesses, corrected by the run's own progress.

@@ -12,10 +12,10 @@ from suites.cases.vocabulary import Status
 from suites.kept.check import Check
 from suites.kept.measurement import Measurement
 from suites.kept.memory import largest_peak
-from suites.run.availability import Unsupported
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
-from suites.workloads import workload_of
+from suites.run.unsupported import Unsupported
+from suites.strategies.jobs import job_for
 
 
 @dataclass
@@ -85,11 +85,11 @@ def measured_check(runnable: Runnable) -> Check:
 
 
 def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
-    workload = workload_of(case)
-    runnable_class = workload.runnable_class(case.framework)
+    job = job_for(case)
+    runnable_class = job.runnable_class
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"
-    runnable = runnable_class(workload)
+    runnable = runnable_class(job)
     try:
         runnable.setup()
         stage = "check"

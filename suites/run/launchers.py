@@ -24,23 +24,20 @@ from typing import Callable
 
 from suites import knobs
 from suites.cases.case import Case
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
+from suites.run.launch import Launch
+from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
-from suites.strategies.base import Launch
-from suites.strategies.capabilities import NeedsIsolatedEnvironment, SlowToStart
-from suites.workloads import workload_class
+from suites.run.capabilities import NeedsIsolatedEnvironment, SlowToStart
+from suites.strategies.jobs import job_for
 
 GRACE_S = 5.0
 POLL_S = 0.05
 STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
-#: A worker dumps every Python thread's stack to its log on this signal (`faulthandler`): the
-#: launcher sends it to the processes still running at a case's deadline, to say where they hung.
-STACKS_SIGNAL = signal.SIGUSR1
 #: How long the launcher lets hung processes write their stacks before it stops them.
 STACKS_WAIT_S = 1.0
 
@@ -53,7 +50,7 @@ def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
     it gets a compiled first step's limit and that much again for its check."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    plugin = plugin_for(case) if case is not None else None
+    plugin = job_for(case).strategy if case is not None else None
     startup = plugin.startup_allowance_s if isinstance(plugin, SlowToStart) else None
     compiled = case is not None and case.compile is not Compile.NONE
     return ((STARTUP_ALLOWANCE_S if startup is None else startup)
@@ -80,10 +77,6 @@ def threads_per_process(case: Case, processes: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // processes)
 
 
-#: The cores a rank process pins itself to (comma-separated), set by `run_ranks`.
-CPUS_ENV = "PARBENCH_CPUS"
-
-
 def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     """Disjoint core sets, one per rank process of a CPU training or kernel case, when the
     cores go round (None otherwise: one process, a GPU case, a collective, or more ranks than
@@ -99,20 +92,10 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     """
     cores = sorted(os.sched_getaffinity(0))
     if (case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
-            or workload_class(case.workload).kind == "collective"):
+            or job_for(case).workload.kind == "collective"):
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]
-
-
-def pin_from_env() -> list[int] | None:
-    """In a rank process: pin to the cores the launcher chose (before any framework starts
-    its threads, which inherit the affinity). Returns them, or None when not pinned."""
-    cpus = knobs.read(CPUS_ENV)
-    if not cpus:
-        return None
-    os.sched_setaffinity(0, cpus)
-    return cpus
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -316,8 +299,8 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
 def isolated_env(case: Case) -> dict[str, str]:
     """What the case's fresh process gets on top of this one's environment: what its strategy
     asks for (`NeedsIsolatedEnvironment`), else nothing."""
-    plugin = plugin_for(case)
-    return plugin.isolated_env(case) if isinstance(plugin, NeedsIsolatedEnvironment) else {}
+    job = job_for(case)
+    return job.strategy.isolated_env(job) if isinstance(job.strategy, NeedsIsolatedEnvironment) else {}
 
 
 def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
@@ -326,13 +309,14 @@ def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
 
 
 def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
-    """`plugin.processes(case)` rank processes, each told its rank and the rendezvous ports."""
-    plugin = plugin_for(case)
-    count = plugin.processes(case)
-    ports = free_ports(plugin.ports_needed(case))
+    """`plugin.processes(job)` rank processes, each told its rank and the rendezvous ports."""
+    job = job_for(case)
+    plugin = job.strategy
+    count = plugin.processes(job)
+    ports = free_ports(plugin.ports_needed(job))
     threads = str(threads_per_process(case, count))
     cpus = rank_cpus(case, count)
-    envs = [{**plugin.rank_env(case, rank, count, ports),
+    envs = [{**plugin.rank_env(job, rank, count, ports),
              "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
              **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
             for rank in range(count)]
@@ -374,5 +358,5 @@ def launch_mode(case: Case) -> Launch:
     a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
     of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
     what it took, which would starve every later case of that GPU)."""
-    launch = plugin_for(case).launch
+    launch = job_for(case).strategy.launch
     return Launch.ISOLATED if launch is Launch.IN_PROCESS and case.device is DeviceKind.GPU else launch

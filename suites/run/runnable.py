@@ -12,7 +12,7 @@ from suites.run.telemetry import NoSampler, TelemetrySampler, sampler_for
 
 if TYPE_CHECKING:
     from suites.run.memory import MemoryProbe
-    from suites.workloads.base import Workload
+    from suites.strategies.jobs import Job
 
 
 #: A barrier + broadcast per timed block costs ~1 ms between processes on loopback: blocks of
@@ -38,10 +38,13 @@ class Runnable(ABC):
     #: may leave the ranks' weights apart, so nothing is timed or checked after it.
     local_step: Callable[[], None] | None = None
 
-    def __init__(self, workload: "Workload") -> None:
-        self.workload = workload
-        self.case = workload.case
-        self.p = workload.p
+    def __init__(self, job: "Job") -> None:
+        #: The case resolved (`suites.strategies.jobs.Job`): its workload, strategy plugin and
+        #: options, compiler.
+        self.job = job
+        self.workload = job.workload
+        self.case = job.case
+        self.p = job.workload.p
         #: How the case ran, beyond its parameters, for its record's details (e.g. whether
         #: cuDNN autotuned); `setup` fills it.
         self.details: dict[str, Any] = {}

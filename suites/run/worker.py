@@ -26,12 +26,14 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.kept.contention import Contention, judge, read_cpu
-from suites.cases.strategy_plugins import NoSuchStrategy, plugin_for
 from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.launchers import STACKS_SIGNAL, pin_from_env
+from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.strategies.base import StrategyPlugin
-from suites.strategies.capabilities import ServesCluster
+from suites.run.capabilities import ServesCluster
+from suites.strategies.jobs import job_for
+from suites.strategies.registry import NoSuchStrategy
+from suites.workloads import UnknownWorkload
 from suites.workloads.user_model import load_plugins
 
 #: The suite name stored with records of cases run directly under torchrun.
@@ -69,7 +71,7 @@ def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Pa
                  suite: str, label: str | None, contention: Contention | None = None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
     from suites.kept.store import ResultsStore
-    from suites.run.runner import RunContext, store_outcome
+    from suites.run.recording import RunContext, store_outcome
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
         outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
@@ -84,7 +86,7 @@ def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) 
     """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
     outcome."""
     try:
-        served = isinstance(plugin, ServesCluster) and plugin.serve(case)
+        served = isinstance(plugin, ServesCluster) and plugin.serve(job_for(case))
     except Exception as error:  # a serving task whose cluster never formed
         return True, failed(error, "serve")
     try:
@@ -124,14 +126,15 @@ def main() -> None:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))
         timing = TimingConfig.from_mapping(json.loads(args.timing))
-        plugin = plugin_for(case)
-        rank = plugin.this_rank(case)
+        load_plugins()  # user models and workloads registered by the parent process
+        job = job_for(case)
+        plugin = job.strategy
+        rank = plugin.this_rank(job)
         stores = args.results is not None and rank == 0
         if stores:
             from suites.kept.store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
-        load_plugins()  # user models registered by the parent process
-    except (UserError, NoSuchStrategy, ValueError, TypeError) as error:
+    except (UserError, NoSuchStrategy, UnknownWorkload, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
 
     before = read_cpu()

@@ -8,5 +8,5 @@ call (`base.StrategyPlugin` and the framework's base) and the optional capabilit
 (`capabilities`); the package's other modules are its mechanism (a TF strategy's trainer, its
 cluster serving), imported by the hooks. Plugin modules import no framework at import time;
 their hooks import it when a case runs.
-`suites.cases.strategy_plugins` finds them by that path, importing only the one asked for.
+`suites.strategies.registry` finds them by that path, importing only the one asked for.
 """

@@ -1,15 +1,15 @@
-"""What every strategy plugin declares, framework-neutral, and the ways a case can launch."""
+"""What every strategy plugin declares, framework-neutral."""
 from __future__ import annotations
 
 import os
-from enum import Enum
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.workloads import workload_of
+from suites.run.launch import Launch
+from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.kept.devices import DeviceInfo
     from suites.workloads.base import Param, Workload
 
@@ -18,19 +18,13 @@ if TYPE_CHECKING:
 STATE_BYTES = 4
 
 
-class Launch(str, Enum):
-    IN_PROCESS = "in_process"   # timed in the parbench process
-    ISOLATED = "isolated"       # one fresh subprocess (e.g. TF logical devices, set before TF starts)
-    RANKS = "ranks"             # a pool of rank processes on 127.0.0.1
-
-
 class StrategyPlugin:
     """One strategy of one framework. Subclasses set the class attributes and override the
     rules that differ; the framework's base class (`TorchStrategy`, `TfStrategy`) adds the
     hooks its runnables call.
 
     Only what every strategy decides is here; what one strategy alone does is an optional
-    capability it implements or not (`suites.strategies.capabilities`)."""
+    capability it implements or not (`suites.run.capabilities`)."""
 
     # --- rules: which cases exist, and which are available here ---------------------------------
     #: The strategy this plugin implements.
@@ -42,8 +36,11 @@ class StrategyPlugin:
     devices: ClassVar[frozenset[DeviceKind]] = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
     kinds: ClassVar[frozenset[str]] = frozenset({"training"})
-    #: Parameters of the strategy itself (e.g. FSDP's `reshard`), set in a grid's `params` like
-    #: a workload's and part of the case id when given; a case of another strategy drops them.
+    #: The strategy's own options (e.g. FSDP's `reshard`): a frozen dataclass whose fields are
+    #: set in a grid's `params` like a workload's and are part of the case id when given; a case
+    #: of another strategy drops them. A job carries the built instance (`Job.options`).
+    options_type: ClassVar[type] = NoOptions
+    #: The grid parameters `options_type` declares (derived, `options.params_of`).
     params: ClassVar[tuple["Param", ...]] = ()
     #: The compilers of the strategy's framework (set by the framework's base class): a case
     #: pairing a framework with another's compiler (torch with xla) is no case at all.
@@ -54,14 +51,30 @@ class StrategyPlugin:
     compile_modes: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
     #: Why a compiler of the framework is not in `compile_modes`, where the strategy knows.
     compile_limits: ClassVar[Mapping[Compile, str]] = {}
-    #: Parameters a compiler takes (torch.compile's `compile_mode`), given only to its cases.
+    #: The options a compiler takes (torch.compile's `compile_mode`), given only to its cases.
+    compiler_options: ClassVar[Mapping[Compile, type]] = {}
+    #: The grid parameters of `compiler_options` (derived).
     compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
 
-    def compile_reason(self, case: Case) -> str | None:
+    #: The hooks only a training step calls (its trainer, its model wrapping): what they import
+    #: is code a kernel's or a collective's case never runs, so their versions leave it out
+    #: (`suites.strategies.versions`).
+    training_hooks: ClassVar[frozenset[str]] = frozenset({
+        "trainer", "describe", "wrap", "check_wrap", "train_step", "local_step", "gradients", "global_loss",
+        "devices_in_use", "data_shard", "handles_precision", "state_bytes_per_device",
+        "activation_bytes_per_device"})
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.params = params_of(cls.options_type)
+        cls.compile_params = {compile: params_of(options) for compile, options in cls.compiler_options.items()}
+
+    def compile_reason(self, job: "Job") -> str | None:
         """Why the case's step cannot run under its compiler with this strategy, or None."""
+        case = job.case
         if case.compile is Compile.NONE:
             return None
-        if workload_of(case).kind == "collective":
+        if job.workload.kind == "collective":
             return f"{case.workload} is one collective call: {case.compile} has nothing to compile"
         if case.compile in self.compile_modes:
             return None
@@ -82,7 +95,7 @@ class StrategyPlugin:
         """Whether a case of `workload` exists under this strategy (by default: its kind is one of `kinds`)."""
         return workload.kind in self.kinds
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         """Why `case` cannot run on `device` here, or None."""
         return None
 
@@ -91,15 +104,16 @@ class StrategyPlugin:
     #: (TF). Such a case runs, `emulated`, where it would otherwise be unavailable.
     shares_gpus: ClassVar[bool] = False
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         """Several devices on a CPU are logical devices / ranks sharing one CPU; several on fewer
         GPUs (`shares_gpus`) share them likewise."""
+        case = job.case
         if case.device is DeviceKind.CPU:
             return case.n_devices > 1
-        return self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework))
+        return self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework))
 
     # --- memory accounting: the training state's analytic estimate (`state_estimate`) --------
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """Bytes of training state one device holds, by ZeRO's accounting.
 
         `parameters` is the model's parameter count, `optimizer_states` the optimizer's states
@@ -118,7 +132,7 @@ class StrategyPlugin:
         state = {"parameters": weights, "gradients": weights, "optimizer": optimizer_states * weights}
         return {**state, "total": sum(state.values())}
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Bytes of activations one device keeps for the backward pass, from
         `activation_bytes`: what the whole model keeps for one device's batch of a data-parallel
         split (the workload's `per_device_batch`), in the compute dtype. The default is data
@@ -131,44 +145,53 @@ class StrategyPlugin:
     #: rank processes (`suites.run.launchers`).
     launch: ClassVar[Launch] = Launch.IN_PROCESS
 
-    def processes(self, case: Case) -> int:
+    def processes(self, job: "Job") -> int:
         """How many rank processes a RANKS launch starts."""
+        case = job.case
         return case.n_devices
 
-    def ports_needed(self, case: Case) -> int:
+    def ports_needed(self, job: "Job") -> int:
         """How many free ports a RANKS launch picks for the case (its rendezvous)."""
         return 1
 
-    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+    def rank_env(self, job: "Job", rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
         """Environment of one rank: torchrun's variables by default."""
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]), "RANK": str(rank),
                 "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size)}
 
-    def this_rank(self, case: Case) -> int:
+    def this_rank(self, job: "Job") -> int:
         """This process's rank among the case's processes, from the environment its launcher
         (parbench's, torchrun, or a user's on each machine) gave it: torchrun's RANK by default,
         0 for a lone process. Rank 0 reports the case and stores its record."""
         return int(os.environ.get("RANK", "0"))
 
-    # --- training mechanism: batch statistics (models with batch norm) -------------------------
-    def statistics_groups(self, case: Case) -> int | None:
+    # --- training mechanism ----------------------------------------------------------------------
+    def batch_parts(self, job: "Job") -> int:
+        """Into how many equal parts a step cuts the global batch (its devices by default; a
+        pipeline also into micro-batches): the numerics check's batch is a multiple of it."""
+        return job.case.n_devices
+
+    # batch statistics (models with batch norm)
+    def statistics_groups(self, job: "Job") -> int | None:
         """Into how many equal parts of the global batch a step computes batch statistics, each
         part on its own, where they are not synchronised; None where `statistics_split` is not
         declared."""
+        case = job.case
         return {"whole": 1, "replicas": case.n_devices}.get(self.statistics_split or "")
 
-    def sync_statistics_reason(self, case: Case) -> str | None:
+    def sync_statistics_reason(self, job: "Job") -> str | None:
         """Why the case cannot compute batch statistics over the global batch, or None (also
         where one forward sees the whole batch, so local and synchronised are the same)."""
-        if self.statistics_groups(case) == 1 or self.synchronized_statistics:
+        if self.statistics_groups(job) == 1 or self.synchronized_statistics:
             return None
         return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
 
 
-def on_shared_gpus(case: Case, gpus: int) -> bool:
+def on_shared_gpus(job: "Job", gpus: int) -> bool:
     """Whether a GPU case spans more devices than the `gpus` visible (at least one): its ranks
     or logical devices then share them."""
+    case = job.case
     return case.device is DeviceKind.GPU and 0 < gpus < case.n_devices
 
 
@@ -179,9 +202,10 @@ def visible_gpus(framework: Framework) -> int:
     return devices.discover(framework, DeviceKind.GPU).count
 
 
-def too_few_gpus_reason(case: Case, device: "DeviceInfo", what: str, can_share: bool) -> str | None:
+def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool) -> str | None:
     """Why a GPU case of `what` cannot run on the GPUs `device` counts: too few of them, and the
     strategy cannot share them (`StrategyPlugin.shares_gpus`); None where it can run."""
+    case = job.case
     if case.device is not DeviceKind.GPU or device.count >= case.n_devices:
         return None
     if can_share and device.count > 0:
@@ -189,16 +213,18 @@ def too_few_gpus_reason(case: Case, device: "DeviceInfo", what: str, can_share: 
     return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
 
 
-def one_device_reason(case: Case) -> str | None:
+def one_device_reason(job: "Job") -> str | None:
     """Strategy `single`'s rule."""
+    case = job.case
     if case.n_devices != 1:
         return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
     return None
 
 
-def split_reason(case: Case, parts: str) -> str | None:
+def split_reason(job: "Job", parts: str) -> str | None:
     """Why the workload's batch cannot be split evenly over the case's devices, or None."""
-    return workload_of(case).split_problem(case.n_devices, parts)
+    case = job.case
+    return job.workload.split_problem(case.n_devices, parts)
 
 
 #: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`

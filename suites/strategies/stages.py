@@ -4,19 +4,19 @@ split (the pipeline bubble, the state the most loaded device holds).
 
 The layers are those of a spec's parameters (`layer_names`): the MLP's dense layers, the CNN's
 stem, blocks and head, the transformer's blocks and head. A framework's model must expose the
-same layers (torch: `TorchModel.stage_layers`; TF: `suites.frameworks.tf.models.layer_forwards`).
+same layers (torch: `TorchModel.stage_layers`; TF: `suites.frameworks.tf.catalog.layer_forwards`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 import itertools
 from typing import TYPE_CHECKING, Sequence
 
-from suites.cases.case import Case
 from suites.strategies.base import STATE_BYTES
-from suites.workloads import workload_of
-from suites.workloads.base import Param
+from suites.strategies.options import option
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.workloads.training import ModelSpec
 
 
@@ -115,10 +115,10 @@ def largest_share(spec: "ModelSpec", devices: int, stages_per_device: int = 1) -
                for rank in range(devices))
 
 
-def layers_reason(case: Case, stages: int, how: str) -> str | None:
+def layers_reason(job: "Job", stages: int, how: str) -> str | None:
     """Why the case's model cannot be split into `stages` contiguous stages (`how`: how they
     come about), or None."""
-    workload = workload_of(case)
+    workload = job.workload
     layers = layer_names(workload.model)
     model = workload.p["model"]
     if not layers:
@@ -146,18 +146,24 @@ def per_device_state(spec: "ModelSpec", devices: int, stages_per_device: int, pa
 
 
 # --- micro-batches (a pipeline's parameter) ----------------------------------------------------
-MICROBATCHES = Param("microbatches", default=4,
-                     help="micro-batches each step's global batch is cut into (must divide it); "
-                          "1 is naive model parallelism, one stage busy at a time")
+MICROBATCHES_HELP = ("micro-batches each step's global batch is cut into (must divide it); "
+                     "1 is naive model parallelism, one stage busy at a time")
 
 
-def microbatches_of(case: Case) -> int:
-    return int(workload_of(case).p[MICROBATCHES.name])
+@dataclass(frozen=True)
+class MicrobatchOptions:
+    """A pipeline's options (TF's; torch's adds a schedule)."""
+
+    microbatches: int = option(4, help=MICROBATCHES_HELP)
 
 
-def microbatches_reason(case: Case) -> str | None:
+def microbatches_of(job: "Job") -> int:
+    return job.options.microbatches
+
+
+def microbatches_reason(job: "Job") -> str | None:
     """Why the case's global batch cannot be cut into its micro-batches, or None."""
-    m, batch = microbatches_of(case), workload_of(case).global_batch
+    m, batch = microbatches_of(job), job.workload.global_batch
     if batch % m:
         return f"microbatches = {m} does not divide the global batch of {batch}"
     return None

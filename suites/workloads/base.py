@@ -7,20 +7,24 @@ that framework runs, so neutral code never imports torch or TensorFlow.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
+from typing import ClassVar, Iterable, Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import Framework, Precision
-from suites.cases.strategy_plugins import compile_params, strategy_params
-from suites.workloads.sources import source_files
 
-if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+
+@dataclass(frozen=True)
+class TrainingState:
+    """A training case's counts that its strategy turns into bytes per device."""
+
+    parameters: int
+    #: Optimizer states per parameter (SGD 0, Adam 2).
+    optimizer_states: int
+    #: Activations the whole model keeps for one device's batch of a data-parallel split, in
+    #: the compute dtype; None where the model does not count them.
+    activation_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -60,15 +64,17 @@ class Workload(ABC):
     kind: ClassVar[str]  # "kernel", "training" or "collective"
     params: ClassVar[tuple[Param, ...]]
     precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
-    #: framework -> "module:Class" of its Runnable, imported lazily.
-    implementations: ClassVar[Mapping[Framework, str]]
+    #: framework -> "module:Class" of its Runnable, imported lazily: a user's workload names
+    #: its own; the built-in ones' are the framework layer's (`suites.frameworks.implementations`).
+    implementations: ClassVar[Mapping[Framework, str]] = {}
 
     def __init__(self, case: Case) -> None:
         self.case = case
-        strategy = strategy_params(case.framework, case.strategy).values()
-        compiler = compile_params(case.framework, case.strategy, case.compile).values()
-        self.p: dict[str, ParamValue] = {**self.defaults(), **_defaults(strategy), **_defaults(compiler),
-                                         **case.param_dict}
+        #: The workload's own parameters: the case's, defaults for the rest. A strategy's or a
+        #: compiler's options are the job's (`suites.strategies.jobs.Job`), not here.
+        own = {param.name for param in self.params}
+        self.p: dict[str, ParamValue] = {**self.defaults(),
+                                         **{name: value for name, value in case.param_dict.items() if name in own}}
 
     # --- declared by subclasses -------------------------------------------------------
     @abstractmethod
@@ -93,10 +99,26 @@ class Workload(ABC):
         arithmetic intensity (roofline). None for workloads without one."""
         return None
 
-    def state_estimate(self) -> dict[str, int] | None:
-        """Analytic bytes of training state per device ("parameters", "gradients", "optimizer",
-        "total", and "activations" where known); None for workloads that train nothing."""
+    def training_state(self) -> "TrainingState | None":
+        """What the training state a device holds is computed from (the strategy divides it:
+        `Job.state_estimate`); None for workloads that train nothing."""
         return None
+
+    def batch_statistics_reason(self, groups: int | None, sync_reason: str | None) -> str | None:
+        """Why the case cannot compute its model's batch statistics the way the model asks,
+        given into how many `groups` the strategy splits a step's batch (None: it does not say)
+        and why it cannot synchronise them (`sync_reason`); None for workloads without any."""
+        return None
+
+    def statistics_groups(self, replica_groups: int | None) -> int:
+        """Into how many equal parts of the global batch a step computes batch statistics,
+        given the strategy's `replica_groups`: 1 for workloads without batch statistics."""
+        return 1
+
+    def check_params(self, parts: int) -> dict[str, ParamValue]:
+        """The case's parameters for its numerics check, whose batch is cut into `parts`
+        (devices, micro-batches): the case's own where the check runs the case as it is."""
+        return self.case.param_dict
 
     def unavailable_reason(self) -> str | None:
         """Why this workload cannot run as `self.case` asks, independent of the hardware."""
@@ -120,30 +142,3 @@ class Workload(ABC):
     @classmethod
     def param(cls, name: str) -> Param | None:
         return next((p for p in cls.params if p.name == name), None)
-
-    @classmethod
-    def runnable_class(cls, framework: Framework) -> type["Runnable"]:
-        module_name, _, class_name = cls.implementations[framework].partition(":")
-        return getattr(importlib.import_module(module_name), class_name)
-
-    def runnable(self) -> "Runnable":
-        return self.runnable_class(self.case.framework)(self)
-
-    @classmethod
-    def source_files(cls) -> dict[str, Path]:
-        """The modules this workload's code runs: its own module, its implementations' modules
-        and every `suites` module they import, directly or not (`sources.source_files`)."""
-        implementation_modules = (path.partition(":")[0] for path in cls.implementations.values())
-        return source_files((cls.__module__, *implementation_modules))
-
-    @classmethod
-    def version(cls) -> str:
-        """A hash of the source of `source_files()`, in name order.
-
-        asv uses it as the benchmark version, so editing a workload, an implementation or any
-        parbench module they use invalidates old results.
-        """
-        digest = hashlib.sha256()
-        for name, path in cls.source_files().items():
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-        return digest.hexdigest()[:16]

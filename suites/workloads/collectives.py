@@ -1,11 +1,10 @@
 """Collective workloads, framework-neutral, in the style of nccl-tests."""
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
 
 import numpy as np
 
-from suites.cases.vocabulary import Framework, Precision
+from suites.cases.vocabulary import Precision
 from suites.workloads.base import Param, Workload
 
 #: Buffers of the check hold (participant + index) mod PATTERN_PERIOD: small integers, so every
@@ -42,11 +41,6 @@ class Allreduce(Workload):
         Param("backend", type=str, default="auto", choices=("auto", "gloo", "nccl", "ring"), minimum=None),
     )
     precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.collectives:TorchAllreduce",
-        Framework.TF: "suites.frameworks.tf.collectives:TfAllreduce",
-    }
-
     @property
     def elements(self) -> int:
         return max(1, int(self.p["bytes"]) // DTYPE_BYTES[self.case.precision])

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from suites import knobs
 from suites.cases.case import ParamValue
-from suites.cases.vocabulary import Framework
 from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 
@@ -64,11 +63,6 @@ class Matmul(Workload):
     kind = "kernel"
     params = (Param("m", help="rows of A and C"), Param("n", help="columns of B and C"),
               Param("k", help="inner dimension"))
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.kernels:TorchMatmul",
-        Framework.TF: "suites.frameworks.tf.kernels:TfMatmul",
-    }
-
     def flops_per_step(self) -> float:
         return 2.0 * self.p["m"] * self.p["n"] * self.p["k"]  # type: ignore[operator]
 
@@ -116,11 +110,6 @@ class Conv2d(Workload):
         Param("padding", type=str, default="same", choices=("same", "valid"), minimum=None),
         Param("layout", type=str, default="nhwc", choices=("nhwc", "nchw"), minimum=None),
     )
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.kernels:TorchConv2d",
-        Framework.TF: "suites.frameworks.tf.kernels:TfConv2d",
-    }
-
     @classmethod
     def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
         p = {**cls.defaults(), **params}

@@ -4,16 +4,17 @@ Each model is a `ModelSpec`: its parameters (names, shapes and a seeded NumPy in
 in a canonical layout: dense kernels (in, out), conv kernels HWIO, NHWC images), its forward
 FLOPs per sample, and how to draw a batch. The torch and TF implementations build the same
 function from the same arrays, so their losses and gradients can be compared with each other
-and with the single-device full-batch result. A spec names its implementations by import path
-(`ModelSpec.implementations`), so this layer never imports a framework; the built-in specs and
-their implementations live in `suites.models`, one folder per model.
+and with the single-device full-batch result. A spec names its implementations as data
+(`ModelSpec.implementations`: "module:attribute" in its own folder), which the framework layer's
+catalogues (`suites.frameworks.torch.catalog`, `suites.frameworks.tf.catalog`) import: this layer
+never imports a framework. The built-in specs and their implementations live in `suites.models`,
+one folder per model.
 
 A spec's sizes are `train_step` parameters where its fields are declared with `size`
 (`suites.workloads.training.SIZE_PARAMS`).
 """
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
@@ -41,19 +42,13 @@ def size(default: int | str, help: str, choices: tuple[int | str, ...] | None = 
 class ModelSpec(ABC):
     name: ClassVar[str]
 
-    #: Framework -> the import path ("module:attribute") of the model's implementation in it:
-    #: torch, a `TorchModel` subclass taking the spec; TF, a function of the spec that returns
-    #: its layers (a list, what model and pipeline parallelism split) or one forward. Imported
-    #: on first use (`implementation`), so a framework's generic code never imports a model
-    #: folder. A subclass inherits its base's (BERT and GPT-2 are transformers).
+    #: Framework -> "module:attribute" of the model's implementation in it, the module a sibling
+    #: of the spec's in its model folder (`torch_model:TorchResNet50`): torch, a `TorchModel`
+    #: subclass taking the spec; TF, a function of the spec that returns its layers (a list, what
+    #: model and pipeline parallelism split) or one forward. Data only: the framework's catalogue
+    #: imports it (`suites.frameworks.model_folders.model_implementation`). A subclass inherits
+    #: its base's (BERT and GPT-2 are transformers).
     implementations: ClassVar[Mapping[Framework, str]] = {}
-
-    @classmethod
-    def implementation(cls, framework: Framework) -> Any:
-        """The object `implementations[framework]` names, imported now; KeyError where the
-        model has none in `framework`."""
-        module_name, _, attribute = cls.implementations[framework].partition(":")
-        return getattr(importlib.import_module(module_name), attribute)
 
     @property
     @abstractmethod

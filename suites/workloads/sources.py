@@ -1,6 +1,6 @@
 """The parbench modules a workload's code runs, found by reading its import statements.
 
-`Workload.version()` hashes their source: asv keys stored results on it, so editing any
+`suites.strategies.versions.version_of` hashes their source: asv keys stored results on it, so editing any
 module a workload's definition or implementations use (a model, a trainer) must change it.
 Modules are parsed with `ast`, never imported, so this needs no framework. Imports inside
 functions count (the implementations import frameworks lazily); modules outside the `suites`
@@ -15,7 +15,7 @@ import ast
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 PACKAGE = "suites"
 #: A module-level tuple of the packages whose modules a module imports by import path at run
@@ -58,16 +58,26 @@ def _absolute(node: ast.ImportFrom, package: str) -> str:
     return f"{head}.{node.module}" if node.module else head
 
 
-def imported_names(tree: ast.AST, package: str) -> Iterator[str]:
+def imported_names(tree: ast.AST, package: str, skip: frozenset[str] = frozenset()) -> Iterator[str]:
     """Every name an import in `tree` may load: the modules named, and for `from m import x`
-    also `m.x` (a submodule where one exists; callers drop names that are not modules)."""
-    for node in ast.walk(tree):
+    also `m.x` (a submodule where one exists; callers drop names that are not modules). Imports
+    under `if TYPE_CHECKING:` never run and are left out, and so are those inside a function
+    named in `skip` (hooks a workload never calls)."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            pending += node.orelse
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in skip:
+            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(node, package)
             yield base
             yield from (f"{base}.{alias.name}" for alias in node.names)
+        pending += ast.iter_child_nodes(node)
 
 
 def loaded_by_path(tree: ast.Module) -> Iterator[str]:
@@ -87,11 +97,13 @@ def module_name(path: Path) -> str:
     return ".".join((PACKAGE, *path.relative_to(_PACKAGE_DIR).with_suffix("").parts)).removesuffix(".__init__")
 
 
-def source_files(roots: Iterable[str]) -> dict[str, Path]:
+def source_files(roots: Iterable[str], skip: Callable[[str], frozenset[str]] = lambda name: frozenset()
+                 ) -> dict[str, Path]:
     """`roots` and every `suites` module they import, directly or not: {module name: its
     source file}, sorted by name. Roots without a source file are left out, and so is the
     top-level package itself (`from suites import knobs` runs `suites/__init__.py`, whose public
-    re-exports are no part of what a case computes)."""
+    re-exports are no part of what a case computes). `skip(module)` names the functions of a
+    module whose imports are not followed (`imported_names`)."""
     found: dict[str, Path] = {}
     pending = list(roots)
     while pending:
@@ -101,6 +113,6 @@ def source_files(roots: Iterable[str]) -> dict[str, Path]:
         found[name] = path
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_bytes(), filename=str(path))
-        pending += [imported for imported in (*imported_names(tree, package), *loaded_by_path(tree))
+        pending += [imported for imported in (*imported_names(tree, package, skip(name)), *loaded_by_path(tree))
                     if in_package(imported) and imported != PACKAGE]
     return dict(sorted(found.items()))

@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.strategy_plugins import find_plugin, plugin_for
 from suites.cases.vocabulary import Framework
 from suites.models.cnn.spec import ResidualCnn
 from suites.models.llama.spec import LlamaBlock
 from suites.models.mlp.spec import Mlp
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small, TransformerBlock
-from suites.workloads.base import Param, Workload
+from suites.workloads.base import Param, TrainingState, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 from suites.workloads.model_spec import SIZE_CHOICES, SIZE_HELP, ModelSpec
 
@@ -157,11 +156,6 @@ class TrainStep(Workload):
                    f"{OPTIMIZERS['adamw'].weight_decay}: the transformers'; fused on CUDA)"),
         *(_size_param(key, specs) for key, specs in SIZE_PARAMS.items()),
     )
-    implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.frameworks.torch.training:TorchTrainStep",
-        Framework.TF: "suites.frameworks.tf.training:TfTrainStep",
-    }
-
     @classmethod
     def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
         if params.get("model") not in MODELS:
@@ -180,41 +174,35 @@ class TrainStep(Workload):
         builders = getattr(self.model, "builders", None)
         if builders is not None and self.case.framework not in builders:
             return f"user model {self.p['model']!r} has no {self.case.framework} builder"
-        framework_problem = self.model.framework_problem(self.case.framework)
-        if framework_problem:
-            return framework_problem
-        return self._batch_statistics_reason()
+        return self.model.framework_problem(self.case.framework)
 
-    def _batch_statistics_reason(self) -> str | None:
+    def batch_statistics_reason(self, groups: int | None, sync_reason: str | None) -> str | None:
         """Why the case's strategy cannot compute the model's batch statistics the way the
         model asks (a strategy that does not say how it splits the batch; "sync" where the
         strategy has no synchronised batch norm), or None."""
         mode = self.model.batch_statistics
-        plugin = find_plugin(self.case.framework, self.case.strategy)
-        if mode is None or plugin is None:  # no strategy: the strategy rule says so
+        if mode is None:
             return None
-        if plugin.statistics_groups(self.case) is None:
+        if groups is None:
             return (f"model {self.p['model']!r} has batch norm, and strategy {self.case.strategy!s} "
                     "does not say over which samples a step computes batch statistics")
-        return plugin.sync_statistics_reason(self.case) if mode == "sync" else None
+        return sync_reason if mode == "sync" else None
 
-    @property
-    def statistics_groups(self) -> int:
+    def statistics_groups(self, replica_groups: int | None) -> int:
         """Into how many equal parts of the global batch the step computes batch statistics,
-        each part on its own: the strategy's replicas (or micro-batches) for a model whose batch
-        norm is "local", 1 for "sync" and for a model without batch norm. The numerics check's
-        float64 reference computes them over the same parts."""
+        each part on its own: the strategy's `replica_groups` (replicas or micro-batches) for a
+        model whose batch norm is "local", 1 for "sync" and for a model without batch norm. The
+        numerics check's float64 reference computes them over the same parts."""
         if self.model.batch_statistics != "local":
             return 1
-        return plugin_for(self.case).statistics_groups(self.case) or 1
+        return replica_groups or 1
 
-    def statistics_detail(self) -> str:
-        """How the check's reference computed batch statistics, for its detail ("" for a model
-        without batch norm)."""
+    def statistics_detail(self, groups: int) -> str:
+        """How the check's reference computed batch statistics over `groups` parts, for its
+        detail ("" for a model without batch norm)."""
         mode = self.model.batch_statistics
         if mode is None:
             return ""
-        groups = self.statistics_groups
         if groups == 1:
             return f"; batchnorm {mode}: reference batch statistics over the global batch of {self.global_batch}"
         return (f"; batchnorm {mode}: reference batch statistics per shard, {groups} shards of "
@@ -234,18 +222,16 @@ class TrainStep(Workload):
         batch = int(self.p["batch"])
         return batch * self.case.n_devices if self.p["scaling"] == "weak" else batch
 
-    def check_workload(self) -> "TrainStep":
-        """This workload at the numerics check's global batch: `CHECK_SAMPLES_PER_DEVICE` per
-        device, rounded up to a multiple of the parts the step cuts its batch into (devices,
-        micro-batches), never more than the case's own. The check runs the case's own step
-        (strategy, devices, precision) on it, so its time and memory do not grow with the
+    def check_params(self, parts: int) -> dict[str, ParamValue]:
+        """The case's parameters at the numerics check's global batch: `CHECK_SAMPLES_PER_DEVICE`
+        per device, rounded up to a multiple of the `parts` the step cuts its batch into
+        (devices, micro-batches), never more than the case's own. The check runs the case's own
+        step (strategy, devices, precision) on it, so its time and memory do not grow with the
         global batch, and its float64 reference costs a few samples per device."""
-        parts = math.lcm(self.case.n_devices, int(self.p.get("microbatches", 1)))
         wanted = CHECK_SAMPLES_PER_DEVICE * self.case.n_devices
         check_batch = min(self.global_batch, -(-wanted // parts) * parts)
         batch = check_batch if self.p["scaling"] == "strong" else check_batch // self.case.n_devices
-        return type(self)(replace(self.case, params=tuple(sorted({**self.case.param_dict,
-                                                                   "batch": batch}.items()))))
+        return {**self.case.param_dict, "batch": batch}
 
     def split_problem(self, parts: int, what: str) -> str | None:
         if self.global_batch % parts:
@@ -267,23 +253,15 @@ class TrainStep(Workload):
         tokens = self.model.tokens_per_sample
         return None if tokens is None else tokens * self.global_batch
 
-    def state_estimate(self) -> dict[str, int] | None:
-        """The training state one device holds, in bytes, by ZeRO's accounting: the strategy
-        plugin's `state_bytes_per_device` (parameters, gradients, optimizer states, total) from
-        the model's parameter count, plus "activations" where the model counts them (the
-        plugin's `activation_bytes_per_device`). None where the parameter count is not known
-        here (a user model's parameters are known to its framework only)."""
+    def training_state(self) -> TrainingState | None:
+        """The model's parameter count, the optimizer's states per parameter and the
+        activations the whole model keeps for one device's batch; None where the parameter
+        count is not known here (a user model's parameters are known to its framework only)."""
         spec = self.model
         parameters = sum(int(np.prod(shape)) for shape in spec.parameter_shapes().values())
         if not parameters:
             return None
-        plugin = plugin_for(self.case)
-        states = OPTIMIZERS[self.optimizer].states_per_parameter
-        estimate = dict(plugin.state_bytes_per_device(self.case, parameters, states))
         per_sample = spec.saved_activations_per_sample()
-        if per_sample is not None:
-            whole = per_sample * self.per_device_batch * DTYPE_BYTES[self.case.precision]
-            activations = plugin.activation_bytes_per_device(self.case, whole)
-            if activations is not None:
-                estimate["activations"] = activations
-        return estimate
+        activations = (None if per_sample is None
+                       else per_sample * self.per_device_batch * DTYPE_BYTES[self.case.precision])
+        return TrainingState(parameters, OPTIMIZERS[self.optimizer].states_per_parameter, activations)

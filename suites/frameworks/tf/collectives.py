@@ -17,11 +17,10 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.cases.strategy_plugins import plugin_for
 from suites.frameworks.tf.distribute import Lockstep, configure_runtime, gpu_ordinals, synchronize_devices
 from suites.kept.check import Check
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.strategies.capabilities import CoordinatesWorkers
+from suites.run.capabilities import CoordinatesWorkers
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 
 
@@ -31,11 +30,11 @@ class TfAllreduce(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def setup(self) -> None:
-        self.plugin = plugin_for(self.case)
-        configure_runtime(self.case)
-        self.strategy = self.plugin.distribute(self.case, str(self.p["backend"]))
+        self.plugin = self.job.strategy
+        configure_runtime(self.job)
+        self.strategy = self.plugin.distribute(self.job, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
-        self.lockstep = (self.plugin.lockstep(self.case, self.strategy)
+        self.lockstep = (self.plugin.lockstep(self.job, self.strategy)
                          if isinstance(self.plugin, CoordinatesWorkers) else Lockstep())
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
@@ -68,7 +67,7 @@ class TfAllreduce(Runnable):
         self.lockstep.barrier()  # timed blocks end when every worker has finished
 
     def gpu_ordinals(self) -> tuple[int, ...]:
-        return gpu_ordinals(self.case)
+        return gpu_ordinals(self.job)
 
     def gather(self, value: float) -> tuple[float, ...]:
         return self.lockstep.gather(value)
@@ -89,7 +88,7 @@ class TfAllreduce(Runnable):
         reduced = self.strategy.experimental_local_results(self._checked_reduce(patterns))
         expected = expected_sum(replicas, elements)
         error = max(float(np.max(np.abs(backend.to_numpy(local) - expected))) for local in reduced)
-        collective = self.plugin.all_reduce_name(self.case, str(self.p["backend"]))
+        collective = self.plugin.all_reduce_name(self.job, str(self.p["backend"]))
         return Check(error == 0.0, "max_abs_err", error, 0.0,
                      f"sum of {replicas} replicas' (replica + i) mod {PATTERN_PERIOD} over {elements} "
                      f"{self.case.precision} elements, {collective}")

@@ -19,7 +19,7 @@ Which GPUs TF sees, fixed when it initialises:
   cannot move one to the GPU.
 
 Soft device placement is off for every case but those of a strategy that needs it
-(`suites.strategies.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
+(`suites.run.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
 from suites import knobs  # noqa: E402
-from suites.cases.case import Case  # noqa: E402
-from suites.cases.strategy_plugins import plugin_for  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
-from suites.strategies.base import Launch  # noqa: E402
-from suites.strategies.capabilities import SoftPlacement  # noqa: E402
+from suites.run.launch import Launch  # noqa: E402
+from suites.run.capabilities import SoftPlacement  # noqa: E402
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 #: Set by the launcher to split the cores between rank processes.
 THREADS_ENV = "PARBENCH_THREADS"
 
@@ -51,13 +52,14 @@ def threads_from_env() -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-def configure_runtime(case: Case) -> None:
+def configure_runtime(job: "Job") -> None:
     """Thread pools, visible GPUs, logical CPU devices, GPU memory growth and strict placement
     for `case`, before TF initialises.
 
     A process whose TF is already initialised (an in-process run after other TF cases) keeps its
     thread pools and devices; it can still run the case if it already has enough of them.
     """
+    case = job.case
     threads = threads_from_env()
     if threads:
         try:
@@ -65,8 +67,8 @@ def configure_runtime(case: Case) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(threads)
         except RuntimeError:
             pass  # already initialised: the pools TF started with stay
-    shown = _show_gpus(case)
-    if shown and case.device is DeviceKind.GPU and plugin_for(case).emulated(case):
+    shown = _show_gpus(job)
+    if shown and case.device is DeviceKind.GPU and job.strategy.emulated(job):
         _split_gpu(shown[0], case.n_devices)  # logical GPUs have fixed memory limits: no growth
         shown = []
     for gpu in shown:
@@ -74,14 +76,15 @@ def configure_runtime(case: Case) -> None:
             tf.config.experimental.set_memory_growth(gpu, True)  # as TF_FORCE_GPU_ALLOW_GROWTH
         except RuntimeError:
             pass  # already initialised
-    if case.device is DeviceKind.CPU and plugin_for(case).replicas_in_process and case.n_devices > 1:
+    if case.device is DeviceKind.CPU and job.strategy.replicas_in_process and case.n_devices > 1:
         _split_cpu(case.n_devices)
-    tf.config.set_soft_device_placement(isinstance(plugin_for(case), SoftPlacement))
+    tf.config.set_soft_device_placement(isinstance(job.strategy, SoftPlacement))
 
 
-def visible_gpu_count(case: Case) -> int:
+def visible_gpu_count(job: "Job") -> int:
     """How many GPUs (the first ones) TF may see in the process that runs `case` (module docstring)."""
-    plugin = plugin_for(case)
+    case = job.case
+    plugin = job.strategy
     if plugin.launch is Launch.IN_PROCESS:
         return 1
     if case.device is not DeviceKind.GPU:
@@ -89,14 +92,15 @@ def visible_gpu_count(case: Case) -> int:
     return case.n_devices if plugin.replicas_in_process else 1
 
 
-def _show_gpus(case: Case) -> list[tf.config.PhysicalDevice]:
+def _show_gpus(job: "Job") -> list[tf.config.PhysicalDevice]:
     """Make TF see only the case's GPUs (`visible_gpu_count`); returns those it sees."""
-    shown = tf.config.list_physical_devices("GPU")[:visible_gpu_count(case)]
+    case = job.case
+    shown = tf.config.list_physical_devices("GPU")[:visible_gpu_count(job)]
     try:
         tf.config.set_visible_devices(shown, "GPU")
     except RuntimeError as error:  # TF already initialised in this process, with other GPUs
         visible = tf.config.get_visible_devices("GPU")
-        needed = visible_gpu_count(case) if case.device is DeviceKind.GPU else 0
+        needed = visible_gpu_count(job) if case.device is DeviceKind.GPU else 0
         if len(visible) < needed:
             raise RuntimeError(f"this case needs {needed} GPUs but TensorFlow is already initialised "
                                f"with {len(visible)}; run it in a fresh process "
@@ -155,20 +159,22 @@ def _split_gpu(gpu: tf.config.PhysicalDevice, count: int) -> None:
                                f"(parbench launches it isolated)") from error
 
 
-def replica_devices(case: Case) -> list[str]:
+def replica_devices(job: "Job") -> list[str]:
     """The devices of this process that hold a replica (a tower) of the case."""
+    case = job.case
     kind = "GPU" if case.device is DeviceKind.GPU else "CPU"
-    count = case.n_devices if plugin_for(case).replicas_in_process else 1
+    count = case.n_devices if job.strategy.replicas_in_process else 1
     return [f"/{kind}:{index}" for index in range(count)]
 
 
-def local_gpus(case: Case) -> list[str]:
+def local_gpus(job: "Job") -> list[str]:
     """The case's replica devices that are GPUs of this process: none in a process that sees no
     GPU (a parameter-server cluster's chief and parameter servers, whose CUDA_VISIBLE_DEVICES is
     empty: only the workers hold GPUs)."""
+    case = job.case
     if case.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
         return []
-    return replica_devices(case)
+    return replica_devices(job)
 
 
 def this_task_index() -> int:
@@ -177,14 +183,14 @@ def this_task_index() -> int:
     return int(config.get("task", {}).get("index", 0))
 
 
-def gpu_ordinals(case: Case) -> tuple[int, ...]:
+def gpu_ordinals(job: "Job") -> tuple[int, ...]:
     """The ordinals of the GPUs this process's replicas run on (its energy is read over them):
     a multi-worker rank sees only its own GPU, as GPU 0; logical GPUs are all GPU 0."""
-    if not local_gpus(case):
+    if not local_gpus(job):
         return ()  # no GPU in this process (a parameter-server chief): none of its own to read
-    if plugin_for(case).emulated(case):
+    if job.strategy.emulated(job):
         return (0,)  # logical GPUs split from GPU 0
-    return tuple(range(len(replica_devices(case))))
+    return tuple(range(len(replica_devices(job))))
 
 
 def host_cpu(strategy: tf.distribute.Strategy | None) -> str:

@@ -9,13 +9,12 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
-from suites.strategies.capabilities import SplitsKernels
+from suites.run.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 #: Where a split matmul adds its partial products: the host CPU, as the classic examples do.
@@ -27,14 +26,14 @@ class _TfKernel(Runnable):
     unsupported_errors = backend.UNSUPPORTED_ERRORS
 
     def _prepare(self) -> None:
-        configure_runtime(self.case)
+        configure_runtime(self.job)
         self.details.update(backend.cudnn_details(self.case))
         self.device = backend.device_name(self.case)
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
-        plugin = plugin_for(self.case)
-        shares = plugin.kernel_cache_shares(self.case) if isinstance(plugin, SplitsKernels) else 1
+        plugin = self.job.strategy
+        shares = plugin.kernel_cache_shares(self.job) if isinstance(plugin, SplitsKernels) else 1
         per_cache = self.workload.input_elements() * self.dtype.size // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -58,7 +57,7 @@ class _TfKernel(Runnable):
 
 class TfMatmul(_TfKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
-    `suites.strategies.capabilities.SplitsKernels`), the classic multi-device matmul: K cut into one slice per
+    `suites.run.capabilities.SplitsKernels`), the classic multi-device matmul: K cut into one slice per
     device, each device computing A[:, slice] @ B[slice, :], the partial products added on the
     host CPU with `tf.add_n`."""
 
@@ -67,8 +66,8 @@ class TfMatmul(_TfKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        plugin = plugin_for(self.case)
-        devices = (plugin.kernel_devices(self.case) if isinstance(plugin, SplitsKernels) else None) or [self.device]
+        plugin = self.job.strategy
+        devices = (plugin.kernel_devices(self.job) if isinstance(plugin, SplitsKernels) else None) or [self.device]
         #: One (A, B) pair of parts per device, for each rotated copy.
         def draw(shape: tuple[int, int], axis: int) -> tuple[tf.Tensor, ...]:
             parts = np.split(self.rng.standard_normal(shape, dtype=np.float32), len(devices), axis=axis)

@@ -29,12 +29,10 @@ import tensorflow as tf
 
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
-from suites.run.availability import Unsupported
+from suites.run.unsupported import Unsupported
 from suites.workloads.model_spec import ModelSpec
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
-#: `built_in` imports the built-in models' modules by import path (`suites.workloads.sources`).
-LOADS_BY_PATH = ("suites.models",)
 
 
 Weights = Mapping[str, tf.Tensor]
@@ -152,40 +150,6 @@ def keras_forward(spec: UserModel, compute_dtype: tf.DType) -> Forward:
                                           training=True)
         return tf.cast(outputs, logits_dtype(dtype))
     return forward
-
-
-def built_in(spec: ModelSpec) -> list[Layer] | Forward:
-    """A built-in model as its spec's TF implementation builds it (`ModelSpec.implementations`):
-    its layers, or one forward where it is no sequence of layers. The model folders
-    (`suites.models`) build on this module, so it imports them by import path when asked,
-    never when it loads. Raises Unsupported for a model with no TF implementation."""
-    if isinstance(spec, UserModel) or Framework.TF not in type(spec).implementations:
-        raise Unsupported(f"TF training implements the built-in models with a TF implementation and user "
-                          f"models with a tf builder; {getattr(spec, 'model_name', spec.name)!r} has neither")
-    return spec.implementation(Framework.TF)(spec)
-
-
-def build_forward(spec: ModelSpec, compute_dtype: tf.DType = tf.float32) -> Forward:
-    """The spec's forward. A user model's Keras layers fix their compute dtype when they are
-    built, so its forward takes `compute_dtype` only; a built-in forward takes any: its layers
-    in turn, or the one forward its implementation builds (`built_in`)."""
-    if isinstance(spec, UserModel):
-        return keras_forward(spec, compute_dtype)
-    built = built_in(spec)
-    return sequential(built) if isinstance(built, list) else built
-
-
-def layer_forwards(spec: ModelSpec) -> list[Layer]:
-    """The spec's layers in order, one per `suites.strategies.stages.layer_names(spec)` (their
-    composition is `build_forward(spec)`), as its TF implementation builds them (BERT and
-    GPT-2: the transformer's); raises Unsupported for a model with no such sequence here (a
-    user's Keras model, a model built as one forward)."""
-    built = None if isinstance(spec, UserModel) else built_in(spec)
-    if not isinstance(built, list):
-        raise Unsupported(f"TF builds {getattr(spec, 'model_name', spec.name)!r} as "
-                          f"{'a user' + chr(39) + 's Keras model' if built is None else 'one forward'}, "
-                          "not as layers that model and pipeline parallelism can split")
-    return built
 
 
 def summed_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

@@ -32,9 +32,10 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
+from suites.frameworks.tf.catalog import build_forward
 from suites.frameworks.tf.distribute import Lockstep, synchronize_devices
 from suites.frameworks.tf.mixed import LossScaling
-from suites.frameworks.tf.models import build_forward, summed_loss
+from suites.frameworks.tf.models import summed_loss
 from suites.frameworks.tf.optimizers import Slots, optimizer_for
 from suites.workloads.training import ModelSpec
 

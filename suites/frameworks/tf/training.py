@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile, DeviceKind, Precision
 from suites.frameworks.tf import memory as tf_memory
 from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus,
@@ -56,8 +55,8 @@ class TfTrainStep(Runnable):
 
     def setup(self) -> None:
         self.memory_baseline = tf_memory.Baseline.now()  # before anything of the case exists
-        self.plugin = plugin_for(self.case)
-        configure_runtime(self.case)
+        self.plugin = self.job.strategy
+        configure_runtime(self.job)
         self.details.update(backend.cudnn_details(self.case))
         backend.set_matmul_precision(self.case.precision)
         self.spec = faults.step_model(self.workload.model)
@@ -65,17 +64,17 @@ class TfTrainStep(Runnable):
             self.details["batchnorm"] = BATCHNORM_DETAILS[self.spec.batch_statistics]
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
-        strategy = self.strategy = self.plugin.distribute(self.case)
+        strategy = self.strategy = self.plugin.distribute(self.job)
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
-        self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.case))
+        self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.job))
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
         self.trainer = self.plugin.trainer(replace(self._training_setup(
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
-            xla=self.case.compile is Compile.XLA), self.case, self.p, strategy)
+            xla=self.case.compile is Compile.XLA), self.job, self.p, strategy)
         machines = self.trainer.machines()
         if machines:
             self.details["machines"] = machines  # every process's provenance (rank 0 stores it)
@@ -113,26 +112,26 @@ class TfTrainStep(Runnable):
         return self.trainer.agree(value)
 
     def gpu_ordinals(self) -> tuple[int, ...]:
-        return gpu_ordinals(self.case)
+        return gpu_ordinals(self.job)
 
     def memory_probe(self) -> MemoryProbe | None:
         """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set.
         None in a GPU case run from a process without a GPU (a parameter-server chief): its
         tasks' host memory is not the case's GPU memory, and the workers' GPUs are theirs."""
-        if self.case.device is DeviceKind.GPU and not local_gpus(self.case):
+        if self.case.device is DeviceKind.GPU and not local_gpus(self.job):
             self.details["memory_not_measured"] = (
                 "the chief that runs the case sees no GPU; the workers' GPU memory is not read from it")
             return None
         return (self.trainer.memory_probe()
-                or tf_memory.memory_probe(replica_devices(self.case), self.memory_baseline))
+                or tf_memory.memory_probe(replica_devices(self.job), self.memory_baseline))
 
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:
         """The check runs a trainer of its own, built by the case's strategy as the timed one is,
-        at the check's small global batch (`TrainStep.check_workload`): its cost does not grow
+        at the check's small global batch (`TrainStep.check_params`): its cost does not grow
         with the global batch, and it compiles nothing of the timed step, whose first timed
         step (XLA: its compile) is measured as torch's is. The trainer is dropped afterwards."""
-        work = self.workload.check_workload()
+        work = self.job.check_job().workload
         checker = self.check_trainer(work)
         try:
             if self.case.precision in MIXED:
@@ -154,20 +153,20 @@ class TfTrainStep(Runnable):
         setup = self._training_setup(backend.DTYPES[self.case.precision],
                                      LossScaling.for_precision(self.case.precision),
                                      global_batch=work.global_batch)
-        return self.plugin.trainer(replace(setup, xla=self.case.compile is Compile.XLA), work.case, work.p,
+        return self.plugin.trainer(replace(setup, xla=self.case.compile is Compile.XLA), self.job.check_job(), work.p,
                                    self.strategy)
 
     def _reference(self, dtype: tf.DType, work: TrainStep) -> SingleDeviceTrainer:
         """One device, the whole check batch, batch statistics over the parts the case's
         replicas compute them over. Built from the case's model, whatever an injected fault built."""
-        setup = replace(self._training_setup(dtype, LossScaling(False), dtype, work.statistics_groups,
+        setup = replace(self._training_setup(dtype, LossScaling(False), dtype, self.job.check_job().statistics_groups(),
                                              work.global_batch), spec=work.model)
         return SingleDeviceTrainer(setup, self.reference_device)
 
     def _describe(self, work: TrainStep) -> str:
-        return (f"{self.plugin.describe(self.case, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
+        return (f"{self.plugin.describe(self.job, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
                 f"check batch {work.global_batch} of global batch {self.workload.global_batch}"
-                f"{work.statistics_detail()}")
+                f"{work.statistics_detail(self.job.check_job().statistics_groups())}")
 
     def _gradient_check(self, checker: Trainer, work: TrainStep) -> Check:
         """Every copy's applied first-step gradient against the float64 full-batch gradient."""

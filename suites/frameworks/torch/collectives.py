@@ -11,7 +11,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from suites.cases.strategy_plugins import plugin_for
 from suites.frameworks.torch import backend
 from suites.frameworks.torch.distributed import limit_threads_from_env
 from suites.kept.check import Check
@@ -25,7 +24,7 @@ class TorchAllreduce(Runnable):
 
     def setup(self) -> None:
         limit_threads_from_env()
-        self.group = plugin_for(self.case).join(self.case)
+        self.group = self.job.strategy.join(self.job)
         self.min_block_s = COORDINATED_BLOCK_S  # ranks meet once per timed block
         self.device = self.group.device
         self.dtype = backend.DTYPES[self.case.precision]

@@ -10,26 +10,27 @@ as compiled ones.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile
-from suites.strategies.torch.base import CUDA_GRAPHS_MODE
-from suites.workloads import workload_of
+from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 
 Compiled = TypeVar("Compiled", bound=Callable[..., Any])
 
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
-def compiled(case: Case, fn: Compiled) -> Compiled:
+
+def compiled(job: "Job", fn: Compiled) -> Compiled:
     """`fn` (a function or module) under `torch.compile` in the case's mode; unchanged unless
     the case's `compile` is inductor. Under reduce-overhead (CUDA graphs) each call begins a
     new step (`cudagraph_mark_step_begin`): a graph replay may then reuse the memory of the
     previous step's outputs, which the training loop no longer holds."""
-    if case.compile is not Compile.INDUCTOR:
+    if job.compiler.compile is not Compile.INDUCTOR:
         return fn
-    mode = str(workload_of(case).p.get("compile_mode", "default"))
+    mode = job.compiler.options.compile_mode
     graph = torch.compile(fn, mode=None if mode == "default" else mode)
     if mode != CUDA_GRAPHS_MODE:
         return graph  # type: ignore[return-value]

@@ -17,7 +17,7 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
 from suites.kept.devices import cuda_visible_devices_reason
-from suites.run.availability import Unsupported
+from suites.run.unsupported import Unsupported
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
 RENDEZVOUS_TIMEOUT_S = 120.0

@@ -7,14 +7,13 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 import torch
 
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.kept.check import Check, against_reference
 from suites.kept.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
-from suites.strategies.capabilities import SplitsKernels
+from suites.run.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 
@@ -36,8 +35,8 @@ class _TorchKernel(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        plugin = plugin_for(self.case)
-        shares = plugin.kernel_cache_shares(self.case) if isinstance(plugin, SplitsKernels) else 1
+        plugin = self.job.strategy
+        shares = plugin.kernel_cache_shares(self.job) if isinstance(plugin, SplitsKernels) else 1
         per_cache = self.workload.input_elements() * element_bytes // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -72,7 +71,7 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, stride: int) -> torch.Tensor:
 
 class TorchMatmul(_TorchKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
-    `suites.strategies.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`)."""
+    `suites.run.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`)."""
 
     workload: Matmul
     device_state = (*_TorchKernel.device_state, "split")
@@ -82,8 +81,8 @@ class TorchMatmul(_TorchKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        plugin = plugin_for(self.case)
-        devices = plugin.kernel_devices(self.case) if isinstance(plugin, SplitsKernels) else None
+        plugin = self.job.strategy
+        devices = plugin.kernel_devices(self.job) if isinstance(plugin, SplitsKernels) else None
         if devices:
             self._setup_split(m, n, k, devices)
             return
@@ -92,7 +91,7 @@ class TorchMatmul(_TorchKernel):
         self.a = [draw((m, k)) for _ in range(self.copies)]
         self.b = [draw((k, n)) for _ in range(self.copies)]
         self.out = torch.empty((m, n), device=self.device, dtype=self.dtype)
-        self._compiled = compiling.compiled(self.case, _matmul) if self._cold else None
+        self._compiled = compiling.compiled(self.job, _matmul) if self._cold else None
 
     def _product(self, i: int) -> torch.Tensor:
         """Eager: into the preallocated output (no allocation timed); compiled: inductor's
@@ -184,7 +183,7 @@ class TorchConv2d(_TorchKernel):
         self.weight = backend.to_device(self.filters_hwio.transpose(3, 2, 0, 1), self.device,
                                         self.dtype).contiguous(memory_format=memory_format)
         self.stride = int(p["stride"])
-        self._conv2d = compiling.compiled(self.case, _conv2d)
+        self._conv2d = compiling.compiled(self.job, _conv2d)
 
     def _conv(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv2d(x, self.weight, self.stride)

@@ -25,8 +25,6 @@ from suites.workloads.model_spec import ModelSpec
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 
 LAYER_NORM_EPS = 1e-5
-#: `module_class` imports the built-in models' modules by import path (`suites.workloads.sources`).
-LOADS_BY_PATH = ("suites.models",)
 
 
 def torch_name(canonical: str) -> str:
@@ -193,16 +191,6 @@ class TorchUserModel(TorchModel):
         return self.inner(x)
 
 
-def module_class(spec: ModelSpec) -> type[TorchModel]:
-    """The torch module of `spec`: a user model's `TorchUserModel`, a built-in model's the class
-    its spec names (`ModelSpec.implementations`; BERT and GPT-2 inherit the transformer's). The
-    model folders (`suites.models`) build on this module, so it imports them by import path when
-    asked, never when it loads."""
-    if isinstance(spec, UserModel):
-        return TorchUserModel
-    return spec.implementation(Framework.TORCH)
-
-
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Softmax cross-entropy of (batch, seq, vocab) logits against (batch, seq) target tokens,
     the mean over every token."""
@@ -213,15 +201,6 @@ def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], tor
     """Mean over the batch, as the spec declares: softmax cross-entropy (per sample or per
     token) or squared error."""
     return {"mse": F.mse_loss, "token_cross_entropy": token_cross_entropy}.get(spec.loss, F.cross_entropy)
-
-
-def build(spec: ModelSpec, weights: dict[str, np.ndarray], device: torch.device,
-          dtype: torch.dtype = torch.float32) -> TorchModel:
-    """The spec's model on `device`, in `dtype`, holding `weights` (canonical layout), its conv
-    kernels in the model's `memory_format`."""
-    model = module_class(spec)(spec)
-    model.load_canonical(weights)
-    return model.to(device=device, dtype=dtype, memory_format=model.memory_format)
 
 
 @dataclass(frozen=True)

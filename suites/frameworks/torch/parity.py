@@ -21,7 +21,7 @@ import importlib.metadata
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -34,8 +34,10 @@ from suites.frameworks.torch.training import make_optimizer
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.run.interleaved import Interleaved, abba
-from suites.workloads import workload_of
 from suites.workloads.training import ModelSpec, TrainStep
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 Step = Callable[[], None]
 
@@ -201,18 +203,18 @@ def parity_case(model: str, device: str, precision: str, params: Mapping[str, Pa
                      {"model": model, "optimizer": optimizer, **params})
 
 
-def run_parity(case: Case, rounds: int, steps: int) -> ParityResult:
-    """parbench's step of `case` and the canonical loop at its sizes, `rounds` A B B A rounds of
-    `steps`-step blocks after one warm-up block each. Raises ValueError where the canonical
-    model cannot take the case's sizes."""
-    workload = workload_of(case)
+def run_parity(job: "Job", rounds: int, steps: int) -> ParityResult:
+    """parbench's step of the job's case and the canonical loop at its sizes, `rounds` A B B A
+    rounds of `steps`-step blocks after one warm-up block each. Raises ValueError where the
+    canonical model cannot take the case's sizes."""
+    case, workload = job.case, job.workload
     assert isinstance(workload, TrainStep)
     model = str(workload.p["model"])
     canonical, spec = CANONICAL[model], workload.model
     problem = canonical.sizes_problem(spec)
     if problem:
         raise ValueError(problem)
-    runnable = workload.runnable()
+    runnable = job.runnable()
     runnable.setup()
     try:
         device = runnable.device

@@ -22,19 +22,20 @@ from typing import Callable, Iterable, TypeVar
 import numpy as np
 import torch
 
-from suites.cases.strategy_plugins import plugin_for
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
-from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory as torch_memory
+from suites.frameworks.torch import catalog as torch_catalog
+from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
+from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run import faults
 from suites.run.memory import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.strategies.capabilities import SeparatesExchange, StepsItself
+from suites.run.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS, ModelSpec, TrainStep
 
@@ -59,7 +60,7 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
                         y: np.ndarray, groups: int = 1) -> dict[str, np.ndarray]:
     """Single-device full-batch gradients in float64 on the CPU (canonical layout), batch
     statistics over `groups` equal parts of the batch (`grouped_loss`)."""
-    model = torch_models.build(spec, weights, torch.device("cpu"), torch.float64)
+    model = torch_catalog.build(spec, weights, torch.device("cpu"), torch.float64)
     inputs = model.input_tensor(x, torch.device("cpu"), torch.float64)
     target = torch.from_numpy(y)
     grouped_loss(model, spec, inputs, target.double() if target.is_floating_point() else target, groups).backward()
@@ -91,7 +92,7 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
     parts, `grouped_loss`), the case's optimizer, TF32 off. Steps that fp16 loss scaling
     skipped (`applied` false: gradients overflowed) are skipped here too."""
     backend.set_matmul_precision(Precision.FP32)
-    model = torch_models.build(spec, weights, device)
+    model = torch_catalog.build(spec, weights, device)
     optimizer = make_optimizer(optimizer_name, model.parameters())
     losses = []
     for (x, y), update in zip(batches, applied):
@@ -118,8 +119,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def setup(self) -> None:
         self.memory_baseline = torch_memory.Baseline.now()  # before anything of the case exists
         limit_threads_from_env()
-        self.plugin = plugin_for(self.case)
-        self.group = self.plugin.join(self.case)
+        self.plugin = self.job.strategy
+        self.group = self.plugin.join(self.job)
         if self.group:
             self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
@@ -127,15 +128,15 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.spec = faults.step_model(self.workload.model)
         self.weights = self.spec.init_weights(WEIGHTS_SEED)
-        self.model = torch_models.build(self.spec, self.weights, self.device)
+        self.model = torch_catalog.build(self.spec, self.weights, self.device)
         if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
             self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
-        self.wrapped = self.plugin.wrap(self.model, self.device, self.case)
+        self.wrapped = self.plugin.wrap(self.model, self.device, self.job)
         if self.case.compile is Compile.INDUCTOR:
             self._cold = compiling.ColdCompiles()
-        self.trained = compiling.compiled(self.case, self.wrapped)
-        self.devices_in_use = self.plugin.devices_in_use(self.case, self.device)
+        self.trained = compiling.compiled(self.job, self.wrapped)
+        self.devices_in_use = self.plugin.devices_in_use(self.job, self.device)
         # After `wrap`: a strategy that shards the model replaces its parameters.
         self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters())
         self.loss = torch_models.loss_function(self.spec)
@@ -171,13 +172,13 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Samples this process feeds the wrapped model per step: its strategy's `data_shard`
         (a data-parallel rank its shard; one process, or a tensor-parallel rank, the global
         batch, which a wrapper such as DataParallel may split)."""
-        shard = self.plugin.data_shard(self.case, self.rank)
+        shard = self.plugin.data_shard(self.job, self.rank)
         return shard.stop - shard.start
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Random inputs and labels drawn on the device, seeded per shard of the batch
         (processes that feed the same shard, as tensor-parallel ranks do, draw the same)."""
-        shard = self.plugin.data_shard(self.case, self.rank)
+        shard = self.plugin.data_shard(self.job, self.rank)
         generator = torch.Generator(device=self.device)
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
@@ -196,7 +197,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
         nothing at all, not even a disabled autocast, so the timed step is exactly what a
         hand-written loop would run."""
-        if self.autocast_dtype is None or self.plugin.handles_precision(self.case):
+        if self.autocast_dtype is None or self.plugin.handles_precision(self.job):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
@@ -254,16 +255,16 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The deterministic global batch of the check workload `check`, and this process's
         part of it on the device."""
         x, y = self.spec.make_batch(check.global_batch, seed)
-        part = self.plugin.data_shard(check.case, self.rank)
+        part = self.plugin.data_shard(self.job.check_job(), self.rank)
         return (x, y), (self.model.input_tensor(x[part], self.device, torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
     def check(self) -> Check:
-        """The case's own step on the check's small batch (`TrainStep.check_workload`)."""
-        check = self.workload.check_workload()
+        """The case's own step on the check's small batch (`TrainStep.check_params`)."""
+        check = self.job.check_job().workload
         timed_step = self.strategy_step
         if isinstance(self.plugin, StepsItself):
-            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, check.case)
+            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, self.job.check_job())
             self.strategy_step = self.plugin.train_step(checked, self.optimizer, self.scaler)
         try:
             if self.autocast_dtype is None:
@@ -274,7 +275,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
 
     def _describe(self, check: TrainStep) -> str:
         return (f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s), check batch "
-                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail()}")
+                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail(self.job.check_job().statistics_groups())}")
 
     def _gradient_check(self, check: TrainStep) -> Check:
         """Every rank's first-step gradients of the strategy (already averaged) against the
@@ -290,7 +291,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         gradients = faults.observed_gradients(gradients, world)
         self.optimizer.zero_grad(set_to_none=True)
         reference = self._on_root(lambda: reference_gradients(self.workload.model, self.weights, x, y,
-                                                               check.statistics_groups))
+                                                               self.job.check_job().statistics_groups()))
         result = gradients_against_reference(gradients, reference, self.case.precision,
                                              f"{self._describe(check)} vs float64 single-device"
                                              f"{faults.detail()}")
@@ -306,7 +307,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def _own_shard_gradients(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
         """This rank's gradients of its own part of the batch alone, from the initial weights, on
         a model of its own (no collective): what it applies where its all-reduce did not run."""
-        model = torch_models.build(self.spec, self.weights, self.device)
+        model = torch_catalog.build(self.spec, self.weights, self.device)
         self.loss(model(x), y).backward()
         return model.canonical_gradients()
 
@@ -331,7 +332,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
         reference = self._on_root(lambda: reference_losses(
             self.workload.model, self.weights, [b for b, _ in batches], applied, self.device,
-            self.workload.optimizer, check.statistics_groups))
+            self.workload.optimizer, self.job.check_job().statistics_groups()))
         backend.set_matmul_precision(self.case.precision)
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")

@@ -6,7 +6,7 @@ import argparse
 from rich.table import Table
 
 from suites.cases.filters import select
-from suites.cases.grid import builtin_suite_names, load_suite
+from suites.grids.grid import builtin_suite_names, load_suite
 from suites.report.display import terminal
 
 SUMMARY = "list the built-in suites, or the cases of one suite (--suite)"

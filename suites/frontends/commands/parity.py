@@ -6,6 +6,7 @@ import argparse
 
 from suites import knobs
 from suites.errors import UserError
+from suites.strategies.jobs import job_for
 
 SUMMARY = ("time parbench's resnet50 / gpt2_small / bert_base training step beside torchvision's and HF "
            "transformers' (where importable) on this machine, interleaved, and print both and the ratio")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         try:
             case = parity.parity_case(model, device, precision, {**SIZES[device][model], **overrides})
-            result = parity.run_parity(case, args.rounds, steps)
+            result = parity.run_parity(job_for(case), args.rounds, steps)
         except ValueError as error:  # sizes the canonical model (or parbench) cannot take
             print(f"{model}: not compared: {error}")
             failures += 1

@@ -13,9 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from suites import knobs
 from suites.cases.filters import __doc__ as filter_help
 from suites.cases.filters import select
-from suites.cases.grid import DEFAULT_SUITE, load_suite
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.grids.grid import DEFAULT_SUITE, load_suite
 from suites.kept.provenance import now_iso
 from suites.kept.run_summary import RunSummary
 from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore

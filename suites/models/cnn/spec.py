@@ -16,8 +16,8 @@ class ResidualCnn(ConvLayout, ModelSpec):
 
     name: ClassVar[str] = "cnn"
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.models.cnn.torch_model:TorchResidualCnn",
-        Framework.TF: "suites.models.cnn.tf_model:cnn_layers",
+        Framework.TORCH: "torch_model:TorchResidualCnn",
+        Framework.TF: "tf_model:cnn_layers",
     }
     image: int = 32
     channels: int = size(32, "channels of the stem and every residual block")

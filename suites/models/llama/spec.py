@@ -26,8 +26,8 @@ class LlamaBlock(LanguageModel, ModelSpec):
 
     name: ClassVar[str] = "llama_block"
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.models.llama.torch_model:TorchLlamaBlock",
-        Framework.TF: "suites.models.llama.tf_model:llama_layers",
+        Framework.TORCH: "torch_model:TorchLlamaBlock",
+        Framework.TF: "tf_model:llama_layers",
     }
     rope_theta: ClassVar[float] = 500000.0
     rms_norm_eps: ClassVar[float] = 1e-5

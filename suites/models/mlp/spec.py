@@ -14,8 +14,8 @@ class Mlp(ModelSpec):
 
     name: ClassVar[str] = "mlp"
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.models.mlp.torch_model:TorchMlp",
-        Framework.TF: "suites.models.mlp.tf_model:mlp_layers",
+        Framework.TORCH: "torch_model:TorchMlp",
+        Framework.TF: "tf_model:mlp_layers",
     }
     features: int = 256
     hidden: int = size(512, "width of every hidden layer")

@@ -75,8 +75,8 @@ class ResNet50(ConvLayout, ModelSpec):
 
     name: ClassVar[str] = "resnet50"
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.models.resnet.torch_model:TorchResNet50",
-        Framework.TF: "suites.models.resnet.tf_model:resnet_forward",
+        Framework.TORCH: "torch_model:TorchResNet50",
+        Framework.TF: "tf_model:resnet_forward",
     }
     image: int = size(224, "image height and width (224; 32 is the smallest that reaches a 1x1 last stage)")
     width: int = size(64, "width of the first stage (64); stages double it, blocks expand 4x")

@@ -50,8 +50,8 @@ class TransformerBlock(ModelSpec):
 
     name: ClassVar[str] = "transformer"
     implementations: ClassVar[Mapping[Framework, str]] = {
-        Framework.TORCH: "suites.models.transformer.torch_model:TorchTransformerBlock",
-        Framework.TF: "suites.models.transformer.tf_model:transformer_layers",
+        Framework.TORCH: "torch_model:TorchTransformerBlock",
+        Framework.TF: "tf_model:transformer_layers",
     }
     #: Each position attends to itself and earlier positions only (a decoder's mask).
     causal: ClassVar[bool] = False

@@ -8,15 +8,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
 from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tf_config_rank
-from suites.strategies.base import Launch, StrategyPlugin, split_reason, too_few_gpus_reason
-from suites.strategies.capabilities import CoordinatesWorkers
-from suites.workloads import workload_of
+from suites.run.launch import Launch
+from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
+from suites.run.capabilities import CoordinatesWorkers
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
@@ -38,20 +38,20 @@ class TfStrategy(StrategyPlugin):
     coordinated: ClassVar[bool] = False
 
     # --- training mechanism ---------------------------------------------------------------------
-    def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy | None":
+    def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy | None":
         """The case's `tf.distribute` strategy; None where the strategy needs none."""
         return None
 
-    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         """The training layout of this strategy (a `suites.frameworks.tf.trainers.Trainer`)."""
         raise NotImplementedError(f"{self.strategy} has no TF training layout")
 
-    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
+    def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
         """The layout, as the numerics check's detail names it."""
         return str(self.strategy)
 
-    def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
+    def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
         """The all-reduce an allreduce case of this strategy runs, for its check's detail."""
         raise NotImplementedError(f"{self.strategy} has no TF all-reduce")
 
@@ -69,38 +69,40 @@ class DistributeStrategy(TfStrategy):
     #: TPU: reading a step's result is how to wait for it.
     read_back_to_sync: ClassVar[bool] = False
 
-    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf.distribute import Lockstep
         from suites.frameworks.tf.trainers import StrategyTrainer
 
         assert strategy is not None
-        lockstep = self.lockstep(case, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
+        lockstep = self.lockstep(job, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
         return StrategyTrainer(setup, strategy, lockstep=lockstep, read_back_to_sync=self.read_back_to_sync)
 
 
-def param(case: Case, name: str, default: str) -> str:
-    return str(workload_of(case).p.get(name, default))
+def param(job: "Job", name: str, default: str) -> str:
+    return str(job.workload.p.get(name, default))
 
 
-def replicas_reason(case: Case, device: "DeviceInfo", what: str, can_share: bool = False) -> str | None:
+def replicas_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool = False) -> str | None:
     """Device kind and count (`can_share`: fewer GPUs are split into logical ones), and an even
     split of a training batch over the replicas."""
+    case = job.case
     if case.device is DeviceKind.TPU:
         return f"{what} runs on CPUs or GPUs; TPUs use strategy 'tpu' (TPUStrategy)"
-    return too_few_gpus_reason(case, device, what, can_share) or split_reason(case, "replicas")
+    return too_few_gpus_reason(job, device, what, can_share) or split_reason(job, "replicas")
 
 
-def mirrored_variables_reason(case: Case, what: str) -> str | None:
+def mirrored_variables_reason(job: "Job", what: str) -> str | None:
     """`placement = "param_server"` is a towers layout; other strategies mirror the variables."""
-    if param(case, "placement", "replicated") == "param_server":
+    if param(job, "placement", "replicated") == "param_server":
         return f"placement 'param_server' is a towers layout; {what} mirrors the variables on every replica"
     return None
 
 
-def backend_reason(case: Case, what: str, allowed: tuple[str, ...]) -> str | None:
+def backend_reason(job: "Job", what: str, allowed: tuple[str, ...]) -> str | None:
     """An allreduce case's `backend` against what this TF strategy can do."""
-    backend = param(case, "backend", "auto")
+    case = job.case
+    backend = param(job, "backend", "auto")
     if backend not in TF_BACKENDS:
         return f"backend {backend!r} is a torch.distributed backend; TF's collectives are {', '.join(TF_BACKENDS)}"
     if backend not in allowed:
@@ -110,14 +112,15 @@ def backend_reason(case: Case, what: str, allowed: tuple[str, ...]) -> str | Non
     return None
 
 
-def nccl_bf16_reason(case: Case, what: str) -> str | None:
+def nccl_bf16_reason(job: "Job", what: str) -> str | None:
     """A bf16 all-reduce of GPU tensors that TF would hand to NCCL, which fails at run time:
     TF's NCCL all-reduce takes half, float, double, int32 and int64 only (`NcclAllReduce`'s
     dtypes; TF's NcclManager maps no bfloat16 to NCCL). Training steps are not affected: they
     all-reduce the gradients of float32 variables, which are float32 in every precision."""
+    case = job.case
     if (case.precision is Precision.BF16 and case.device is DeviceKind.GPU
-            and workload_of(case).kind == "collective"
-            and param(case, "backend", "auto") in ("auto", "nccl")):
+            and job.workload.kind == "collective"
+            and param(job, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None
 
@@ -130,30 +133,32 @@ class ClusterStrategy(DistributeStrategy):
     launch = Launch.RANKS
     coordinated = True
 
-    def cluster_jobs(self, case: Case) -> dict[str, int]:
+    def cluster_jobs(self, job: "Job") -> dict[str, int]:
         """How many tasks of each job the case's cluster has."""
         raise NotImplementedError
 
-    def processes(self, case: Case) -> int:
-        return sum(self.cluster_jobs(case).values())
+    def processes(self, job: "Job") -> int:
+        return sum(self.cluster_jobs(job).values())
 
-    def ports_needed(self, case: Case) -> int:
-        return self.processes(case)  # one gRPC server per task
+    def ports_needed(self, job: "Job") -> int:
+        return self.processes(job)  # one gRPC server per task
 
-    def task_of(self, case: Case, rank: int) -> tuple[str, int]:
+    def task_of(self, job: "Job", rank: int) -> tuple[str, int]:
         """(job, index) of the task with `rank`."""
-        for job, count in self.cluster_jobs(case).items():
+        case = job.case
+        for job, count in self.cluster_jobs(job).items():
             if rank < count:
                 return job, rank
             rank -= count
         raise ValueError(f"rank out of range for {case.id}")
 
-    def rank_env(self, case: Case, rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
+    def rank_env(self, job: "Job", rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
         """TF_CONFIG naming every task and this one; on GPUs, one GPU per worker, none elsewhere."""
+        case = job.case
         addresses = iter(f"127.0.0.1:{port}" for port in ports)
         cluster = {job: [next(addresses) for _ in range(count)]
-                   for job, count in self.cluster_jobs(case).items() if count}
-        job, index = self.task_of(case, rank)
+                   for job, count in self.cluster_jobs(job).items() if count}
+        job, index = self.task_of(job, rank)
         env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})}
         if case.device is DeviceKind.GPU:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -161,13 +166,14 @@ class ClusterStrategy(DistributeStrategy):
             env["CUDA_VISIBLE_DEVICES"] = gpus[index].strip() if job == "worker" else ""
         return env
 
-    def this_rank(self, case: Case) -> int:
+    def this_rank(self, job: "Job") -> int:
         """From TF_CONFIG, checked against the case: its cluster must have the tasks the case
         asks for (a mismatch is a `UserError` naming both)."""
+        case = job.case
         config = read_tf_config()
         if config is None:
-            return super().this_rank(case)
-        expected = {job: count for job, count in self.cluster_jobs(case).items() if count}
+            return super().this_rank(job)
+        expected = {job: count for job, count in self.cluster_jobs(job).items() if count}
         found = {job: len(config["cluster"].get(job, ())) for job in CLUSTER_JOBS
                  if config["cluster"].get(job)}
         if found != expected:

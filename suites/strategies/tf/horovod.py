@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
-from suites.strategies.base import HOROVOD_UNSUPPORTED, Launch
+from suites.run.launch import Launch
+from suites.strategies.base import HOROVOD_UNSUPPORTED
 from suites.strategies.tf.base import TfStrategy
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.kept.devices import DeviceInfo
 
 
@@ -21,7 +22,7 @@ class Horovod(TfStrategy):
     strategy = Strategy.HOROVOD
     launch = Launch.RANKS  # one process per device, as horovodrun would start them
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         return HOROVOD_UNSUPPORTED
 
 

@@ -12,31 +12,37 @@ times, free communication), is stored beside the measured step as the metric
 """
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
-from suites.strategies.stages import MICROBATCHES, bubble, microbatches_of, microbatches_reason
+from suites.strategies.stages import MicrobatchOptions, bubble, microbatches_of, microbatches_reason
 from suites.strategies.tf.model_parallel import ModelParallel
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.kept.devices import DeviceInfo
 
 
 class Pipeline(ModelParallel):
     strategy = Strategy.PIPELINE
-    params = (MICROBATCHES,)
+    options_type = MicrobatchOptions
 
-    def microbatches(self, case: Case) -> int:
-        return microbatches_of(case)
+    def batch_parts(self, job: "Job") -> int:
+        return math.lcm(job.case.n_devices, job.options.microbatches)
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        return super().unavailable_reason(case, device) or microbatches_reason(case)
+    def microbatches(self, job: "Job") -> int:
+        return microbatches_of(job)
 
-    def bubble_fraction(self, case: Case) -> float:
-        return bubble(case.n_devices, self.microbatches(case))
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        return super().unavailable_reason(job, device) or microbatches_reason(job)
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def bubble_fraction(self, job: "Job") -> float:
+        case = job.case
+        return bubble(case.n_devices, self.microbatches(job))
+
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: a stage keeps its own layers' activations for every micro-batch in
         flight, not the data-parallel figure the workload supplies."""
         return None

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import one_device_reason
 from suites.strategies.tf.base import TfStrategy
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
@@ -22,16 +22,18 @@ class Single(TfStrategy):
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is DeviceKind.TPU:
             # It would run in the parbench process, which never initialises a TPU system (and
             # keeps libtpu out): TF would place the ops on the CPU and the record say TPU.
             return ("TF 'single' runs in the parbench process, which initialises no TPU; "
                     "the TPU path is strategy 'tpu' (TPUStrategy, in its own process)")
-        return one_device_reason(case)
+        return one_device_reason(job)
 
-    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        case = job.case
         from suites.frameworks.tf import backend
         from suites.frameworks.tf.trainers import SingleDeviceTrainer
 

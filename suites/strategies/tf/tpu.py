@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import TPU_PROCESS
-from suites.strategies.base import Launch, split_reason
+from suites.run.launch import Launch
+from suites.strategies.base import split_reason
 from suites.strategies.tf.base import DistributeStrategy, mirrored_variables_reason
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.kept.devices import DeviceInfo
@@ -38,7 +39,8 @@ class Tpu(DistributeStrategy):
     #: the check's XLA compiles come after (the first step has its own allowance).
     startup_allowance_s = 300.0
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is not DeviceKind.TPU:
             return f"TPUStrategy runs on TPUs; this case asks for {case.device}"
         if device.count != case.n_devices:
@@ -50,16 +52,16 @@ class Tpu(DistributeStrategy):
                     f"this case asks for {case.n_devices} ({matching})")
         if case.precision is Precision.FP16:
             return "TPUs have no float16 arithmetic; their mixed precision is bf16"
-        return split_reason(case, "replicas") or mirrored_variables_reason(case, "TPUStrategy")
+        return split_reason(job, "replicas") or mirrored_variables_reason(job, "TPUStrategy")
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         return False
 
-    def isolated_env(self, case: Case) -> dict[str, str]:
+    def isolated_env(self, job: "Job") -> dict[str, str]:
         """Its process may load libtpu, which the parbench process keeps out of itself."""
         return dict(TPU_PROCESS)
 
-    def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
+    def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         import tensorflow as tf
 
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address())

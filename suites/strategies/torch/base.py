@@ -4,15 +4,18 @@ The hooks import torch when called, never at import: rules are read without it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
-from suites.strategies.base import Launch, StrategyPlugin, on_shared_gpus, visible_gpus
-from suites.workloads import workload_of
-from suites.workloads.base import Param
+from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
+from suites.run.launch import Launch
+from suites.strategies.base import StrategyPlugin, on_shared_gpus, visible_gpus
+from suites.strategies.options import option
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import numpy as np
     import torch
     from torch import nn
@@ -26,49 +29,52 @@ PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
 #: benchmarks kernel choices while compiling: far longer compiles, on GPUs often faster steps),
 #: or "reduce-overhead" (replays the step as CUDA graphs: one launch for all its kernels, the
 #: way out of a launch-bound step; GPUs only).
-COMPILE_MODE = Param("compile_mode", str, "default", choices=("default", "max-autotune", "reduce-overhead"),
-                     help="torch.compile mode of an inductor case")
-#: The mode that captures CUDA graphs.
-CUDA_GRAPHS_MODE = "reduce-overhead"
+@dataclass(frozen=True)
+class TorchCompileOptions:
+    compile_mode: str = option("default", choices=("default", "max-autotune", "reduce-overhead"), minimum=None,
+                               help="torch.compile mode of an inductor case")
+
+
 
 
 class TorchStrategy(StrategyPlugin):
     framework = Framework.TORCH
     compilers = frozenset({Compile.NONE, Compile.INDUCTOR})
-    compile_params = {Compile.INDUCTOR: (COMPILE_MODE,)}
+    compiler_options = {Compile.INDUCTOR: TorchCompileOptions}
 
     # --- rules ----------------------------------------------------------------------------------
-    def compile_reason(self, case: Case) -> str | None:
+    def compile_reason(self, job: "Job") -> str | None:
         """As every strategy's, and CUDA graphs (torch.compile's "reduce-overhead") on GPUs only."""
-        reason = super().compile_reason(case)
+        case = job.case
+        reason = super().compile_reason(job)
         if reason or case.compile is not Compile.INDUCTOR:
             return reason
-        if workload_of(case).p.get("compile_mode") == CUDA_GRAPHS_MODE and case.device is not DeviceKind.GPU:
+        if job.compiler.options.compile_mode == CUDA_GRAPHS_MODE and case.device is not DeviceKind.GPU:
             return (f"torch.compile mode '{CUDA_GRAPHS_MODE}' replays the step as CUDA graphs, which exist "
                     f"on NVIDIA GPUs only; this case is on {case.device}")
         return None
 
     # --- training mechanism ---------------------------------------------------------------------
-    def join(self, case: Case) -> "ProcessGroup | None":
+    def join(self, job: "Job") -> "ProcessGroup | None":
         """This process's process group, joined (one per rank process); None in one process."""
         return None
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         """The module a training step calls: the model itself, or the strategy's wrapper."""
         return model
 
-    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+    def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every device this process's step runs work on: what the runnable's `synchronize`
         waits for before the timer reads its clock. One process, one device by default."""
         return [device]
 
-    def data_shard(self, case: Case, rank: int) -> slice:
+    def data_shard(self, job: "Job", rank: int) -> slice:
         """The samples of the global batch (start:stop) this process feeds its model each step
         and in the check: in one process all of them (a wrapper such as DataParallel may split
         them further). Processes feeding the same samples draw the same random batches."""
-        return slice(0, workload_of(case).global_batch)
+        return slice(0, job.workload.global_batch)
 
-    def handles_precision(self, case: Case) -> bool:
+    def handles_precision(self, job: "Job") -> bool:
         """Whether `wrap` applies the case's mixed precision itself (FSDP's
         `MixedPrecisionPolicy`): the runnable then runs the forward without `torch.autocast`.
         Loss scaling (fp16's GradScaler) stays the runnable's."""
@@ -89,21 +95,23 @@ class RankProcesses(TorchStrategy):
     #: ranks on one GPU): every multi-GPU code path runs on CUDA tensors, `emulated`.
     shares_gpus = True
 
-    def backend(self, case: Case, gpus: int | None = None) -> str:
+    def backend(self, job: "Job", gpus: int | None = None) -> str:
         """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
         do share fewer GPUs than they are: `gpus` visible, discovered where not given) and gloo on
         CPUs."""
-        requested = str(workload_of(case).p.get("backend", "auto"))
+        case = job.case
+        requested = str(job.workload.p.get("backend", "auto"))
         if requested != "auto":
             return requested
         if case.device is not DeviceKind.GPU:
             return "gloo"
-        shared = self.shares_gpus and on_shared_gpus(case, visible_gpus(case.framework) if gpus is None else gpus)
+        shared = self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework) if gpus is None else gpus)
         return "gloo" if shared else "nccl"
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         """gloo ranks on a GPU machine may share GPUs; NCCL needs a GPU of its own for every rank."""
-        backend = self.backend(case, device.count if case.device is DeviceKind.GPU else None)
+        case = job.case
+        backend = self.backend(job, device.count if case.device is DeviceKind.GPU else None)
         if backend not in PROCESS_GROUP_BACKENDS:
             return (f"backend {backend!r} is not a torch.distributed backend; torch uses "
                     f"{' or '.join(PROCESS_GROUP_BACKENDS)}")
@@ -114,12 +122,13 @@ class RankProcesses(TorchStrategy):
                     f"visible GPUs, {device.count} visible (gloo can share a GPU)")
         return None
 
-    def join(self, case: Case) -> "ProcessGroup":
+    def join(self, job: "Job") -> "ProcessGroup":
+        case = job.case
         from suites.frameworks.torch.distributed import ProcessGroup
 
-        return ProcessGroup(case, self.backend(case))
+        return ProcessGroup(case, self.backend(job))
 
-    def data_shard(self, case: Case, rank: int) -> slice:
+    def data_shard(self, job: "Job", rank: int) -> slice:
         """Rank `rank`'s equal shard of the global batch."""
-        size = workload_of(case).per_device_batch
+        size = job.workload.per_device_batch
         return slice(rank * size, (rank + 1) * size)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import torch
     from torch import nn
 
@@ -25,8 +25,9 @@ DATAPARALLEL_ON_CPU = ("nn.DataParallel on CPU runs the module unchanged on one 
                        "nothing parallel to measure")
 
 
-def device_ids(case: Case) -> list[int]:
+def device_ids(job: "Job") -> list[int]:
     """The GPUs nn.DataParallel spreads the case over: the first `n_devices` visible ones."""
+    case = job.case
     return list(range(case.n_devices))
 
 
@@ -37,7 +38,8 @@ class DataParallel(TorchStrategy):
                           "process per device); nn.DataParallel's replicas each compute their own")
     launch = Launch.ISOLATED
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is DeviceKind.CPU:
             return DATAPARALLEL_ON_CPU
         if case.device is not DeviceKind.GPU:
@@ -50,28 +52,29 @@ class DataParallel(TorchStrategy):
                     f"GPUs; {device.count} visible")
         return None
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
         return False
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         """nn.DataParallel over the case's GPUs; under mixed precision each replica enters
         autocast with the case's dtype itself (`AutocastForward`: DataParallel's replica threads
         would otherwise compute in float16 under a bf16 case)."""
+        case = job.case
         from torch import nn
 
         from suites.frameworks.torch.backend import AUTOCAST_DTYPES, AutocastForward
 
         dtype = AUTOCAST_DTYPES.get(case.precision)
         replicated = model if dtype is None else AutocastForward(model, device.type, dtype)
-        return nn.DataParallel(replicated, device_ids=device_ids(case))
+        return nn.DataParallel(replicated, device_ids=device_ids(job))
 
-    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+    def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every GPU of the case: each replica's forward and backward run on its own GPU, and
         a timed block ends only when the slowest of them has finished."""
         import torch
 
-        return [torch.device("cuda", index) for index in device_ids(case)]
+        return [torch.device("cuda", index) for index in device_ids(job)]
 
 
 PLUGIN = DataParallel()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.torch.base import RankProcesses
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import torch
     from torch import nn
 
@@ -31,12 +31,12 @@ class Ddp(RankProcesses):
     #: so the all-reduces still overlap the backward.
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        split = split_reason(case, "ranks")
-        return super().unavailable_reason(case, device) or (
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        split = split_reason(job, "ranks")
+        return super().unavailable_reason(job, device) or (
             split and f"{split} (DDP's mean of per-rank means needs equal shards)")
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         from torch.nn.parallel import DistributedDataParallel
 
         # Gradients as views of the all-reduce buckets: no copy into and out of them.

@@ -17,18 +17,18 @@ Each rank trains on its shard of the global batch, as in DDP. The optimizer is b
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES, split_reason
+from suites.strategies.options import option
 from suites.strategies.torch.base import RankProcesses
-from suites.workloads import workload_of
-from suites.workloads.base import Param
 from suites.workloads.collectives import DTYPE_BYTES
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import numpy as np
     import torch
     from torch import nn
@@ -36,14 +36,18 @@ if TYPE_CHECKING:
 
     from suites.kept.devices import DeviceInfo
 
-RESHARD = Param("reshard", type=bool, default=True, minimum=None,
-                help="FSDP: free each unit's gathered parameters after its forward and gather them "
-                     "again for its backward (true, ZeRO-3-like) or keep them until then (false, "
-                     "ZeRO-2-like)")
+RESHARD_HELP = ("FSDP: free each unit's gathered parameters after its forward and gather them "
+                "again for its backward (true, ZeRO-3-like) or keep them until then (false, "
+                "ZeRO-2-like)")
 
 
-def reshard_of(case: Case) -> bool:
-    return bool(workload_of(case).p["reshard"])
+@dataclass(frozen=True)
+class FsdpOptions:
+    reshard: bool = option(True, help=RESHARD_HELP, minimum=None)
+
+
+def reshard_of(job: "Job") -> bool:
+    return job.options.reshard
 
 
 def blocks(module: "nn.Module") -> list["nn.Module"]:
@@ -112,41 +116,43 @@ def sharded_state(parameters: int, largest: int, optimizer_states: int, shards: 
     return {**state, "total": sum(state.values())}
 
 
-def parameter_counts(case: Case) -> dict[str, int]:
+def parameter_counts(job: "Job") -> dict[str, int]:
     """Canonical parameter name -> elements, of the case's model (empty for a user model,
     whose parameters only its framework knows)."""
-    return {name: math.prod(shape) for name, shape in workload_of(case).model.parameter_shapes().items()}
+    return {name: math.prod(shape) for name, shape in job.workload.model.parameter_shapes().items()}
 
 
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
     statistics_split = "replicas"
     no_sync_statistics = "SyncBatchNorm is wired to ddp only here (use strategy ddp)"
-    params = (RESHARD,)
+    options_type = FsdpOptions
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        split = split_reason(case, "ranks")
-        return super().unavailable_reason(case, device) or (
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        split = split_reason(job, "ranks")
+        return super().unavailable_reason(job, device) or (
             split and f"{split} (FSDP's ranks each train on an equal shard)")
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
+        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
-        shard(model, init_device_mesh(device.type, (case.n_devices,)), reshard_of(case),
+        shard(model, init_device_mesh(device.type, (case.n_devices,)), reshard_of(job),
               case.precision)
         return model
 
-    def handles_precision(self, case: Case) -> bool:
+    def handles_precision(self, job: "Job") -> bool:
         return True
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """`sharded_state` over every rank. With `reshard = false` the parameters count a full
         (compute-dtype) copy besides the shard: what is resident from forward to backward."""
-        return sharded_state(parameters, largest_unit(parameter_counts(case)), optimizer_states,
-                             case.n_devices, reshard_of(case), case.precision)
+        case = job.case
+        return sharded_state(parameters, largest_unit(parameter_counts(job)), optimizer_states,
+                             case.n_devices, reshard_of(job), case.precision)
 
 
 PLUGIN = Fsdp()

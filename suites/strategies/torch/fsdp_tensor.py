@@ -15,28 +15,31 @@ in a series of their own in reports, apart from pure FSDP's.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 import re
 from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
+from suites.strategies.options import option
 from suites.strategies.torch.base import RankProcesses
-from suites.strategies.torch.fsdp import (RESHARD, largest_unit, parameter_counts, reshard_of, shard,
+from suites.strategies.torch.fsdp import (RESHARD_HELP, largest_unit, parameter_counts, reshard_of, shard,
                                           sharded_state)
 from suites.strategies.torch.tensor import elements_saved, parallelize, plan_problem
-from suites.workloads import workload_of
-from suites.workloads.base import Param
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import numpy as np
     import torch
     from torch import nn
 
     from suites.kept.devices import DeviceInfo
 
-MESH = Param("mesh", type=str, default="2x2", minimum=None,
-             help="DPxTP: FSDP over DP data-parallel groups, tensor parallelism over TP ranks in "
-                  "each; DP x TP must be n_devices")
+@dataclass(frozen=True)
+class FsdpTensorOptions:
+    mesh: str = option("2x2", minimum=None,
+                       help="DPxTP: FSDP over DP data-parallel groups, tensor parallelism over TP ranks in "
+                            "each; DP x TP must be n_devices")
+    reshard: bool = option(True, help=RESHARD_HELP, minimum=None)
 #: It runs, but would not be right on every step: DTensor agrees on the GradScaler's overflow
 #: flag over the mesh dimensions its first gradient is sharded on (torch 2.13,
 #: `found_inf_reduce_handler`).
@@ -47,60 +50,63 @@ FP16_UNAVAILABLE = (
     "disagree on skipping a step; bf16 needs no loss scaling")
 
 
-def mesh_of(case: Case) -> tuple[int, int] | None:
+def mesh_of(job: "Job") -> tuple[int, int] | None:
     """(DP, TP) of the case's `mesh`, or None where it is not two positive sizes."""
-    match = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", str(workload_of(case).p["mesh"]))
+    match = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", str(job.options.mesh))
     return (int(match[1]), int(match[2])) if match else None
 
 
 class FsdpTensor(RankProcesses):
     strategy = Strategy.FSDP_TENSOR
-    params = (MESH, RESHARD)
+    options_type = FsdpTensorOptions
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        mesh = mesh_of(case)
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
+        mesh = mesh_of(job)
         if mesh is None:
-            return f"mesh {workload_of(case).p['mesh']!r} is not DPxTP (two sizes, e.g. 2x2)"
+            return f"mesh {job.options.mesh!r} is not DPxTP (two sizes, e.g. 2x2)"
         dp, tp = mesh
         if dp * tp != case.n_devices:
             return f"mesh {dp}x{tp} is {dp * tp} devices; this case has {case.n_devices}"
         if case.precision is Precision.FP16:
             return FP16_UNAVAILABLE
-        split = workload_of(case).split_problem(dp, "data-parallel groups")
-        return (super().unavailable_reason(case, device) or plan_problem(case, tp)
+        split = job.workload.split_problem(dp, "data-parallel groups")
+        return (super().unavailable_reason(job, device) or plan_problem(job, tp)
                 or (split and f"{split} (each FSDP group trains on an equal shard)"))
 
-    def data_shard(self, case: Case, rank: int) -> slice:
+    def data_shard(self, job: "Job", rank: int) -> slice:
         """Data-parallel group rank // TP's equal shard of the global batch."""
-        dp, tp = mesh_of(case)  # type: ignore[misc]
-        size = workload_of(case).global_batch // dp
+        dp, tp = mesh_of(job)  # type: ignore[misc]
+        size = job.workload.global_batch // dp
         return slice(rank // tp * size, (rank // tp + 1) * size)
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
+        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
-        mesh = init_device_mesh(device.type, mesh_of(case), mesh_dim_names=("dp", "tp"))
+        mesh = init_device_mesh(device.type, mesh_of(job), mesh_dim_names=("dp", "tp"))
         parallelize(model, mesh["tp"])
-        shard(model, mesh["dp"], reshard_of(case), case.precision)
+        shard(model, mesh["dp"], reshard_of(job), case.precision)
         return model
 
-    def handles_precision(self, case: Case) -> bool:
+    def handles_precision(self, job: "Job") -> bool:
         return True
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """A tensor-parallel rank's share of the model (`tensor`), sharded over the
         data-parallel groups with `fsdp`'s accounting (with `reshard = false`, a full copy of
         that share resident from forward to backward)."""
-        dp, tp = mesh_of(case)  # type: ignore[misc]
-        saved = elements_saved(case, tp)
-        held = {name: count - saved[name] for name, count in parameter_counts(case).items()}
+        case = job.case
+        dp, tp = mesh_of(job)  # type: ignore[misc]
+        saved = elements_saved(job, tp)
+        held = {name: count - saved[name] for name, count in parameter_counts(job).items()}
         return sharded_state(parameters - sum(saved.values()), largest_unit(held),
-                             optimizer_states, dp, reshard_of(case), case.precision)
+                             optimizer_states, dp, reshard_of(job), case.precision)
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
         split layers' activations are split (the replicated rest is whole), which the
         data-parallel figure the workload supplies does not say."""

@@ -28,19 +28,21 @@ loss scaling skips a step on every stage when any stage's gradients overflowed.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+import math
 from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.stages import (MICROBATCHES, bubble, layer_names, layer_sizes, layers_reason,
+from suites.strategies.options import option
+from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, layer_sizes, layers_reason,
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
-from suites.strategies.torch.base import RankProcesses
 from suites.run import faults
-from suites.workloads import workload_of
-from suites.workloads.base import Param
+from suites.strategies.torch.base import RankProcesses
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import numpy as np
     import torch
     from torch import nn
@@ -67,50 +69,57 @@ def stage_layers(model: "TorchModel") -> list["StageLayer"]:
 
 
 # --- the plugin --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PipelineOptions:
+    schedule: str = option("gpipe", choices=tuple(SCHEDULES), minimum=None,
+                           help="gpipe (all forwards, then all backwards), 1f1b (one forward, one backward), "
+                                "interleaved_1f1b (two stages per rank)")
+    microbatches: int = option(4, help=MICROBATCHES_HELP)
+
+
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
     compile_limits = {Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
                                         "which torch.compile of the model does not reach"}
-    params = (
-        Param("schedule", type=str, default="gpipe", choices=tuple(SCHEDULES), minimum=None,
-              help="gpipe (all forwards, then all backwards), 1f1b (one forward, one backward), "
-                   "interleaved_1f1b (two stages per rank)"),
-        MICROBATCHES,
-    )
+    options_type = PipelineOptions
 
     @staticmethod
-    def schedule(case: Case) -> str:
-        return str(workload_of(case).p["schedule"])
+    def schedule(job: "Job") -> str:
+        return job.options.schedule
+
+    def batch_parts(self, job: "Job") -> int:
+        return math.lcm(job.case.n_devices, job.options.microbatches)
 
     @staticmethod
-    def microbatches(case: Case) -> int:
-        return microbatches_of(case)
+    def microbatches(job: "Job") -> int:
+        return microbatches_of(job)
 
-    def stages_per_rank(self, case: Case) -> int:
-        return STAGES_PER_RANK.get(self.schedule(case), 1)
+    def stages_per_rank(self, job: "Job") -> int:
+        return STAGES_PER_RANK.get(self.schedule(job), 1)
 
     #: Stages pass activations with send/recv, which gloo does not do for CUDA tensors (the
     #: backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
     shares_gpus = False
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is DeviceKind.GPU and device.count < case.n_devices:
             return (f"a pipeline over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} "
                     "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
                     "tensors and NCCL refuses between ranks sharing a GPU)")
-        reason = super().unavailable_reason(case, device)
+        reason = super().unavailable_reason(job, device)
         if reason:
             return reason
-        p, m, schedule = case.n_devices, self.microbatches(case), self.schedule(case)
+        p, m, schedule = case.n_devices, self.microbatches(job), self.schedule(job)
         if p < 2:
             return ("a pipeline of one stage runs the whole model on one device (strategy "
                     "'single' times that)")
-        v = self.stages_per_rank(case)
+        v = self.stages_per_rank(job)
         each = f" ({v} stages each)" if v > 1 else ""
-        reason = layers_reason(case, p * v, f"{schedule} over {p} devices{each}")
+        reason = layers_reason(job, p * v, f"{schedule} over {p} devices{each}")
         if reason:
             return reason
-        reason = microbatches_reason(case)
+        reason = microbatches_reason(job)
         if reason:
             return reason
         if schedule == "1f1b" and m < p:
@@ -122,36 +131,38 @@ class Pipeline(RankProcesses):
                     f"micro-batches, which must divide microbatches = {m}")
         return None
 
-    def bubble_fraction(self, case: Case) -> float:
-        return bubble(case.n_devices, self.microbatches(case), self.stages_per_rank(case))
+    def bubble_fraction(self, job: "Job") -> float:
+        case = job.case
+        return bubble(case.n_devices, self.microbatches(job), self.stages_per_rank(job))
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The largest rank's share: each stage holds its layers' parameters, their gradients
         and optimizer states, and nothing of the other stages' (an interleaved rank holds two
         stages). The largest is the one that must fit."""
-        return per_device_state(workload_of(case).model, case.n_devices, self.stages_per_rank(case),
+        case = job.case
+        return per_device_state(job.workload.model, case.n_devices, self.stages_per_rank(job),
                                 parameters, optimizer_states)
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: a stage keeps its own layers' activations for every micro-batch in
         flight (all of them under gpipe), not the data-parallel figure the workload supplies."""
         return None
 
-    def data_shard(self, case: Case, rank: int) -> slice:
+    def data_shard(self, job: "Job", rank: int) -> slice:
         """Every rank feeds the whole global batch: stage 0 its inputs, the last stage its
         targets (the schedule cuts it into micro-batches)."""
-        return slice(0, workload_of(case).global_batch)
+        return slice(0, job.workload.global_batch)
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "PipelineRank":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "PipelineRank":
         """This rank's stages of the model and the case's schedule over them."""
-        return PipelineRank(model, device, case, self.schedule(case), self.microbatches(case),
-                            self.stages_per_rank(case))
+        return PipelineRank(model, device, job, self.schedule(job), self.microbatches(job),
+                            self.stages_per_rank(job))
 
     def check_wrap(self, wrapped: "PipelineRank", model: "nn.Module", device: "torch.device",
-                   check_case: Case) -> "PipelineRank":
+                   check_job: "Job") -> "PipelineRank":
         """The same stages' schedule for the check's batch: a schedule infers its micro-batches'
         shapes once, at its first step, so the timed one must first see the timed batch."""
-        return self.wrap(model, device, check_case)
+        return self.wrap(model, device, check_job)
 
     def train_step(self, wrapped: "PipelineRank", optimizer: "torch.optim.Optimizer",
                    scaler: "torch.amp.GradScaler | None") -> "PipelineRank":
@@ -189,8 +200,9 @@ class PipelineRank:
     """This rank's stages of the pipeline and its schedule: what `Pipeline.wrap` returns, and,
     bound to the runnable's optimizer and loss scaler, its `StrategyStep`."""
 
-    def __init__(self, model: "TorchModel", device: "torch.device", case: Case, schedule: str,
+    def __init__(self, model: "TorchModel", device: "torch.device", job: "Job", schedule: str,
                  microbatches: int, stages_per_rank: int) -> None:
+        case = job.case
         import contextlib
 
         import torch

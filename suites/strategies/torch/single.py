@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import one_device_reason
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     from suites.kept.devices import DeviceInfo
 
 
@@ -19,8 +19,8 @@ class Single(TorchStrategy):
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        return one_device_reason(case)
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        return one_device_reason(job)
 
 
 PLUGIN = Single()

@@ -21,15 +21,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.torch.base import RankProcesses
-from suites.workloads import workload_of
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
 from suites.models.llama.spec import LlamaBlock
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import numpy as np
     import torch
     from torch import nn
@@ -68,12 +67,12 @@ def tensor_plan(spec: ModelSpec) -> dict[str, str] | None:
     return None
 
 
-def plan_problem(case: Case, ranks: int) -> str | None:
+def plan_problem(job: "Job", ranks: int) -> str | None:
     """Why the case's model cannot be split over `ranks` tensor-parallel ranks, or None."""
-    spec = workload_of(case).model
+    spec = job.workload.model
     plan = tensor_plan(spec)
     if plan is None:
-        return (f"tensor parallelism has no plan for model {workload_of(case).p['model']!r}: "
+        return (f"tensor parallelism has no plan for model {job.workload.p['model']!r}: "
                 "plans exist for mlp (dense layers in column/row pairs) and the transformers "
                 "(transformer, bert_base, gpt2_small, llama_block: attention heads, feed-forward)")
     if isinstance(spec, (TransformerBlock, LlamaBlock)) and spec.heads % ranks:
@@ -100,11 +99,11 @@ def module_path(layer: str) -> str:
     return f"{head}.qkv" if last in ("q", "k", "v") and head.endswith("attn") else layer
 
 
-def elements_saved(case: Case, ranks: int) -> dict[str, int]:
+def elements_saved(job: "Job", ranks: int) -> dict[str, int]:
     """Canonical parameter name -> elements one of `ranks` tensor-parallel ranks does not hold:
     (ranks - 1) / ranks of a column-split layer's kernel and bias and of a row-split layer's
     kernel; nothing of a replicated parameter."""
-    spec = workload_of(case).model
+    spec = job.workload.model
     plan = tensor_plan(spec) or {}
     saved = {}
     for name, shape in spec.parameter_shapes().items():
@@ -128,16 +127,18 @@ def parallelize(model: "nn.Module", mesh: "DeviceMesh") -> None:
 class Tensor(RankProcesses):
     strategy = Strategy.TENSOR
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.precision is Precision.FP16:
             return FP16_UNAVAILABLE
-        return super().unavailable_reason(case, device) or plan_problem(case, case.n_devices)
+        return super().unavailable_reason(job, device) or plan_problem(job, case.n_devices)
 
-    def data_shard(self, case: Case, rank: int) -> slice:
+    def data_shard(self, job: "Job", rank: int) -> slice:
         """The whole global batch, on every rank."""
-        return slice(0, workload_of(case).global_batch)
+        return slice(0, job.workload.global_batch)
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
+        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
         parallelize(model, init_device_mesh(device.type, (case.n_devices,)))
@@ -146,15 +147,16 @@ class Tensor(RankProcesses):
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """Parameters, gradients and optimizer states of the split layers divided by the ranks,
         the replicated rest whole; fp32."""
-        held = parameters - sum(elements_saved(case, case.n_devices).values())
+        case = job.case
+        held = parameters - sum(elements_saved(job, case.n_devices).values())
         state = {"parameters": held * STATE_BYTES, "gradients": held * STATE_BYTES,
                  "optimizer": optimizer_states * held * STATE_BYTES}
         return {**state, "total": sum(state.values())}
 
-    def activation_bytes_per_device(self, case: Case, activation_bytes: int) -> int | None:
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the
         split layers' activations are split (the replicated rest is whole), which the
         data-parallel figure the workload supplies does not say."""

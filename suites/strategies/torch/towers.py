@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.torch.base import TorchStrategy
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import torch
 
     from suites.kept.devices import DeviceInfo
@@ -35,25 +35,28 @@ class Towers(TorchStrategy):
     def applies_to(self, workload: type["Workload"]) -> bool:
         return issubclass(workload, Matmul)
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is not DeviceKind.GPU:
             return TOWERS_ON_CPU if case.device is DeviceKind.CPU else (
                 f"torch towers splits the matmul over CUDA devices; {case.device} is not one")
         if device.count < case.n_devices:
             return (f"towers over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; "
                     f"{device.count} visible")
-        return split_reason(case, "GPUs")
+        return split_reason(job, "GPUs")
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
         return False
 
-    def kernel_cache_shares(self, case: Case) -> int:
+    def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        return 1 if self.emulated(case) else case.n_devices
+        case = job.case
+        return 1 if self.emulated(job) else case.n_devices
 
-    def kernel_devices(self, case: Case) -> list["torch.device"]:
+    def kernel_devices(self, job: "Job") -> list["torch.device"]:
         """The first `n_devices` visible GPUs."""
+        case = job.case
         import torch
 
         return [torch.device("cuda", index) for index in range(case.n_devices)]

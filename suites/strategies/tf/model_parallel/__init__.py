@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Strategy
-from suites.strategies.base import Launch, too_few_gpus_reason
+from suites.run.launch import Launch
+from suites.strategies.base import too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy, param
-from suites.workloads import workload_of
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
@@ -33,37 +33,40 @@ class ModelParallel(TfStrategy):
     replicas_in_process = True
     shares_gpus = True  # logical GPUs split from one where there are fewer
 
-    def microbatches(self, case: Case) -> int:
+    def microbatches(self, job: "Job") -> int:
         return 1
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         what = str(self.strategy)
         if case.n_devices < 2:
             return (f"{what} over one device runs the whole model there (strategy 'single' "
                     "times that)")
-        too_few = too_few_gpus_reason(case, device, what, self.shares_gpus)
+        too_few = too_few_gpus_reason(job, device, what, self.shares_gpus)
         if too_few:
             return too_few
-        if param(case, "placement", "replicated") == "param_server":
+        if param(job, "placement", "replicated") == "param_server":
             return (f"placement 'param_server' is a towers layout; {what} places each layer "
                     "group's variables on its own device")
-        return layers_reason(case, case.n_devices, f"{what} over {case.n_devices} devices")
+        return layers_reason(job, case.n_devices, f"{what} over {case.n_devices} devices")
 
-    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf.distribute import replica_devices
         from suites.strategies.tf.model_parallel.staged import StagedTrainer
 
-        return StagedTrainer(setup, replica_devices(case), self.microbatches(case))
+        return StagedTrainer(setup, replica_devices(job), self.microbatches(job))
 
-    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
-        split = stage_split(workload_of(case).model, case.n_devices)
-        return f"{self.strategy} ({split}; {self.microbatches(case)} micro-batch(es))"
+    def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
+        case = job.case
+        split = stage_split(job.workload.model, case.n_devices)
+        return f"{self.strategy} ({split}; {self.microbatches(job)} micro-batch(es))"
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The device holding the largest group: its layers' parameters, gradients and
         optimizer states (the largest is the one that must fit)."""
-        return per_device_state(workload_of(case).model, case.n_devices, 1, parameters, optimizer_states)
+        case = job.case
+        return per_device_state(job.workload.model, case.n_devices, 1, parameters, optimizer_states)
 
 
 PLUGIN = ModelParallel()

@@ -1,6 +1,6 @@
 """TF model and pipeline parallelism in one process: `StagedTrainer`.
 
-The model's layers (`suites.frameworks.tf.models.layer_forwards`, one per
+The model's layers (`suites.frameworks.tf.catalog.layer_forwards`, one per
 `suites.strategies.stages.layer_names`) are cut into contiguous groups balanced by parameter
 count (`split_layers`, the split torch's `pipeline` and `model_parallel` use); group k's
 variables, optimizer slots and compute live on device k (`tf.device`: logical CPU devices when
@@ -33,8 +33,9 @@ import numpy as np
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf
 
+from suites.frameworks.tf.catalog import layer_forwards
 from suites.frameworks.tf.mixed import LossScaling
-from suites.frameworks.tf.models import Layer, layer_forwards
+from suites.frameworks.tf.models import Layer
 from suites.frameworks.tf.optimizers import Slots
 from suites.frameworks.tf.trainers import Batch, Trainer, TrainingSetup, _numpy
 from suites.strategies.stages import layer_names, layer_sizes, split_layers

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
                                        mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.distribute import Lockstep
@@ -25,18 +25,20 @@ class MultiWorker(ClusterStrategy):
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
     kinds = frozenset({"training", "collective"})
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         what = "MultiWorkerMirroredStrategy"
-        return (replicas_reason(case, device, what) or mirrored_variables_reason(case, what)
-                or backend_reason(case, what, TF_BACKENDS) or nccl_bf16_reason(case, what))
+        return (replicas_reason(job, device, what) or mirrored_variables_reason(job, what)
+                or backend_reason(job, what, TF_BACKENDS) or nccl_bf16_reason(job, what))
 
-    def cluster_jobs(self, case: Case) -> dict[str, int]:
+    def cluster_jobs(self, job: "Job") -> dict[str, int]:
+        case = job.case
         return {"worker": case.n_devices}
 
-    def implementation(self, case: Case, backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
+    def implementation(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
+        case = job.case
         import tensorflow as tf
 
-        from suites.run.availability import Unsupported
+        from suites.run.unsupported import Unsupported
 
         implementations = tf.distribute.experimental.CommunicationImplementation
         if backend_name == "auto":
@@ -45,7 +47,7 @@ class MultiWorker(ClusterStrategy):
             return implementations[backend_name.upper()]
         raise Unsupported(f"MultiWorkerMirroredStrategy has no {backend_name!r} collective")
 
-    def distribute(self, case: Case, backend_name: str = "auto") -> "tf.distribute.Strategy":
+    def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """Reads TF_CONFIG (from `rank_env`, or the user's on each machine). The workers meet
         first, with the rendezvous timeout (`suites.frameworks.tf.cluster.meet`): the strategy's
         constructor would wait for a missing worker forever."""
@@ -54,18 +56,18 @@ class MultiWorker(ClusterStrategy):
         from suites.frameworks.tf.cluster import cluster_tasks, meet
 
         options = tf.distribute.experimental.CommunicationOptions(
-            implementation=self.implementation(case, backend_name))
+            implementation=self.implementation(job, backend_name))
         meet(*cluster_tasks())
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
-    def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
+    def lockstep(self, job: "Job", strategy: "tf.distribute.Strategy | None") -> "Lockstep":
         from suites.strategies.tf.multiworker.lockstep import WorkerLockstep
 
         assert strategy is not None
         return WorkerLockstep(strategy)
 
-    def all_reduce_name(self, case: Case, backend_name: str = "auto") -> str:
-        return f"CollectiveReduceV2 ({self.implementation(case, backend_name).name.lower()})"
+    def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
+        return f"CollectiveReduceV2 ({self.implementation(job, backend_name).name.lower()})"
 
 
 PLUGIN = MultiWorker()

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, Strategy
-from suites.strategies.base import Launch
+from suites.run.launch import Launch
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
@@ -44,26 +44,27 @@ class Towers(TfStrategy):
         """Training steps, and of the kernels the matmul (split over K)."""
         return workload.kind == "training" or issubclass(workload, Matmul)
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
-        return replicas_reason(case, device, "towers", self.shares_gpus)
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        return replicas_reason(job, device, "towers", self.shares_gpus)
 
-    def kernel_cache_shares(self, case: Case) -> int:
+    def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        return 1 if self.emulated(case) else case.n_devices
+        case = job.case
+        return 1 if self.emulated(job) else case.n_devices
 
-    def kernel_devices(self, case: Case) -> list[str]:
+    def kernel_devices(self, job: "Job") -> list[str]:
         from suites.frameworks.tf.distribute import replica_devices
 
-        return replica_devices(case)
+        return replica_devices(job)
 
-    def trainer(self, setup: "TrainingSetup", case: Case, params: Mapping[str, Any],
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf.distribute import replica_devices
         from suites.strategies.tf.towers.trainer import TowersTrainer
 
-        return TowersTrainer(setup, replica_devices(case), str(params["placement"]))
+        return TowersTrainer(setup, replica_devices(job), str(params["placement"]))
 
-    def describe(self, case: Case, params: Mapping[str, Any]) -> str:
+    def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
         return f"{self.strategy} ({params['placement']})"
 
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.strategies.base import Launch
-from suites.strategies.torch.base import TorchStrategy
+from suites.run.launch import Launch
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
+from suites.strategies.torch.base import TorchStrategy
 from suites.strategies.torch.pipeline import stage_layers
-from suites.workloads import workload_of
 
 if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
     import torch
     from torch import nn
 
@@ -33,8 +32,9 @@ MODEL_PARALLEL_ON_CPU = ("model_parallel places layer groups on cuda:0..n-1 in o
                          "from stage to stage, one stage busy at a time")
 
 
-def devices_of(case: Case) -> list["torch.device"]:
+def devices_of(job: "Job") -> list["torch.device"]:
     """The GPUs the case's layer groups go to: the first `n_devices` visible ones."""
+    case = job.case
     import torch
 
     return [torch.device("cuda", index) for index in range(case.n_devices)]
@@ -44,7 +44,8 @@ class ModelParallel(TorchStrategy):
     strategy = Strategy.MODEL_PARALLEL
     launch = Launch.ISOLATED
 
-    def unavailable_reason(self, case: Case, device: "DeviceInfo") -> str | None:
+    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
         if case.device is DeviceKind.CPU:
             return MODEL_PARALLEL_ON_CPU
         if case.device is not DeviceKind.GPU:
@@ -55,33 +56,35 @@ class ModelParallel(TorchStrategy):
         if device.count < case.n_devices:
             return (f"model_parallel over {case.n_devices} GPUs needs {case.n_devices} visible "
                     f"GPUs; {device.count} visible")
-        return layers_reason(case, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
+        return layers_reason(job, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
 
-    def emulated(self, case: Case) -> bool:
+    def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
         return False
 
-    def wrap(self, model: "nn.Module", device: "torch.device", case: Case) -> "nn.Module":
+    def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         """Group i of the model's layers moved to cuda:i (the model's own parameters move, so
         the optimizer and the gradient check see them where they are); the output returns to
         `device`, where the runnable's targets are. Mixed precision: the runnable's autocast
         covers every CUDA device of this thread."""
+        case = job.case
         from suites.frameworks.torch.models import LayerGroup
         from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups
 
         layers = stage_layers(model)
         groups = split_layers(layer_sizes(model.spec), case.n_devices)
         return PlacedLayerGroups([LayerGroup(model, [layers[j] for j in group]) for group in groups],
-                                 devices_of(case), device)
+                                 devices_of(job), device)
 
-    def devices_in_use(self, case: Case, device: "torch.device") -> list["torch.device"]:
+    def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every GPU of the case: a step has finished when the last group's has."""
-        return devices_of(case)
+        return devices_of(job)
 
-    def state_bytes_per_device(self, case: Case, parameters: int, optimizer_states: int) -> dict[str, int]:
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The GPU holding the largest group: its layers' parameters, gradients and optimizer
         states (the largest is the one that must fit)."""
-        return per_device_state(workload_of(case).model, case.n_devices, 1, parameters,
+        case = job.case
+        return per_device_state(job.workload.model, case.n_devices, 1, parameters,
                                 optimizer_states)
 
 

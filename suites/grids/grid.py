@@ -32,7 +32,8 @@ from typing import Any, Iterable
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import GridError, UserError
-from suites.cases.strategy_plugins import (compile_params, compilers_of, devices_of, frameworks_of,
+from suites.strategies.options import NoOptions, options_from
+from suites.strategies.registry import (compile_params, compilers_of, devices_of, find_plugin, frameworks_of,
                                           is_combination, strategies_for, strategies_of, strategy_params)
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, Strategy
 from suites.workloads import WORKLOADS, workload_class
@@ -168,11 +169,23 @@ def _expand(source: str, where: str, grid: Any) -> list[Case]:
                 frameworks, devices, strategies, precisions, counts, points, compilers)
             if is_combination(Framework(framework), DeviceKind(device), Strategy(strategy), workload,
                               Compile(compiler))))
+        for case in added:  # each case's options, built as its job will build them
+            _check_options(source, f"{where}.params", case)
         if not added:  # a suite always has cases: `run` and `list` rely on it
             raise GridError(source, where, f"expands to no {workload_name} cases: n_devices, params or a "
                                            f"parameter is an empty list; give each at least one value")
         cases += added
     return cases
+
+
+def _check_options(source: str, key: str, case: Case) -> None:
+    """The case's strategy and compiler options build (`options.options_from`), or one error line."""
+    plugin = find_plugin(case.framework, case.strategy)
+    try:
+        options_from(plugin.options_type, case.param_dict)
+        options_from(plugin.compiler_options.get(case.compile, NoOptions), case.param_dict)
+    except ValueError as error:
+        raise GridError(source, key, str(error)) from None
 
 
 def _check_pairs(source: str, key: str, strategy: Strategy, frameworks: list[str], devices: list[str]) -> None:

@@ -9,13 +9,12 @@ implementer, and no base class defines a method exactly one plugin overrides.
 
 The protocols are runtime-checkable: `isinstance` looks for the members by name, so a plugin
 implements a capability by defining them (it need not subclass the protocol). This module
-imports no framework: the types it names are only read by type checkers.
+imports no framework: the types it names are only read by type checkers. It sits in the run
+layer, below the framework runnables that ask `isinstance` and the strategies that implement it.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
-
-from suites.cases.case import Case
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
     from suites.frameworks.tf.distribute import Lockstep
     from suites.frameworks.torch.distributed import ProcessGroup
+    from suites.strategies.jobs import Job
 
 
 # --- rules and launching (both frameworks) ---------------------------------------------------
@@ -32,10 +32,10 @@ class SplitsKernels(Protocol):
     """A strategy that splits a kernel case's work over several devices (`towers`: the
     matmul's K); a kernel of any other strategy runs whole on the case's device."""
 
-    def kernel_devices(self, case: Case) -> list[Any]:
+    def kernel_devices(self, job: "Job") -> list[Any]:
         """The devices the kernel's work is split over (TF device names, or torch devices)."""
 
-    def kernel_cache_shares(self, case: Case) -> int:
+    def kernel_cache_shares(self, job: "Job") -> int:
         """Over how many device caches the kernel's inputs are split: each of n devices holds
         1/n of them in its L2, so the cold-cache rotation is sized on that share (1 where the
         parts share one device)."""
@@ -46,7 +46,7 @@ class NeedsIsolatedEnvironment(Protocol):
     """A strategy whose fresh process (`Launch.ISOLATED`) needs variables the parent process
     keeps out of itself (`tpu`: libtpu may load there)."""
 
-    def isolated_env(self, case: Case) -> dict[str, str]:
+    def isolated_env(self, job: "Job") -> dict[str, str]:
         """What the fresh process gets on top of the parent's environment."""
 
 
@@ -65,7 +65,7 @@ class ServesCluster(Protocol):
     """A strategy some of whose processes only serve the others (a parameter-server cluster's
     workers and parameter servers, which its chief drives)."""
 
-    def serve(self, case: Case) -> bool:
+    def serve(self, job: "Job") -> bool:
         """In a serving process, serve until the case is over and return True (raise if the
         case's processes never met); in the process that runs the case, return False at once."""
 
@@ -75,7 +75,7 @@ class ServesCluster(Protocol):
 class PipelineBubble(Protocol):
     """A strategy whose devices idle for part of each step by construction (a pipeline)."""
 
-    def bubble_fraction(self, case: Case) -> float:
+    def bubble_fraction(self, job: "Job") -> float:
         """The share of a step each device idles, in theory; stored as the metric
         `pipeline_bubble` beside the measured step."""
 
@@ -86,7 +86,7 @@ class CoordinatesWorkers(Protocol):
     """A TF strategy whose processes meet (barrier, rank 0's value, every rank's value) through
     its `tf.distribute` strategy; a case of any other keeps one process's trivial lockstep."""
 
-    def lockstep(self, case: Case, strategy: "tf.distribute.Strategy | None") -> "Lockstep":
+    def lockstep(self, job: "Job", strategy: "tf.distribute.Strategy | None") -> "Lockstep":
         """How the case's processes meet."""
 
 
@@ -123,7 +123,7 @@ class StepsItself(Protocol):
         """The strategy's step: `wrapped` is what `wrap` returned, `optimizer` and `scaler`
         (fp16's loss scaling) the runnable's."""
 
-    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_case: Case) -> Any:
+    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_job: "Job") -> Any:
         """What the numerics check steps at its own, smaller batch (`check_case`): a wrapper
         of the same model built for that batch (a schedule is built for one batch shape)."""
 

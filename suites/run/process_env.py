@@ -1,0 +1,24 @@
+"""What a launcher and the worker processes it starts agree on: the signal that dumps a worker's
+stacks, and the cores a rank process pins itself to."""
+from __future__ import annotations
+
+import os
+import signal
+
+from suites import knobs
+
+#: A worker dumps every Python thread's stack to its log on this signal (`faulthandler`): the
+#: launcher sends it to the processes still running at a case's deadline, to say where they hung.
+STACKS_SIGNAL = signal.SIGUSR1
+#: The cores a rank process pins itself to (comma-separated), set by `run_ranks`.
+CPUS_ENV = "PARBENCH_CPUS"
+
+
+def pin_from_env() -> list[int] | None:
+    """In a rank process: pin to the cores the launcher chose (before any framework starts
+    its threads, which inherit the affinity). Returns them, or None when not pinned."""
+    cpus = knobs.read(CPUS_ENV)
+    if not cpus:
+        return None
+    os.sched_setaffinity(0, cpus)
+    return cpus

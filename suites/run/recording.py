@@ -1,0 +1,59 @@
+"""What a run stores: its context (suite, store, timing, provenance) and each case's record,
+with its derived metrics and diagnosis. Shared by the runner and a worker process that stores
+its own record."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
+from suites.kept.bound_by import diagnose, signals_of
+from suites.kept.contention import Contention
+from suites.kept.metrics import case_work, derive
+from suites.kept.peaks import PeakTable
+from suites.kept.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
+                                   threads_in_use)
+from suites.kept.record import Record
+from suites.kept.store import ResultsStore
+from suites.run.execute import Outcome
+from suites.strategies.jobs import job_for
+
+
+@dataclass
+class RunContext:
+    suite: str
+    store: ResultsStore
+    timing: TimingConfig
+    label: str | None = None
+    run_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.run_id = self.run_id or new_run_id()
+        self.environment = environment(self.label)
+        self.peaks = PeakTable.load()
+
+
+def store_outcome(case: Case, outcome: Outcome, context: RunContext,
+                  contention: Contention | None = None) -> Record:
+    """Attach provenance and derived metrics to what running `case` produced; store the record."""
+    metrics = {}
+    bound_by = None
+    details = outcome.details
+    if outcome.measurement is not None:
+        metrics = derive(case, outcome.measurement, context.store.root,
+                         context.environment["machine"], context.peaks)
+        energy = outcome.measurement.energy
+        if energy is not None and energy.measured:
+            details = {**details, "energy_per_device": energy.per_device(
+                case_work(case)["samples_per_step"], case.n_devices)}
+        if outcome.status is Status.OK:
+            bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
+    record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
+                    suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
+                                                      "accelerators": discovered_accelerators()},
+                    reason=outcome.reason, emulated=job_for(case).emulated,
+                    measurement=outcome.measurement, metrics=metrics, check=outcome.check,
+                    details=details, contention=contention, bound_by=bound_by)
+    context.store.append(record)
+    return record
