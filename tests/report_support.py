@@ -18,9 +18,9 @@ from pathlib import Path
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.frontends.asv_support import axis_params
-from suites.kept.asv_layout import AXES, case_id_from_axes
-from suites.kept.measurement import Measurement
-from suites.kept.store import ResultsStore
+from suites.records.asv_layout import AXES, case_id_from_axes
+from suites.records.measurement import Measurement
+from suites.records.store import ResultsStore
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.runner import RunContext, run_case
 
@@ -136,7 +136,7 @@ def write_asv(results: Path, machine: str = "asv-box") -> Path:
 
 
 PYTEST_CONFTEST = '''
-from suites.kept.provenance import environment
+from suites.records.provenance import environment
 
 def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["parbench"] = environment("pytest-box")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from suites.cases.vocabulary import Framework
-from suites.kept.check import Check
+from suites.records.check import Check
 from suites.run.runnable import Runnable
 from suites.workloads import WORKLOADS, register
 from suites.workloads.base import Param, Workload

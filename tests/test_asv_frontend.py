@@ -20,8 +20,8 @@ from suites.cases.vocabulary import Status
 from suites.frontends import asv_support
 from suites.frontends.prepared import CaseUnavailable, runs_in_process
 from suites.grids.grid import builtin_suite_names, load_suite
-from suites.kept.asv_layout import AXES, LAUNCHED_SUFFIX, axis_values, case_id_from_axes
-from suites.kept.measurement import Measurement
+from suites.records.asv_layout import AXES, LAUNCHED_SUFFIX, axis_values, case_id_from_axes
+from suites.records.measurement import Measurement
 from suites.run.execute import Outcome
 from suites.strategies.versions import version_of
 from suites.workloads import workload_class, workload_of

@@ -18,8 +18,8 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore
+from suites.records.record import Record
+from suites.records.store import ResultsStore
 
 TINY_GRID = '[timing]\nbudget_s = 0.2\n[[grid]]\nworkload = "matmul"\nframework = "torch"\ndevice = "cpu"\n' \
             'params = { m = 8, n = 8, k = 8 }\n'
@@ -167,7 +167,7 @@ def test_a_bad_knob_is_one_line_naming_it_and_what_is_accepted(monkeypatch):
 
 
 def test_harness_overhead_exits_non_zero_outside_its_agreement(monkeypatch, capsys):
-    from suites.overhead import harness_overhead
+    from suites.selfchecks import harness_overhead
 
     medians = {"ours": 1.0, "theirs": 1.0}
     monkeypatch.setattr(harness_overhead, "parbench_median", lambda framework, size, rotate: medians["ours"])
@@ -194,7 +194,7 @@ def test_a_gpu_rank_on_a_machine_without_a_gpu_is_unavailable_with_the_reason(mo
 
 def test_compare_gate_passes_noisy_overlap_and_fails_a_clear_regression(tmp_path, capsys):
     """The gate end to end on stored records: same case, A's noisy samples against B's."""
-    from suites.kept.measurement import Measurement
+    from suites.records.measurement import Measurement
 
     steps = 1e-3 * np.random.default_rng(9).uniform(0.75, 1.25, 30)
     others = 1e-3 * np.random.default_rng(109).uniform(0.75, 1.25, 30)

@@ -14,7 +14,7 @@ from suites.cases.vocabulary import Framework
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
 from suites.grids.grid import load_suite
-from suites.kept.check import Check
+from suites.records.check import Check
 from suites.run.runnable import Runnable
 from suites.run.unsupported import Unsupported
 from suites.workloads import WORKLOADS, Workload

@@ -6,10 +6,10 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
-from suites.kept.bound_by import BoundBy, Signals, diagnose, signals_of
-from suites.kept.measurement import Measurement
-from suites.kept.record import Record
-from suites.kept.telemetry import GpuTelemetry, Spread, Telemetry
+from suites.records.bound_by import BoundBy, Signals, diagnose, signals_of
+from suites.records.measurement import Measurement
+from suites.records.record import Record
+from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry
 from suites.report.from_parbench import row as record_row
 from suites.report.html import render
 from suites.report.prices import PriceTable

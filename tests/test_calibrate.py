@@ -7,9 +7,9 @@ import pytest
 
 from suites.cases.vocabulary import DeviceKind, Framework, Precision
 from suites.frontends.cli import main
-from suites.kept.devices import discover
-from suites.kept.peaks import PeakTable, calibration_path
-from suites.kept.store import ResultsStore
+from suites.hardware.devices import discover
+from suites.hardware.peaks import PeakTable, calibration_path
+from suites.records.store import ResultsStore
 
 pytest.importorskip("torch")
 

@@ -12,7 +12,7 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
-from suites.kept.check import gradients_against_reference
+from suites.records.check import gradients_against_reference
 from suites.run import faults
 from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
@@ -79,7 +79,7 @@ def test_an_unknown_fault_is_an_error_naming_the_known_ones(monkeypatch):
 def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> str:
     """Run `case` with `fault` injected (rank processes inherit it): it fails, and its check's
     detail (returned) names the fault."""
-    from suites.kept.store import ResultsStore
+    from suites.records.store import ResultsStore
     from suites.run.runner import RunContext, run_case
 
     monkeypatch.setenv(faults.FAULT_ENV, fault.value)

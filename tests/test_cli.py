@@ -10,7 +10,7 @@ import pytest
 
 from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
-from suites.kept.store import ResultsStore
+from suites.records.store import ResultsStore
 
 TINY = """
 description = "tiny"
@@ -64,7 +64,7 @@ def test_run_stores_records_and_reports_missing_gpu_with_reason(capsys, tiny_gri
 
 def test_gpu_hidden_by_cuda_visible_devices_is_named(capsys, tiny_grid, results_dir, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    from suites.kept import devices
+    from suites.hardware import devices
     devices.discover.cache_clear()
     try:
         run_cli(capsys, "run", "--suite", tiny_grid, "--results", str(results_dir), "--filter", "device=gpu")

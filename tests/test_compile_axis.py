@@ -16,9 +16,9 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Framework, Status, Strategy
 from suites.errors import GridError, UserError
 from suites.grids.grid import parse_suite
-from suites.kept.devices import framework_installed
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS, Work
+from suites.hardware.devices import framework_installed
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS, Work
 from suites.report.columns import case_fields, tidy
 from suites.report.compilation import compile_pairs
 from suites.run import execute
@@ -260,7 +260,7 @@ def test_a_compiled_kernel_passes_the_numerics_check_with_its_compile_time_apart
 
 
 def test_interleaved_speedup_is_the_geometric_mean_of_abba_round_ratios():
-    from suites.overhead.compile_speedup import Interleaved, eager_twin
+    from suites.studies.compile_speedup import Interleaved, eager_twin
 
     case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8, "compile_mode": "max-autotune"},
                      compile="inductor")

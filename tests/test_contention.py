@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from suites.cases.vocabulary import Status
-from suites.kept.contention import Contention, CpuReading, judge, read_cpu
-from suites.kept.measurement import Measurement
-from suites.kept.store import ResultsStore
+from suites.records.contention import Contention, CpuReading, judge, read_cpu
+from suites.records.measurement import Measurement
+from suites.records.store import ResultsStore
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import per_problem
 from suites.run import runner

@@ -7,7 +7,7 @@ import time
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.kept import devices
+from suites.hardware import devices
 from suites.run.availability import unavailable_reason
 
 
@@ -49,7 +49,7 @@ def test_tf32_needs_a_gpu():
 
 
 def test_neutral_code_imports_no_framework():
-    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.run.runner, suites.kept.store, suites.workloads;"
+    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.run.runner, suites.records.store, suites.workloads;"
             "suites.frontends.cli.build_parser(); suites.grids.grid.load_suite('training');"
             "from suites.workloads import WORKLOADS; from suites.strategies.versions import version_of; [version_of(w) for w in WORKLOADS.values()];"
             "print([m for m in ('torch', 'tensorflow') if m in sys.modules])")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.metric_registry import METRICS, Work
+from suites.records.metric_registry import METRICS, Work
 from suites.report.choice import choices
 from suites.report.columns import config_label
 from suites.report.prices import PriceTable, add_costs

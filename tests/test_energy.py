@@ -9,16 +9,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from suites.kept.energy import DeviceEnergy, EnergyMeasurement
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS, Work
-from suites.run.energy import NvmlMeter, RaplMeter, meter_for, nvml_indices, rapl_delta_uj
+from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS, Work
+from suites.run.energy_meters import NvmlMeter, RaplMeter, meter_for, nvml_indices, rapl_delta_uj
 from suites.cases.vocabulary import DeviceKind
 from suites.run.timing import measure
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.kept.store import ResultsStore
+from suites.records.store import ResultsStore
 from suites.run.execute import Outcome
 from suites.run.runner import RunContext, store_outcome
 from tests.test_timing import FakeClock, PretendDevice, constant
@@ -240,9 +240,9 @@ def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, t
 
     from suites.cases.vocabulary import Framework
     from suites.frontends.cli import main
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
-    monkeypatch.setattr("suites.run.energy.POWERCAP", tmp_path / "no-powercap")
+    monkeypatch.setattr("suites.run.energy_meters.POWERCAP", tmp_path / "no-powercap")
     cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 2, ("Some CPU",))
     monkeypatch.setattr("suites.frontends.commands.devices.discover_all", lambda: [cpu])
     assert main(["devices", "--json"]) == 0
@@ -253,7 +253,7 @@ def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, t
 def test_every_ranks_gpu_readings_reach_rank_0_in_rank_order():
     import threading
 
-    from suites.run.energy import gather_energy
+    from suites.run.energy_meters import gather_energy
     from tests.test_memory import Rank, World
 
     own = {0: [DeviceEnergy("gpu", 0, 12.5, 2.0, "nvml_counter")],
@@ -275,8 +275,8 @@ def test_every_ranks_gpu_readings_reach_rank_0_in_rank_order():
 
 
 def test_gpu_readiness_says_each_paths_energy_or_why_it_was_not_read():
-    from suites.kept.record import Record
-    from suites.overhead.gpu_readiness import ReadinessPath, summarise
+    from suites.records.record import Record
+    from suites.selfchecks.readiness import ReadinessPath, summarise
 
     case = Case.make("matmul", "torch", "gpu", params={"m": 64, "n": 64, "k": 64})
     path = ReadinessPath("matmul torch gpu:1 single fp32", case, expected=True, why="")

@@ -5,7 +5,7 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Status
-from suites.kept.devices import discover
+from suites.hardware.devices import discover
 from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process
 from suites.run.launchers import launch_case

@@ -41,7 +41,7 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
+from suites.records.store import ResultsStore  # noqa: E402
 from suites.run import launchers  # noqa: E402
 from suites.run.eta import LAUNCH_OVERHEAD_S, case_estimate_s  # noqa: E402
 from suites.run.execute import FAILED_AT, Outcome  # noqa: E402
@@ -188,7 +188,7 @@ def test_torch_teardown_drops_the_cases_tensors_then_empties_the_cuda_cache(monk
 FAILING_WORKLOADS = textwrap.dedent('''
     """Test-only workloads whose case fails."""
     import time
-    from suites.kept.check import Check
+    from suites.records.check import Check
     from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
@@ -271,7 +271,7 @@ def failing_workloads(tmp_path, monkeypatch):
 def test_a_worker_whose_case_fails_writes_its_outcome_and_exits_non_zero(tmp_path, failing_workloads):
     out = tmp_path / "outcome.json"
     case = Case.make("failing_setup", "torch", "cpu")
-    result = subprocess.run([sys.executable, "-m", "suites.run.worker", "--case", case.id,
+    result = subprocess.run([sys.executable, "-m", "suites.run.case_process", "--case", case.id,
                              "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0, result.stderr
     outcome = Outcome.from_dict(json.loads(out.read_text()))

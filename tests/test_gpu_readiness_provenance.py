@@ -1,6 +1,6 @@
 """GPU/TPU readiness without the hardware: the TPU probe's resolver, COLAB_TPU_ADDR, TPU core
 counts and start-up time, GPU provenance from a fake nvidia-smi, input rotation sized to the
-device's last-level cache, and `python -m suites.overhead.gpu_readiness` with a pretend machine."""
+device's last-level cache, and `python -m suites.selfchecks.readiness` with a pretend machine."""
 from __future__ import annotations
 
 import json
@@ -16,13 +16,14 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
 from suites.grids.grid import load_suite
-from suites.kept import devices, provenance
-from suites.kept.check import Check
-from suites.kept.devices import DeviceInfo
-from suites.kept.measurement import Measurement
-from suites.kept.memory import MemoryPeak
-from suites.kept.store import ResultsStore
-from suites.overhead import gpu_readiness
+from suites.hardware import devices
+from suites.records import provenance
+from suites.records.check import Check
+from suites.hardware.devices import DeviceInfo
+from suites.records.measurement import Measurement
+from suites.records.peak_memory import MemoryPeak
+from suites.records.store import ResultsStore
+from suites.selfchecks import readiness as gpu_readiness
 from suites.run.execute import Outcome
 from suites.run.launchers import STARTUP_ALLOWANCE_S, case_timeout
 from suites.run.runner import RunContext, run_case
@@ -367,7 +368,7 @@ def test_a_gpu_record_stores_the_cuda_cudnn_nccl_and_capability_discovery_found(
 
 def test_provenance_imports_no_framework():
     """A CPU run starts as fast as before: provenance never imports torch or TensorFlow."""
-    code = ("import sys; from suites.kept.provenance import environment; environment(); "
+    code = ("import sys; from suites.records.provenance import environment; environment(); "
             "print([m for m in ('torch', 'tensorflow') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          timeout=60, check=True).stdout
@@ -396,8 +397,8 @@ def pretend_gpus(monkeypatch, torch_gpus: int = 2, tf_gpus: int = 2, capability:
             return DeviceInfo(framework, kind, 0, reason=f"no {kind} in this pretend machine")
         return DeviceInfo(framework, kind, count, ("NVIDIA H100 80GB HBM3",) * count,
                           details={"compute_capability": [capability] * count})
-    for where in ("suites.overhead.gpu_readiness", "suites.run.availability", "suites.kept.metrics",
-                  "suites.kept.devices"):
+    for where in ("suites.selfchecks.readiness", "suites.run.availability", "suites.records.metrics",
+                  "suites.hardware.devices"):
         monkeypatch.setattr(f"{where}.discover", fake)
 
 

@@ -25,7 +25,7 @@ from suites.frameworks.tf import backend as tf_backend  # noqa: E402
 from suites.frameworks.tf import distribute  # noqa: E402
 from suites.frameworks.tf.environment import DEFAULTS, TPU_PROCESS  # noqa: E402
 from suites.frameworks.torch import backend as torch_backend  # noqa: E402
-from suites.kept.devices import DeviceInfo  # noqa: E402
+from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.run import launchers  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.execute import Outcome, execute_in_process  # noqa: E402
@@ -113,7 +113,7 @@ TF_MODULES = sorted([*(f"suites.frameworks.tf.{path.stem}" for path in (REPO / "
 #: The ways into TensorFlow: every module of the TF subpackage and every model's TF module, the
 #: descriptor's discovery and the overhead check's bare TF loop.
 TF_ENTRY_POINTS = [*TF_MODULES, "suites.frameworks.tf:DESCRIPTOR.gpus",
-                   "suites.overhead.harness_overhead:tf_bare_loop_median"]
+                   "suites.selfchecks.harness_overhead:tf_bare_loop_median"]
 
 
 def _environment_when_tf_loads(entries: list[tuple[str, dict[str, str], list]]) -> dict[str, dict | None]:
@@ -128,7 +128,7 @@ def test_every_tf_entry_point_sets_memory_growth_and_keeps_libtpu_out_before_tf_
     """Items 1 and 3: whichever way a process reaches TensorFlow, when TF loads it finds
     TF_FORCE_GPU_ALLOW_GROWTH=true (no grabbing of every GPU's memory) and TPU_LOAD_LIBRARY=0
     (no libtpu, so no TPU lock held by the parbench process)."""
-    args = {"suites.overhead.harness_overhead:tf_bare_loop_median": [8]}
+    args = {"suites.selfchecks.harness_overhead:tf_bare_loop_median": [8]}
     entries = [(entry, {}, args.get(entry, [])) for entry in TF_ENTRY_POINTS]
     seen = _environment_when_tf_loads(entries)
     for entry in ("suites.frameworks.tf.kernels", "suites.frameworks.tf.training",
@@ -209,7 +209,7 @@ def four_gpus(monkeypatch, tf_placement):
 
 def pretend_tf_gpus(monkeypatch, count: int) -> None:
     """Discovery (which decides whether a case shares GPUs) sees `count` GPUs."""
-    monkeypatch.setattr("suites.kept.devices.discover", lambda framework, kind: DeviceInfo(
+    monkeypatch.setattr("suites.hardware.devices.discover", lambda framework, kind: DeviceInfo(
         framework, kind, count if kind is DeviceKind.GPU else 1, ("NVIDIA H100 80GB HBM3",) * count))
 
 

@@ -1,7 +1,7 @@
 """The package's layers, bottom to top, and the one-way imports between them.
 
 vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> grids ->
-tools (`overhead`, `examples`) -> front ends; `report` stands beside run, frameworks and
+tools (`selfchecks`, `studies`, `examples`) -> front ends; `report` stands beside run, frameworks and
 strategies: it reads records and needs none of the code that ran a case. A module imports only
 from its own layer and the layers `ALLOWED` names for it, so each layer can be read, tested and
 reused without the ones above.
@@ -30,14 +30,14 @@ MODEL_IMPLEMENTATIONS = tuple(sorted(".".join(path.relative_to(PACKAGE.parent).w
 #: layer -> the module prefixes in it (the longest prefix of a module decides).
 LAYERS: dict[str, tuple[str, ...]] = {
     "vocabulary": ("suites.errors", "suites.knobs", "suites.cases"),
-    "records": ("suites.kept",),
+    "records": ("suites.records", "suites.hardware"),
     "workloads": ("suites.workloads", "suites.models"),
     "run": ("suites.run",),
     "frameworks": ("suites.frameworks", *MODEL_IMPLEMENTATIONS),
     "strategies": ("suites.strategies",),
     "grids": ("suites.grids",),
     "report": ("suites.report",),
-    "tools": ("suites.overhead", "suites.examples"),
+    "tools": ("suites.selfchecks", "suites.studies", "suites.overhead", "suites.examples"),
     # The package itself: its public names are imported lazily from the layers above.
     "front ends": ("suites", "suites.frontends", "suites.__main__", "suites.worker"),
 }
@@ -61,7 +61,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 #: entry here that no longer exists (so the list only shrinks).
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # Device discovery asks a framework's descriptor, imported by name only when asked about.
-    ("suites.kept.devices", "suites.frameworks"): "discovery imports a framework lazily, by name",
+    ("suites.hardware.devices", "suites.frameworks"): "discovery imports a framework lazily, by name",
     # The run layer still takes cases at its entry points and resolves each into its job there
     # (`job_for`, cached); moving that to the front ends makes run take jobs.
     ("suites.run.availability", "suites.strategies.jobs"): "run resolves a case at its entry",
@@ -70,13 +70,13 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("suites.run.execute", "suites.strategies.jobs"): "run resolves a case at its entry",
     ("suites.run.launchers", "suites.strategies.jobs"): "run resolves a case at its entry",
     ("suites.run.recording", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.worker", "suites.strategies.jobs"): "the worker process resolves its case",
-    ("suites.run.worker", "suites.strategies.registry"): "the worker process resolves its case",
-    ("suites.run.worker", "suites.strategies.base"): "the worker process resolves its case",
-    ("suites.kept.metrics", "suites.strategies.jobs"): "derived metrics read the job's estimates",
-    ("suites.kept.metrics", "suites.strategies.registry"): "derived metrics read the job's estimates",
+    ("suites.run.case_process", "suites.strategies.jobs"): "the worker process resolves its case",
+    ("suites.run.case_process", "suites.strategies.registry"): "the worker process resolves its case",
+    ("suites.run.case_process", "suites.strategies.base"): "the worker process resolves its case",
+    ("suites.records.metrics", "suites.strategies.jobs"): "derived metrics read the job's estimates",
+    ("suites.records.metrics", "suites.strategies.registry"): "derived metrics read the job's estimates",
     # Records laid out for asv, and the reference rows' model sizes, read the workload registry.
-    ("suites.kept.asv_layout", "suites.workloads"): "asv class names are workload class names",
+    ("suites.records.asv_layout", "suites.workloads"): "asv class names are workload class names",
     ("suites.report.references", "suites.workloads.training"): "a reference row's model default sizes",
 }
 
@@ -227,7 +227,7 @@ def test_relative_imports_are_not_used():
 def test_the_checker_sees_an_upward_import_in_a_function():
     tree = ast.parse("def f():\n    from suites.report.loading import load_results\n")
     assert imports_of(tree) == [(2, "suites.report.loading", "static")]
-    assert upward("suites.kept.store", tree) == ["line 2: suites.report.loading (static, report)"]
+    assert upward("suites.records.store", tree) == ["line 2: suites.report.loading (static, report)"]
 
 
 def test_the_checker_sees_an_upward_dynamic_import():

@@ -17,21 +17,21 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.kept.check import Check
-from suites.kept.measurement import Measurement
-from suites.kept.memory import MemoryPeak
-from suites.kept.metrics import derive
-from suites.kept.peaks import PeakTable
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore, load_records
+from suites.records.check import Check
+from suites.records.measurement import Measurement
+from suites.records.peak_memory import MemoryPeak
+from suites.records.metrics import derive
+from suites.hardware.peaks import PeakTable
+from suites.records.record import Record
+from suites.records.store import ResultsStore, load_records
 from suites.report.columns import case_fields, environment_fields, tidy
 from suites.report.derived import add_throughput, fill_metrics
 from suites.report.display import memory as memory_cell
 from suites.report.display import record_table, size
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import per_problem
-from suites.run import memory as run_memory
-from suites.run.memory import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks
+from suites.run import memory_probes as run_memory
+from suites.run.memory_probes import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks
 from suites.run.runnable import Runnable
 from suites.run.timing import measure
 from tests.test_timing import FAST, FakeClock, PretendDevice, constant
@@ -239,7 +239,7 @@ def test_memory_metrics_are_derived_from_every_rank(tmp_path):
 # --- GPU probes, on fakes of the frameworks' documented APIs ---------------------------------------
 def test_torch_gpu_probe_resets_then_reads_allocated_and_reserved_per_device(monkeypatch):
     torch = pytest.importorskip("torch")
-    from suites.frameworks.torch import memory as torch_memory
+    from suites.frameworks.torch import memory_probe as torch_memory
 
     calls: list[tuple[str, int]] = []
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: calls.append(("reset", device.index)))
@@ -256,7 +256,7 @@ def test_torch_gpu_probe_resets_then_reads_allocated_and_reserved_per_device(mon
 
 def test_tf_gpu_probe_resets_then_reads_the_peak_and_has_no_reserved_figure(monkeypatch):
     tf = pytest.importorskip("tensorflow")
-    from suites.frameworks.tf import memory as tf_memory
+    from suites.frameworks.tf import memory_probe as tf_memory
 
     resets: list[str] = []
     monkeypatch.setattr(tf.config.experimental, "reset_memory_stats", resets.append)

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from suites.cases.case import Case
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS, TIDY_METRICS, Work
-from suites.kept.metrics import derive
-from suites.kept.peaks import PeakTable
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS, TIDY_METRICS, Work
+from suites.records.metrics import derive
+from suites.hardware.peaks import PeakTable
 from suites.report.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
 from suites.report.derived import add_throughput, fill_metrics
 from suites.report.html import render

@@ -11,9 +11,9 @@ import pytest
 from suites.cases.case import Case
 from suites.errors import GridError
 from suites.grids.grid import parse_suite
-from suites.kept.measurement import Measurement
-from suites.kept.metrics import derive
-from suites.kept.peaks import PeakTable
+from suites.records.measurement import Measurement
+from suites.records.metrics import derive
+from suites.hardware.peaks import PeakTable
 from suites.models.llama.spec import LlamaBlock
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small

@@ -10,9 +10,9 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Strategy
-from suites.kept import devices
-from suites.kept.devices import DeviceInfo
-from suites.overhead import gpu_readiness
+from suites.hardware import devices
+from suites.hardware.devices import DeviceInfo
+from suites.selfchecks import readiness as gpu_readiness
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of
@@ -44,7 +44,7 @@ def pretend(monkeypatch, gpu_count: int, tpu_reason: str = "no TPU runtime") -> 
         if kind is DeviceKind.CPU:
             return DeviceInfo(framework, kind, 1, ("cpu",))
         return DeviceInfo(framework, kind, 0, reason=tpu_reason)
-    for where in ("suites.overhead.gpu_readiness", "suites.run.availability", "suites.kept.devices"):
+    for where in ("suites.selfchecks.readiness", "suites.run.availability", "suites.hardware.devices"):
         monkeypatch.setattr(f"{where}.discover", fake)
 
 
@@ -232,14 +232,14 @@ def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, fram
 
 # --- item 1: a parameter-server chief sees no GPU ----------------------------------------------
 def test_an_empty_cuda_visible_devices_reads_no_gpu_rather_than_gpu_0():
-    from suites.run.energy import nvml_indices
+    from suites.run.energy_meters import nvml_indices
 
     assert nvml_indices([0], "") == [None]
 
 
 def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkeypatch, tmp_path):
     from suites.cases.vocabulary import Status
-    from suites.kept.record import Record
+    from suites.records.record import Record
 
     case = Case.make("train_step", "tf", "gpu", "parameter_server", "fp32", 2, {"model": "mlp", "batch": 32})
     said = Record(case=case, status=Status.OK, run_id="r", timestamp="t", suite="s", environment={},

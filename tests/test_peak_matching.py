@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from suites.cases.vocabulary import DeviceKind, Framework, Precision
-from suites.kept.devices import DeviceInfo
-from suites.kept.peaks import PEAKS_ENV, PeakTable, is_mig_slice, name_tokens
+from suites.hardware.devices import DeviceInfo
+from suites.hardware.peaks import PEAKS_ENV, PeakTable, is_mig_slice, name_tokens
 
 
 def gpu(name: str) -> DeviceInfo:
@@ -223,7 +223,7 @@ def test_a_cpu_has_no_table_bandwidth_it_is_measured(table):
                                                  (["avx2", "avx512f", "avx512_bf16"], 128), (["avx2"], 32)])
 def test_a_cpu_with_amx_has_the_tile_units_bf16_peak(table, monkeypatch, isa, bf16_per_cycle):
     """A 4th-gen Xeon's bf16 GEMMs run on AMX: the AVX-512 peak would put them above 100% of peak."""
-    import suites.kept.peaks as peaks
+    import suites.hardware.peaks as peaks
 
     monkeypatch.setattr(peaks, "cpu_clock_ghz", lambda: 2.0)
     cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",), details={"isa": isa, "usable_cores": 2})

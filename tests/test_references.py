@@ -10,7 +10,7 @@ import pytest
 from suites.cases.case import Case
 from suites.errors import UserError
 from suites.frontends.cli import main
-from suites.kept.references import REFERENCES_ENV, UNITS, ReferenceRow, load_references
+from suites.hardware.references import REFERENCES_ENV, UNITS, ReferenceRow, load_references
 from suites.report.references import matches, reference_tables, why_unmatched
 
 A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A100 80GB", precision="tf32",

@@ -11,7 +11,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Framework, Strategy
 from suites.frameworks.implementations import implementations, runnable_class
 from suites.frontends.asv_support import KIND_MODULES
-from suites.kept.devices import descriptor
+from suites.hardware.devices import descriptor
 from suites.run.launch import Launch
 from suites.run.launchers import LAUNCHERS
 from suites.run.runnable import Runnable

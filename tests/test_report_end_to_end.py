@@ -18,7 +18,7 @@ import pytest
 
 from suites.cases.case import Case
 from suites.frontends.cli import main
-from suites.kept.store import ResultsWarning
+from suites.records.store import ResultsWarning
 from suites.report.columns import COLUMNS
 from suites.report.loading import load_results
 from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, add_asv_benchmark,

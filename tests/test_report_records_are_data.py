@@ -9,10 +9,10 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
-from suites.kept.check import Check
-from suites.kept.measurement import Measurement
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore
+from suites.records.check import Check
+from suites.records.measurement import Measurement
+from suites.records.record import Record
+from suites.records.store import ResultsStore
 from suites.report.loading import load_results
 from suites.report.prices import PriceTable, add_costs
 

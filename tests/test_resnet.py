@@ -12,7 +12,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.grids.grid import load_suite
-from suites.kept.check import gradients_against_reference
+from suites.records.check import gradients_against_reference
 from suites.models.resnet.spec import ResNet50, conv_out
 from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
@@ -129,7 +129,7 @@ def test_torch_sync_batch_norm_on_two_emulated_ranks_passes_against_the_global_b
     the all-reduce of per-rank sums). "local" runs torch's own batch norm per rank; its
     per-shard reference is the one the parity test above checks (the standard suite runs it)."""
     pytest.importorskip("torch")
-    from suites.kept.store import ResultsStore
+    from suites.records.store import ResultsStore
     from suites.run.runner import RunContext, run_case
 
     store = ResultsStore(tmp_path / "results")

@@ -13,7 +13,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.frontends.cli import main
 from suites.frontends.commands import run as run_command
-from suites.kept.store import ResultsStore
+from suites.records.store import ResultsStore
 from suites.run.eta import busy_machine_note, case_estimate_s
 from suites.run.launchers import case_timeout
 from suites.run.runner import RunContext, run_cases

@@ -23,8 +23,8 @@ from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import reference_gradients  # noqa: E402
-from suites.kept.metric_registry import METRICS, Work  # noqa: E402
-from suites.kept.metrics import case_work  # noqa: E402
+from suites.records.metric_registry import METRICS, Work  # noqa: E402
+from suites.records.metrics import case_work  # noqa: E402
 from suites.models.llama.spec import LlamaBlock  # noqa: E402
 from suites.models.transformer.spec import BertBase, Gpt2Small  # noqa: E402
 from suites.run.runner import run_case  # noqa: E402
@@ -283,7 +283,7 @@ def test_a_zero_true_gradient_is_judged_against_the_whole_gradient_and_a_wrong_o
     """An attention key bias has an exactly zero gradient (softmax ignores a constant added to a
     row of scores); its float32 rounding must not fail the check, a wrong gradient must."""
     from suites.cases.vocabulary import Precision
-    from suites.kept.check import gradients_against_reference
+    from suites.records.check import gradients_against_reference
 
     reference = {"attn.k.bias": np.full(4, 1e-17), "attn.q.kernel": np.ones((4, 4))}
     rounded = {"attn.k.bias": np.full(4, 1e-8), "attn.q.kernel": np.ones((4, 4)) * (1 + 1e-7)}

@@ -14,10 +14,10 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.kept.check import Check
-from suites.kept.measurement import Measurement
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore, ResultsWarning, load_records
+from suites.records.check import Check
+from suites.records.measurement import Measurement
+from suites.records.record import Record
+from suites.records.store import ResultsStore, ResultsWarning, load_records
 
 
 def make_record(index: int, machine: str = "box") -> Record:

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from suites.kept.measurement import Measurement
-from suites.kept.telemetry import GpuTelemetry, Spread, Telemetry, burst_gain, reason_names
-from suites.run.telemetry import GpuSampler, busy_length, gather_telemetry
+from suites.records.measurement import Measurement
+from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry, burst_gain, reason_names
+from suites.run.telemetry_sampler import GpuSampler, busy_length, gather_telemetry
 from suites.run.timing import measure
 from tests.test_energy import TINY, NotSupported
 from tests.test_memory import Rank, World

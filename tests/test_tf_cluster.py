@@ -28,7 +28,7 @@ from suites.strategies.tf.parameter_server.trainer import WorkerUpdate  # noqa: 
 from suites.frameworks.tf.trainers import SingleDeviceTrainer  # noqa: E402
 from suites.frameworks.tf.training import CHECK_SEED, TfTrainStep  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
+from suites.records.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.execute import execute_in_process  # noqa: E402
 from suites.run.launchers import free_ports  # noqa: E402

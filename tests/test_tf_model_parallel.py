@@ -26,8 +26,8 @@ from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
 from suites.strategies.tf.model_parallel.staged import StagedTrainer  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.torch.kernels import SplitMatmul  # noqa: E402
-from suites.kept.check import against_reference, gradients_against_reference  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
+from suites.records.check import against_reference, gradients_against_reference  # noqa: E402
+from suites.records.store import ResultsStore  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.runner import RunContext, run_case  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402

@@ -30,7 +30,7 @@ from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
+from suites.records.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
 from suites.run.availability import unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from suites.cases.timing_config import TimingConfig
-from suites.kept.check import Check
-from suites.kept.measurement import OUT_OF_TIME, Measurement
+from suites.records.check import Check
+from suites.records.measurement import OUT_OF_TIME, Measurement
 from suites.run.runnable import Runnable
 from suites.run.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TooSlow, case_limit_s,
                                measure)

@@ -30,9 +30,9 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.qkv import fuse  # noqa: E402
 from suites.frameworks.torch import training as torch_training  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep, reference_losses  # noqa: E402
-from suites.kept.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
-from suites.kept.devices import DeviceInfo  # noqa: E402
-from suites.kept.store import ResultsStore  # noqa: E402
+from suites.records.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
+from suites.hardware.devices import DeviceInfo  # noqa: E402
+from suites.records.store import ResultsStore  # noqa: E402
 from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
 from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
@@ -334,7 +334,7 @@ def test_torch_rules_module_imports_no_framework():
 CRASHING_WORKLOAD = textwrap.dedent('''
     """Test-only workload: rank 1 dies abruptly right after joining the process group."""
     import os
-    from suites.kept.check import Check
+    from suites.records.check import Check
     from suites.strategies.registry import plugin_for
     from suites.run.runnable import Runnable
     from suites.cases.vocabulary import Framework
@@ -426,7 +426,7 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
     command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"parbench-test-{port}",
                "--rdzv-conf", "join_timeout=60", "--max-restarts", "0",
-               "-m", "suites.run.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
+               "-m", "suites.run.case_process", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
                "--out", str(out), "--results", str(tmp_path / "results"), "--label", "two-nodes"]
     # Both "machines" share this host's cores: one thread per rank, as parbench's launcher does.
     env = {**os.environ, "PARBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -456,7 +456,7 @@ def test_worker_refuses_bad_input_in_one_line(tmp_path):
     out = ["--out", str(tmp_path / "outcome.json")]
     for args, problem in ((["--case", "train_step/torch/cpu:2/ddp", *out], "not a case id"),
                           (["--case", train_case("ddp", n=2).id], "give --out")):
-        result = subprocess.run([sys.executable, "-m", "suites.run.worker", *args], cwd=REPO,
+        result = subprocess.run([sys.executable, "-m", "suites.run.case_process", *args], cwd=REPO,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and problem in result.stderr
         assert "Traceback" not in result.stderr

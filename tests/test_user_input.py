@@ -6,9 +6,9 @@ from pathlib import Path
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy
 from suites.frontends.cli import main
-from suites.frontends.custom import cases_for
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore
+from suites.frontends.benchmark_model import cases_for
+from suites.records.record import Record
+from suites.records.store import ResultsStore
 from suites.report.display import terminal
 from suites.workloads.user_model import UserModel
 

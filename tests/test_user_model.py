@@ -9,8 +9,8 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.errors import GridError
 from suites.grids.grid import parse_suite
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore
+from suites.records.record import Record
+from suites.records.store import ResultsStore
 from suites.run.availability import unavailable_reason
 from suites.run.runner import RunContext, run_case
 

@@ -1,2 +1,2 @@
 """Framework implementations: one subpackage per framework, whose `__init__` is its
-`DESCRIPTOR` (`suites.kept.devices.FrameworkDescriptor`) and imports no framework."""
+`DESCRIPTOR` (`suites.hardware.devices.FrameworkDescriptor`) and imports no framework."""

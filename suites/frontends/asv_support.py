@@ -37,13 +37,13 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.frontends.prepared import CaseUnavailable, PreparedCase, prepare, runs_in_process
 from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
-from suites.kept.asv_layout import AXES, axis_values, case_id_from_axes, class_name
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS
-from suites.kept.metrics import derive
-from suites.kept.peaks import PeakTable
-from suites.kept.provenance import machine_label
-from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.records.asv_layout import AXES, axis_values, case_id_from_axes, class_name
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS
+from suites.records.metrics import derive
+from suites.hardware.peaks import PeakTable
+from suites.records.provenance import machine_label
+from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.run.availability import unavailable_reason
 from suites.run.launchers import case_timeout
 from suites.run.launchers import launch_case

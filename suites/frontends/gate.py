@@ -34,7 +34,7 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.errors import UserError
-from suites.kept.devices import descriptor
+from suites.hardware.devices import descriptor
 
 THRESHOLD_ENV = "PARBENCH_GATE_THRESHOLD"
 DEFAULT_THRESHOLD = 0.20

@@ -10,7 +10,7 @@ Each benchmark is timed the way the core times it: set-up, numerics check and th
 warm-up (`suites.run.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
 step + synchronise, the block as long as the core's (no pytest-benchmark calibration).
 `extra_info` carries the case, status, derived metrics, numerics check and `emulated`;
-`machine_info["parbench"]` carries `suites.kept.provenance.environment()`.
+`machine_info["parbench"]` carries `suites.records.provenance.environment()`.
 """
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, Relativ
     judge, measure_relative, run_single_threaded, threshold_from
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
-from suites.kept.measurement import Measurement
-from suites.kept.metrics import derive
-from suites.kept.peaks import PeakTable
-from suites.kept.provenance import environment, machine_label, threads_in_use
-from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.records.measurement import Measurement
+from suites.records.metrics import derive
+from suites.hardware.peaks import PeakTable
+from suites.records.provenance import environment, machine_label, threads_in_use
+from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.strategies.jobs import job_for
 
 HEAVY_MARKER = "benchmark_heavy"

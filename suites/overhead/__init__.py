@@ -1,1 +1,2 @@
-"""Checks of parbench's own measuring machinery against hand-written baselines."""
+"""The old home of the self-checks and studies (now `suites.selfchecks`, `suites.studies`); only
+`gpu_readiness` remains, so `python -m suites.overhead.gpu_readiness` keeps working."""

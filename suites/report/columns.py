@@ -13,11 +13,11 @@ import pandas as pd
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.kept.metric_registry import METRICS, TIDY_METRICS
+from suites.records.metric_registry import METRICS, TIDY_METRICS
 from suites.report.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
-#: follow `params`. A derived metric's meaning is the registry's (suites.kept.metric_registry).
+#: follow `params`. A derived metric's meaning is the registry's (suites.records.metric_registry).
 COLUMNS: dict[str, str] = {
     "source": "front end that measured it: parbench, asv or pytest-benchmark",
     "machine": "machine label (`--label`, $PARBENCH_MACHINE or hostname; asv's machine name)",
@@ -44,7 +44,7 @@ COLUMNS: dict[str, str] = {
     "samples_s": "raw samples, seconds per step (empty when the source stored none)",
     "noisy": "spread stayed above the run's target (IQR/median)",
     "contended": "other work competed for the CPU while the case ran (load average above the cores, or steal "
-                 "time: suites.kept.contention); empty where not recorded (older records, asv, pytest-benchmark)",
+                 "time: suites.records.contention); empty where not recorded (older records, asv, pytest-benchmark)",
     "contention": "why the row is contended, e.g. 'load average 4.1 on 2 cores'; '' otherwise",
     "samples_per_s": METRICS["samples_per_s"].description,
     "tokens_per_s": METRICS["tokens_per_s"].description,
@@ -149,7 +149,7 @@ def gib(text: Any) -> float | None:
 
 
 def environment_fields(environment: Mapping[str, Any], device: str) -> dict[str, Any]:
-    """Flatten a parbench provenance environment (suites.kept.provenance.environment)."""
+    """Flatten a parbench provenance environment (suites.records.provenance.environment)."""
     cpu = environment.get("cpu") or {}
     gpu_list = [gpu for gpu in environment.get("gpus") or [] if isinstance(gpu, dict)]
     gpus = [gpu.get("name", "") for gpu in gpu_list]

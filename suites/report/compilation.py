@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suites.kept.metric_registry import METRICS, Work
+from suites.records.metric_registry import METRICS, Work
 from suites.report.columns import params_text
 from suites.report.comparison import speedup
 

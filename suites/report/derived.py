@@ -3,7 +3,7 @@
 For asv and pytest-benchmark rows, the registry's metrics of the median step (samples/s, TFLOP/s,
 all-reduce bandwidths, the analytic training-state estimates and a pipeline's bubble:
 `Metric.from_median_step`) are computed here from the row's median step time and the case's
-analytic work (`suites.kept.metrics.case_work`, as at run time), with the
+analytic work (`suites.records.metrics.case_work`, as at run time), with the
 registry's own functions,
 replacing what the source stored where the work is known: asv's track_* benchmarks time the
 case again, separately, so their figures disagree with the step time and samples of the row.
@@ -22,8 +22,8 @@ import pandas as pd
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.kept.metric_registry import METRICS, Work, roof_of_one_device
-from suites.kept.metrics import CASE_WORK, case_work
+from suites.records.metric_registry import METRICS, Work, roof_of_one_device
+from suites.records.metrics import CASE_WORK, case_work
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
 THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from suites.cases.vocabulary import Status
-from suites.kept.record import Record
+from suites.records.record import Record
 
 
 def terminal(stderr: bool = False) -> Console:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from suites.cases.case import Case
-from suites.kept.asv_layout import AXES, case_id_from_axes, workload_of_class
-from suites.kept.store import ResultsWarning
+from suites.records.asv_layout import AXES, case_id_from_axes, workload_of_class
+from suites.records.store import ResultsWarning
 from suites.report.columns import case_fields
 
 SOURCE = "asv"

@@ -1,12 +1,12 @@
-"""Rows of the tidy table from parbench's own results store (JSON Lines, suites.kept.store)."""
+"""Rows of the tidy table from parbench's own results store (JSON Lines, suites.records.store)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterator
 
-from suites.kept.metric_registry import TIDY_METRICS
-from suites.kept.record import Record
-from suites.kept.store import load_records
+from suites.records.metric_registry import TIDY_METRICS
+from suites.records.record import Record
+from suites.records.store import load_records
 from suites.report.columns import case_fields, environment_fields
 from suites.report.limit_columns import limit_fields
 

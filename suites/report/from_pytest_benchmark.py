@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from suites.cases.case import Case
-from suites.kept.metric_registry import TIDY_METRICS
+from suites.records.metric_registry import TIDY_METRICS
 from suites.report.columns import case_fields, environment_fields
 
 SOURCE = "pytest-benchmark"

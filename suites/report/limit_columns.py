@@ -1,5 +1,5 @@
 """The tidy table's columns of what limits a figure: the record's `bound_by` verdict and the GPU
-telemetry behind it (`suites.kept.bound_by`, `suites.kept.telemetry`). One group, apart from the
+telemetry behind it (`suites.records.bound_by`, `suites.records.gpu_telemetry`). One group, apart from the
 other columns; rows of sources that store neither (asv, pytest-benchmark, older records) leave
 them empty."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from suites.kept.record import Record
+from suites.records.record import Record
 
 LIMIT_COLUMNS: dict[str, str] = {
     "bound_by": "what limits the figure: compute, memory, power, launch, communication or unknown "
-                "(suites.kept.bound_by); '' where the record has no verdict",
+                "(suites.records.bound_by); '' where the record has no verdict",
     "bound_by_reason": "why that verdict, in one sentence (or why none could be given)",
     "gpu_sm_clock_mhz": "GPU rows: median SM clock over the timed blocks, MHz (median over the case's GPUs)",
     "gpu_max_sm_clock_mhz": "GPU rows: the SM clock the GPU may reach at most, MHz (NVML)",

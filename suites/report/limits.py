@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suites.kept.bound_by import BUSY_SHARE, CLOCK_SHARE, EXCHANGE_SHARE, NEAR_ROOF, VERDICTS
+from suites.records.bound_by import BUSY_SHARE, CLOCK_SHARE, EXCHANGE_SHARE, NEAR_ROOF, VERDICTS
 from suites.report.columns import config_label
 from suites.report.selection import latest, usable
 from suites.report.tables import Format, build, fmt_fraction, fmt_number, fmt_text, fmt_watts

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from suites.kept.store import ResultsStore, ResultsWarning
+from suites.records.store import ResultsStore, ResultsWarning
 from suites.report import from_asv, from_parbench, from_pytest_benchmark
 from suites.report.columns import tidy
 from suites.report.derived import add_throughput, fill_metrics

@@ -5,7 +5,7 @@ cost per PFLOP           = price per hour / 3600 * 1000 / sustained TFLOP/s
 (sustained: at steps timed / seconds timed, what a long run pays for; see report.derived)
 Price per hour of a row: its machine label's entry in [machines] if any (the whole machine),
 else n_devices x the [[device]] row that names the device (GPU/TPU: whole words, as the peaks
-table matches: `suites.kept.peaks.best_match`), else for CPU cases [cpu] per_core_hour x the
+table matches: `suites.hardware.peaks.best_match`), else for CPU cases [cpu] per_core_hour x the
 cores the run could use. A row without `per_hour` gives no price, and its `no_price_reason` says
 why; so does a device no row names.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
-from suites.kept.peaks import best_match
+from suites.hardware.peaks import best_match
 
 PRICES_ENV = "PARBENCH_PRICES"
 #: How `price_rule` begins where a row has no price; the reason follows.

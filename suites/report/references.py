@@ -1,6 +1,6 @@
 """The report's reference-comparison section: a machine's own figure beside published ones.
 
-Each row of the reference table (`suites.kept.references`) is listed with its source and
+Each row of the reference table (`suites.hardware.references`) is listed with its source and
 conditions, and beside it every run that matches it: the same model at the row's sizes (the
 model's defaults unless the row names others), the same precision and device count, on a device
 whose name has every word of the row's `match`, set beside the run's figure in the row's unit
@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from suites.kept.references import ReferenceRow
+from suites.hardware.references import ReferenceRow
 from suites.report.selection import latest, usable
 from suites.report.tables import Cell, Table
 from suites.workloads.training import MODELS

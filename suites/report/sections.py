@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from suites.kept.metric_registry import METRICS
+from suites.records.metric_registry import METRICS
 from suites.report import figures
 from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
@@ -18,7 +18,7 @@ from suites.report.limits import (VERDICT_TEXT, limit_columns, limits_summary, v
                                   verdict_table_columns)
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
-from suites.kept.references import ReferenceRow, load_references
+from suites.hardware.references import ReferenceRow, load_references
 from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.references import reference_tables

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
-from suites.kept.devices import DeviceInfo, discover, framework_installed, not_installed_reason
+from suites.hardware.devices import DeviceInfo, discover, framework_installed, not_installed_reason
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -9,9 +9,9 @@ from typing import Any
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.kept.check import Check
-from suites.kept.measurement import Measurement
-from suites.kept.memory import largest_peak
+from suites.records.check import Check
+from suites.records.measurement import Measurement
+from suites.records.peak_memory import largest_peak
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
 from suites.run.unsupported import Unsupported

@@ -127,7 +127,7 @@ def _tail(path: Path) -> list[str]:
 
 
 def _worker_command(case: Case, timing: TimingConfig, out: Path) -> list[str]:
-    return [sys.executable, "-m", "suites.run.worker", "--case", json.dumps(case.to_dict()),
+    return [sys.executable, "-m", "suites.run.case_process", "--case", json.dumps(case.to_dict()),
             "--timing", json.dumps(asdict(timing)), "--out", str(out)]
 
 
@@ -203,7 +203,7 @@ def stuck_at(log: str) -> str | None:
     main = None
     for block in _THREAD_HEADER.split(log)[1:]:
         frames = _FRAME.findall(block.split("\n\n", 1)[0])
-        if any(path.endswith("suites/run/worker.py") for path, _, _ in frames):
+        if any(path.endswith("suites/run/case_process.py") for path, _, _ in frames):
             main = frames  # the last dump's wins
     if not main:
         return None
@@ -222,7 +222,7 @@ _FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$', re.M)
 
 def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[int, float], bool]:
     """Wait for every process, but stop at the first non-zero exit: its peers would wait for
-    it forever (a worker whose case failed exits non-zero too, see `suites.run.worker`).
+    it forever (a worker whose case failed exits non-zero too, see `suites.run.case_process`).
 
     Returns the processes found exited non-zero, each with the last wall-clock time
     (`time.time()`, the clock of a worker's `failed_at`) it was seen still running, and

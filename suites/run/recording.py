@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.kept.bound_by import diagnose, signals_of
-from suites.kept.contention import Contention
-from suites.kept.metrics import case_work, derive
-from suites.kept.peaks import PeakTable
-from suites.kept.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
+from suites.records.bound_by import diagnose, signals_of
+from suites.records.contention import Contention
+from suites.records.metrics import case_work, derive
+from suites.hardware.peaks import PeakTable
+from suites.records.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
                                    threads_in_use)
-from suites.kept.record import Record
-from suites.kept.store import ResultsStore
+from suites.records.record import Record
+from suites.records.store import ResultsStore
 from suites.run.execute import Outcome
 from suites.strategies.jobs import job_for
 

@@ -6,12 +6,12 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable
 
 from suites.cases.vocabulary import DeviceKind
-from suites.kept.check import Check
-from suites.run.energy import EnergyMeter, NoMeter, meter_for
-from suites.run.telemetry import NoSampler, TelemetrySampler, sampler_for
+from suites.records.check import Check
+from suites.run.energy_meters import EnergyMeter, NoMeter, meter_for
+from suites.run.telemetry_sampler import NoSampler, TelemetrySampler, sampler_for
 
 if TYPE_CHECKING:
-    from suites.run.memory import MemoryProbe
+    from suites.run.memory_probes import MemoryProbe
     from suites.strategies.jobs import Job
 
 
@@ -89,7 +89,7 @@ class Runnable(ABC):
         return value
 
     def memory_probe(self) -> "MemoryProbe | None":
-        """What measures this process's peak memory over the timed steps (`suites.run.memory`);
+        """What measures this process's peak memory over the timed steps (`suites.run.memory_probes`);
         None: the runnable measures none. The timer calls it once, after setup and the check,
         on every rank alike, and gathers every rank's peaks to rank 0."""
         return None
@@ -105,7 +105,7 @@ class Runnable(ABC):
         return tuple(range(self.case.n_devices))
 
     def energy_meter(self) -> EnergyMeter:
-        """What reads this process's devices' energy over the timed steps (`suites.run.energy`);
+        """What reads this process's devices' energy over the timed steps (`suites.run.energy_meters`);
         the timer calls it once, on every rank alike, and gathers the readings to rank 0. A
         runnable without a case (a bare step to time) has none."""
         if getattr(self, "case", None) is None:
@@ -117,7 +117,7 @@ class Runnable(ABC):
 
     def telemetry_sampler(self) -> TelemetrySampler:
         """What samples this process's GPUs' clocks, power and clock-event reasons over the timed
-        steps (`suites.run.telemetry`); called like `energy_meter`."""
+        steps (`suites.run.telemetry_sampler`); called like `energy_meter`."""
         if getattr(self, "case", None) is None:
             return NoSampler("no case: no devices to sample")
         try:

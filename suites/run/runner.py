@@ -7,8 +7,8 @@ from typing import Callable, Iterable, Iterator
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.kept.contention import judge, read_cpu
-from suites.kept.record import Record
+from suites.records.contention import judge, read_cpu
+from suites.records.record import Record
 from suites.run.availability import unavailable_reason
 from suites.run.execute import Outcome
 from suites.run.launchers import launch_case

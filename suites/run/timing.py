@@ -11,14 +11,14 @@ from typing import Callable, Iterator
 import numpy as np
 
 from suites.cases.timing_config import TimingConfig
-from suites.kept.energy import EnergyMeasurement, absent
-from suites.kept.measurement import OUT_OF_TIME, Measurement
-from suites.kept.memory import MemoryPeak
-from suites.kept.telemetry import Telemetry
-from suites.run.energy import EnergyMeter, gather_energy
-from suites.run.memory import MemoryProbe, gather_peaks
+from suites.records.energy_readings import EnergyMeasurement, absent
+from suites.records.measurement import OUT_OF_TIME, Measurement
+from suites.records.peak_memory import MemoryPeak
+from suites.records.gpu_telemetry import Telemetry
+from suites.run.energy_meters import EnergyMeter, gather_energy
+from suites.run.memory_probes import MemoryProbe, gather_peaks
 from suites.run.runnable import Runnable
-from suites.run.telemetry import TelemetrySampler, gather_telemetry
+from suites.run.telemetry_sampler import TelemetrySampler, gather_telemetry
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
     from suites.workloads.base import Param, Workload
 
 
@@ -197,7 +197,7 @@ def on_shared_gpus(job: "Job", gpus: int) -> bool:
 
 def visible_gpus(framework: Framework) -> int:
     """The GPUs `framework` sees here (discovery, cached: imports the framework once)."""
-    from suites.kept import devices
+    from suites.hardware import devices
 
     return devices.discover(framework, DeviceKind.GPU).count
 

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.kept.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
+from suites.hardware.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
                                  cuda_visible_devices_reason, tpu_accelerator_type, tpu_device_files,
                                  tpu_runtime_evidence)
 from suites.frameworks.tf.environment import TPU_PROCESS

@@ -136,7 +136,7 @@ def logical_gpu_memory_mb(count: int, total_mb: float | None) -> int:
 
 def _gpu_memory_mb() -> float | None:
     """GPU 0's memory in MiB as nvidia-smi reports it ("81559 MiB"), or None."""
-    from suites.kept.provenance import nvidia_smi
+    from suites.records.provenance import nvidia_smi
 
     rows = nvidia_smi()
     memory = str(rows[0].get("memory", "")) if rows else ""

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
-from suites.kept.check import Check, against_reference
-from suites.kept.devices import last_level_cache_bytes
+from suites.records.check import Check, against_reference
+from suites.hardware.devices import last_level_cache_bytes
 from suites.run.runnable import Runnable
 from suites.run.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count

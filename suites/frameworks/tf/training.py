@@ -21,17 +21,17 @@ import numpy as np
 from suites.frameworks.tf import backend  # first: TF's environment before TF loads
 import tensorflow as tf
 
-from suites.kept.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
+from suites.records.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference,
                      loss_trajectory_check)
 from suites.cases.vocabulary import Compile, DeviceKind, Precision
-from suites.frameworks.tf import memory as tf_memory
+from suites.frameworks.tf import memory_probe as tf_memory
 from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus,
                                              replica_devices)
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, Trainer, TrainingSetup
 from suites.run import faults
-from suites.run.memory import MemoryProbe
+from suites.run.memory_probes import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import TrainStep

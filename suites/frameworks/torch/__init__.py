@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.kept.devices import DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason
+from suites.hardware.devices import DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason
 
 
 class TorchDescriptor(FrameworkDescriptor):

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
-from suites.kept.devices import cuda_visible_devices_reason
+from suites.hardware.devices import cuda_visible_devices_reason
 from suites.run.unsupported import Unsupported
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
@@ -43,7 +43,7 @@ class RankEnv:
                    if name not in os.environ]
         if missing:
             raise RuntimeError(f"not launched as a rank: {', '.join(missing)} unset (run it "
-                               "through `parbench run` or `torchrun ... -m suites.run.worker`)")
+                               "through `parbench run` or `torchrun ... -m suites.run.case_process`)")
         rank = int(os.environ["RANK"])
         return cls(rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank)))
 

@@ -1,7 +1,7 @@
 """The device's kernel time per step, from torch's profiler: how busy the GPU was within a step.
 
 A step whose kernels keep the GPU busy for a small share of its wall time measures the host
-launching them, not the GPU (`suites.kept.bound_by`'s `launch`). The busy time is the union of
+launching them, not the GPU (`suites.records.bound_by`'s `launch`). The busy time is the union of
 the device activities' intervals (kernels, copies, sets; not annotations), so kernels overlapping on several
 streams count once. The profiled steps come after the timed ones; only their device time is
 used, which the profiler's host-side overhead does not inflate.
@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from suites.cases.vocabulary import DeviceKind
-from suites.run.telemetry import busy_length
+from suites.run.telemetry_sampler import busy_length
 
 #: Steps profiled at most: enough to average over, few enough to keep the trace small.
 PROFILED_STEPS = 20

@@ -25,15 +25,15 @@ import torch
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch import batchnorm as torch_batchnorm
-from suites.frameworks.torch import memory as torch_memory
+from suites.frameworks.torch import memory_probe as torch_memory
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
 from suites.frameworks.torch.profiling import ProfiledKernels
-from suites.kept.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
+from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run import faults
-from suites.run.memory import MemoryProbe
+from suites.run.memory_probes import MemoryProbe
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.run.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count

@@ -11,10 +11,10 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.errors import UserError
-from suites.kept.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
-from suites.kept.peaks import save_bandwidth, save_calibration
-from suites.kept.provenance import machine_label
-from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.hardware.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
+from suites.hardware.peaks import save_bandwidth, save_calibration
+from suites.records.provenance import machine_label
+from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.report.display import terminal
 from suites.run.availability import unavailable_reason
 from suites.run.execute import execute_in_process

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from suites.errors import UserError
-from suites.kept.store import DEFAULT_RESULTS_DIR
+from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.report.display import seconds, terminal
 
 SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"

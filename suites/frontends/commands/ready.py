@@ -1,7 +1,7 @@
-"""`parbench ready`: is this GPU or TPU machine ready? (`suites.overhead.gpu_readiness`)."""
+"""`parbench ready`: is this GPU or TPU machine ready? (`suites.selfchecks.readiness`)."""
 from __future__ import annotations
 
-from suites.overhead.gpu_readiness import SUMMARY, add_arguments, run
+from suites.selfchecks.readiness import SUMMARY, add_arguments, run
 
 KNOBS: tuple[str, ...] = ()
 

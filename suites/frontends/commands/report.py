@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 from suites.errors import UserError
-from suites.kept.store import ResultsWarning
+from suites.records.store import ResultsWarning
 from suites.report.display import terminal
 
 SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.loading import load_files, result_files
     from suites.report.prices import PriceTable
     from suites.report.sections import ReportOptions, build_content
-    from suites.kept.references import load_references
+    from suites.hardware.references import load_references
 
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():

@@ -16,9 +16,9 @@ from suites.cases.filters import select
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.grids.grid import DEFAULT_SUITE, load_suite
-from suites.kept.provenance import now_iso
-from suites.kept.run_summary import RunSummary
-from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.records.provenance import now_iso
+from suites.records.run_summary import RunSummary
+from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
 from suites.run.cap import RunCap, cap_seconds
 from suites.run.eta import Eta, busy_machine_note, duration_text

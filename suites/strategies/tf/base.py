@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 #: The `backend` values of an allreduce case that mean something to TF.
 TF_BACKENDS = ("auto", "nccl", "ring")

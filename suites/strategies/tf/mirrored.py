@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from suites.strategies.jobs import Job
     import tensorflow as tf
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 class Mirrored(DistributeStrategy):

@@ -22,7 +22,7 @@ from suites.strategies.tf.model_parallel import ModelParallel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 class Pipeline(ModelParallel):

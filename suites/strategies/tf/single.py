@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 class Single(TfStrategy):

@@ -1,6 +1,6 @@
 """TF `tpu`: `tf.distribute.TPUStrategy` over the cores of a TPU, in a fresh process.
 
-Available only where `suites.kept.devices` found a TPU runtime, so nothing tries to connect
+Available only where `suites.hardware.devices` found a TPU runtime, so nothing tries to connect
 to an absent TPU (which blocks forever).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from suites.strategies.jobs import Job
     import tensorflow as tf
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 #: The TPU core counts a single-host TPU exposes to TensorFlow: 1 (v5e-1, v6e-1), 4 (v4-8,

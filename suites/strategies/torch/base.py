@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from suites.frameworks.torch.distributed import ProcessGroup
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 PROCESS_GROUP_BACKENDS = ("gloo", "nccl")
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 #: `devices` keeps the CPU: nn.DataParallel accepts a CPU module and runs it unchanged, which
 #: is worth a reason rather than no case at all.

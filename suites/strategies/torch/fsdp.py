@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from torch import nn
     from torch.distributed.device_mesh import DeviceMesh
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 RESHARD_HELP = ("FSDP: free each unit's gathered parameters after its forward and gather them "
                 "again for its backward (true, ZeRO-3-like) or keep them until then (false, "

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 @dataclass(frozen=True)
 class FsdpTensorOptions:

@@ -15,7 +15,7 @@ from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 class Horovod(TorchStrategy):

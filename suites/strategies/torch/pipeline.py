@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from suites.frameworks.torch.distributed import ProcessGroup
     from suites.frameworks.torch.models import StageLayer, TorchModel
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 #: Schedule parameter -> the `torch.distributed.pipelining` schedule class it runs.
 SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",

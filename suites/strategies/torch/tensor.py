@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from torch import nn
     from torch.distributed.device_mesh import DeviceMesh
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 COLWISE, ROWWISE = "colwise", "rowwise"
 #: A transformer block's split layers, by the last two parts of their module path: attention by

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from suites.strategies.jobs import Job
     import torch
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
     from suites.workloads.base import Workload
 
 TOWERS_ON_CPU = ("torch towers splits the matmul over CUDA devices, each computing on its own "

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from suites.frameworks.tf.distribute import Lockstep
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 
 class MultiWorker(ClusterStrategy):

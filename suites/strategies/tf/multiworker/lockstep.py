@@ -61,7 +61,7 @@ class WorkerLockstep(Lockstep):
 
     def machines(self) -> list[dict[str, Any]] | None:
         """Every worker's provenance (its machine, CPU, libraries, ...), in task order."""
-        from suites.kept.provenance import environment
+        from suites.records.provenance import environment
 
         rank = this_task_index()
         mine = json.dumps({"task": f"worker {rank}", **environment()}).encode()

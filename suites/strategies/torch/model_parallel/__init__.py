@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from suites.kept.devices import DeviceInfo
+    from suites.hardware.devices import DeviceInfo
 
 MODEL_PARALLEL_ON_CPU = ("model_parallel places layer groups on cuda:0..n-1 in one process; a "
                          "CPU-only machine has no such devices. Its emulated equivalent is strategy "

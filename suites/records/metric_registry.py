@@ -1,6 +1,6 @@
 """The derived metrics, each defined once: name, unit, formula, meaning and how it is computed.
 
-Every place that names a derived metric reads it from `METRICS`: the run (`suites.kept.metrics.derive`,
+Every place that names a derived metric reads it from `METRICS`: the run (`suites.records.metrics.derive`,
 which stores them in a record's ``metrics``), the report's loaders and tidy columns, the report's
 recomputation for asv and pytest-benchmark rows (`suites.report.derived`), and the report's
 Method section. A metric is a function of a `Work`: the analytic work of one step, its times,

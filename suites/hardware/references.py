@@ -21,7 +21,7 @@ import pandas as pd
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.errors import UserError
-from suites.kept.peaks import name_tokens
+from suites.hardware.peaks import name_tokens
 
 REFERENCES_ENV = "PARBENCH_REFERENCES"
 REFERENCES_FILE = "references.toml"
@@ -38,7 +38,7 @@ UNITS: dict[str, tuple[str, bool]] = {
 @dataclass(frozen=True)
 class ReferenceRow:
     model: str
-    #: Words that must all be whole words of the device's name (`suites.kept.peaks.name_tokens`).
+    #: Words that must all be whole words of the device's name (`suites.hardware.peaks.name_tokens`).
     match: str
     #: The device as the source names it.
     device: str

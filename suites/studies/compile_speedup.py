@@ -1,6 +1,6 @@
 """Compiled vs eager, interleaved: does compiling pay on this machine, and after how many steps?
 
-    python -m suites.overhead.compile_speedup [--suite compile] [--filter EXPR] [--rounds 2]
+    python -m suites.studies.compile_speedup [--suite compile] [--filter EXPR] [--rounds 2]
 
 Each compiled case of the suite (after `--filter`) runs with its eager twin (compile none, the
 case otherwise the same) through parbench's own launcher (`launch_case`: in process, a fresh
@@ -26,8 +26,8 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, Status
 from suites.errors import UserError
 from suites.grids.grid import load_suite
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS, Work
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS, Work
 from suites.report.compilation import break_even_text
 from suites.run.availability import unavailable_reason
 from suites.run.launchers import launch_case

@@ -1,6 +1,6 @@
 """TF pipeline step time against its theoretical bubble, the micro-batch counts interleaved.
 
-    python -m suites.overhead.tf_pipeline_bubble [--devices 2] [--microbatches 1,2,4,8]
+    python -m suites.studies.tf_pipeline_bubble [--devices 2] [--microbatches 1,2,4,8]
         [--rounds 6] [--seconds 1.0] [--batch 64] [--device cpu]
 
 Suite runs time one case after another, and this VM drifts by ~10% between them: too much to

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from suites.kept.memory import MemoryPeak
+from suites.records.peak_memory import MemoryPeak
 from suites.run.gathering import gather_rows
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ It shares no code with parbench: its own MLP (the `mlp` model's shape: 256 -> 51
 512 -> 10, ReLU), its own random data, its own timing (warm up; then repeatedly: barrier, time
 N steps, barrier). Launch it with torchrun:
 
-    torchrun --nproc-per-node 2 -m suites.overhead.plain_ddp --batch 32 --out plain.json
+    torchrun --nproc-per-node 2 -m suites.selfchecks.plain_ddp --batch 32 --out plain.json
 
 Rank 0 writes {"step_s": median seconds per step, "samples_s": [...]} to --out.
 """
@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="torchrun ... -m suites.overhead.plain_ddp")
+    parser = argparse.ArgumentParser(prog="torchrun ... -m suites.selfchecks.plain_ddp")
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch")
     parser.add_argument("--warmup", type=int, default=30, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=50, help="steps per timed repeat")

@@ -11,7 +11,7 @@ from typing import Any
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.cases.vocabulary import DeviceKind, Precision
-from suites.kept.devices import DeviceInfo
+from suites.hardware.devices import DeviceInfo
 
 PEAKS_ENV = "PARBENCH_PEAKS"
 CALIBRATION_FILE = "calibration.json"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from suites import knobs
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.kept.devices import cpu_last_level_cache_bytes, cpu_model, descriptor, discovered
+from suites.hardware.devices import cpu_last_level_cache_bytes, cpu_model, descriptor, discovered
 
 #: Distributions every record names the version of, besides each framework's own.
 LIBRARIES = ("parbench", "numpy", "pandas", "matplotlib", "asv", "pytest-benchmark")

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from suites.kept.energy import EnergyMeasurement
-from suites.kept.memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
+from suites.records.energy_readings import EnergyMeasurement
+from suites.records.peak_memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
-from suites.kept.telemetry import Telemetry, burst_gain
+from suites.records.gpu_telemetry import Telemetry, burst_gain
 
 
 #: Slowest over fastest rank (compute time, else busy time) above which a straggler is flagged.
@@ -44,14 +44,14 @@ class Measurement:
     #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
     #: runnable measures none (kernels, collectives) and in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
-    #: Energy of the case's devices over the timed blocks (`suites.kept.energy`), or why none was
+    #: Energy of the case's devices over the timed blocks (`suites.records.energy_readings`), or why none was
     #: read; None in records older than the field and where the timer read none (asv, pytest).
     energy: EnergyMeasurement | None = None
     #: A compiled case: compilations after the first step's, while warming up (the timed
     #: steps compiled nothing: a case whose did failed). None: not compiled, or an older record.
     recompiles: int | None = None
     #: GPU clocks, power, temperature, utilization and clock-event reasons over the timed blocks,
-    #: and the device's kernel time per step (`suites.kept.telemetry`); None where the timer
+    #: and the device's kernel time per step (`suites.records.gpu_telemetry`); None where the timer
     #: read none (older records, asv, pytest).
     telemetry: Telemetry | None = None
 

@@ -19,12 +19,12 @@ from typing import Iterable, Iterator
 
 from suites.errors import UserError
 from suites.knobs import MAX_LABEL_CHARS
-from suites.kept.record import Record
-from suites.kept.run_summary import RunSummary
+from suites.records.record import Record
+from suites.records.run_summary import RunSummary
 
 DEFAULT_RESULTS_DIR = Path("results")
 RECORDS_SUBDIR = "parbench"
-#: Under RECORDS_SUBDIR: one `<run_id>.json` per `parbench run` (`suites.kept.run_summary`).
+#: Under RECORDS_SUBDIR: one `<run_id>.json` per `parbench run` (`suites.records.run_summary`).
 RUNS_SUBDIR = "runs"
 
 

@@ -9,8 +9,8 @@ from typing import Iterable
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
-from suites.kept.record import Record
-from suites.kept.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.records.record import Record
+from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.run.runner import RunContext, run_cases
 from suites.run.scratch import run_temp_dir
 from suites.strategies.registry import is_combination

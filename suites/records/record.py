@@ -16,25 +16,25 @@ Schema version 1, one JSON object per line:
                  each rank's median step under no_sync, without the gradient all-reduce),
                  straggler, memory[] (training cases: peak memory over the timed steps per GPU or
                  per rank process, {kind, device, peak_bytes, reserved_bytes, baseline_bytes,
-                 rank}: suites.kept.memory; absent in older records), energy (over the timed
+                 rank}: suites.records.peak_memory; absent in older records), energy (over the timed
                  blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
                  joules_per_step, watts, reason — why there are no devices where there are
-                 none}: suites.kept.energy; absent in older records), recompiles (a compiled
+                 none}: suites.records.energy_readings; absent in older records), recompiles (a compiled
                  case's compilations after its first step's, in warm-up; null otherwise), telemetry
                  (GPU cases, over the timed blocks: {gpus[] {device, rank, samples, sm_clock_mhz,
                  mem_clock_mhz, power_w, temperature_c, utilization_pct (each {min, median, max}),
                  power_limit_w, max_sm_clock_mhz, reasons[] (NVML clock-event reasons seen)},
-                 kernel_s_per_step (profiler), reason}: suites.kept.telemetry), burst_gain (first
+                 kernel_s_per_step (profiler), reason}: suites.records.gpu_telemetry), burst_gain (first
                  timed block's speed over the median's - 1, where beyond the spread)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
-                and formulas are suites.kept.metric_registry.METRICS (null: applies, but unknown)
+                and formulas are suites.records.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
                 check held beyond what was held when it began; both null in older records)} or null
   contention    {load_before, load_after (1-minute load averages), steal_fraction, cores, contended,
-                why}: whether other work competed for the CPU over the case (suites.kept.contention);
+                why}: whether other work competed for the CPU over the case (suites.records.contention);
                 null where the case did not run here or in older records
   bound_by      ok records: what limits the figure, {verdict (compute | memory | power | launch |
-                communication | unknown), reason, evidence {figure: value}}: suites.kept.bound_by;
+                communication | unknown), reason, evidence {figure: value}}: suites.records.bound_by;
                 absent in older records
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
@@ -55,10 +55,10 @@ from typing import Any
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
-from suites.kept.bound_by import BoundBy
-from suites.kept.check import Check
-from suites.kept.contention import Contention
-from suites.kept.measurement import Measurement
+from suites.records.bound_by import BoundBy
+from suites.records.check import Check
+from suites.records.contention import Contention
+from suites.records.measurement import Measurement
 
 SCHEMA_VERSION = 1
 

@@ -1,6 +1,6 @@
 """Does the harness add time? Compare parbench's median with an independent timer, same op, same process.
 
-    python -m suites.overhead.harness_overhead [--size 512] [--rounds 5]
+    python -m suites.selfchecks.harness_overhead [--size 512] [--rounds 5]
 
 torch: parbench's median for an fp32 CPU matmul vs `torch.utils.benchmark.Timer(...).blocked_autorange()`
 on the same op (torch.mm with out=). TF: parbench's median vs a bare `tf.function` loop timed by hand.

@@ -1,14 +1,14 @@
-"""Derived metrics of a run: the registry's metrics (suites.kept.metric_registry) of one measurement.
+"""Derived metrics of a run: the registry's metrics (suites.records.metric_registry) of one measurement.
 Computed from the measurement, never stored alone."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from suites.cases.case import Case
-from suites.kept.devices import discover
-from suites.kept.measurement import Measurement
-from suites.kept.metric_registry import METRICS, Work
-from suites.kept.peaks import PeakTable, measured_bandwidth, measured_peak
+from suites.hardware.devices import discover
+from suites.records.measurement import Measurement
+from suites.records.metric_registry import METRICS, Work
+from suites.hardware.peaks import PeakTable, measured_bandwidth, measured_peak
 
 
 #: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.

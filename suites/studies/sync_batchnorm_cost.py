@@ -1,6 +1,6 @@
 """What does synchronised batch norm cost? ResNet's step with batchnorm "local" vs "sync".
 
-    python -m suites.overhead.sync_batchnorm_cost [--framework torch|tf] [--rounds 4]
+    python -m suites.studies.sync_batchnorm_cost [--framework torch|tf] [--rounds 4]
         [--params "batch=4,image=64,width=16,resnet_depth=14"] [--results DIR]
 
 Runs the data-parallel resnet50 case of the framework (torch ddp, TF mirrored) on 2 devices
@@ -20,7 +20,7 @@ from pathlib import Path
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import load_suite
-from suites.kept.store import ResultsStore
+from suites.records.store import ResultsStore
 from suites.run.runner import RunContext, run_case
 
 STRATEGIES = {"torch": "ddp", "tf": "mirrored"}
@@ -33,7 +33,7 @@ def parse_params(text: str) -> dict[str, int | str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.overhead.sync_batchnorm_cost",
+    parser = argparse.ArgumentParser(prog="python -m suites.studies.sync_batchnorm_cost",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--framework", choices=sorted(STRATEGIES), default="torch")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")

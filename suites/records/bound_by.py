@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 from suites.cases.case import Case
-from suites.kept.measurement import Measurement
-from suites.kept.telemetry import GpuTelemetry
+from suites.records.measurement import Measurement
+from suites.records.gpu_telemetry import GpuTelemetry
 
 Verdict = Literal["compute", "memory", "power", "launch", "communication", "unknown"]
 VERDICTS: tuple[Verdict, ...] = ("compute", "memory", "power", "launch", "communication", "unknown")

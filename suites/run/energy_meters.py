@@ -2,7 +2,7 @@
 
 `Runnable.energy_meter` gives the timer an `EnergyMeter` for the case's devices; the timer starts
 it just before the first timed block and stops it after the last, then gathers every rank's
-readings (`gather_energy`). What a reading means is in `suites.kept.energy`.
+readings (`gather_energy`). What a reading means is in `suites.records.energy_readings`.
 
 - GPUs: `NvmlMeter`, NVML through `nvidia-ml-py` (the optional extra `parbench[energy]`,
   imported only here, only for GPU cases). The total-energy counter where the GPU has one,
@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from suites.cases.vocabulary import DeviceKind
-from suites.kept.energy import DeviceEnergy, EnergyMeasurement, EnergyMethod, absent
+from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement, EnergyMethod, absent
 from suites.run.gathering import gather_rows
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
-"""Sampling a case's GPUs through NVML while its timed blocks run (`suites.kept.telemetry`).
+"""Sampling a case's GPUs through NVML while its timed blocks run (`suites.records.gpu_telemetry`).
 
 `Runnable.telemetry_sampler` gives the timer a `GpuSampler` for a GPU case's devices (the same
-NVML handles the energy meter finds: `suites.run.energy.nvml_handles`); the timer starts it with
+NVML handles the energy meter finds: `suites.run.energy_meters.nvml_handles`); the timer starts it with
 the energy meter before the first timed block and stops it after the last, then gathers every
 rank's readings (`gather_telemetry`). Each reading NVML refuses on a GPU (not supported there) is
 left out for that GPU, never stored as zero.
@@ -17,9 +17,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from suites.cases.vocabulary import DeviceKind
-from suites.kept.telemetry import (READINGS, GpuTelemetry, Spread, Telemetry, reason_names,
+from suites.records.gpu_telemetry import (READINGS, GpuTelemetry, Spread, Telemetry, reason_names,
                                    reasons_mask)
-from suites.run.energy import ENERGY_EXTRA, import_nvml, nvml_handles
+from suites.run.energy_meters import ENERGY_EXTRA, import_nvml, nvml_handles
 from suites.run.gathering import gather_rows
 
 if TYPE_CHECKING:

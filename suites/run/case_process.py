@@ -25,7 +25,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.kept.contention import Contention, judge, read_cpu
+from suites.records.contention import Contention, judge, read_cpu
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
@@ -70,7 +70,7 @@ def write_outcome(outcome: Outcome, out: Path, rank: int = 0) -> None:
 def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
                  suite: str, label: str | None, contention: Contention | None = None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
-    from suites.kept.store import ResultsStore
+    from suites.records.store import ResultsStore
     from suites.run.recording import RunContext, store_outcome
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
@@ -97,7 +97,7 @@ def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m suites.run.worker")
+    parser = argparse.ArgumentParser(prog="python -m suites.run.case_process")
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
@@ -132,7 +132,7 @@ def main() -> None:
         rank = plugin.this_rank(job)
         stores = args.results is not None and rank == 0
         if stores:
-            from suites.kept.store import ResultsStore
+            from suites.records.store import ResultsStore
             ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
     except (UserError, NoSuchStrategy, UnknownWorkload, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")

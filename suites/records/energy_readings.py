@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from suites.kept.metric_registry import JOULES_PER_KWH
+from suites.records.metric_registry import JOULES_PER_KWH
 
 EnergyMethod = Literal["nvml_counter", "nvml_power", "rapl"]
 

@@ -1,5 +1,5 @@
 """Peak memory of a TF case: the GPU allocator's statistics per GPU, or on the CPU the process's
-resident set (`suites.run.memory.ResidentMemoryProbe`).
+resident set (`suites.run.memory_probes.ResidentMemoryProbe`).
 
 `tf.config.experimental.reset_memory_stats(device)` at `start`, `get_memory_info(device)["peak"]`
 (bytes in use by tensors) at `stop`. TensorFlow has no figure of what its allocator reserved
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment before TF loads)
 import tensorflow as tf  # noqa: E402
 
-from suites.kept.memory import MemoryPeak
-from suites.run.memory import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
+from suites.records.peak_memory import MemoryPeak
+from suites.run.memory_probes import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
 
 
 def _name(device: str) -> str:

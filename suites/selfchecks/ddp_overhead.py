@@ -1,9 +1,9 @@
 """Does parbench's DDP measurement add overhead? Compare it with a plain torchrun script.
 
-    python -m suites.overhead.ddp_overhead [--rounds 6] [--budget 8]
+    python -m suites.selfchecks.ddp_overhead [--rounds 6] [--budget 8]
 
 Runs the training suite's DDP case (train_step, mlp, 2 gloo ranks on the CPU, fp32, batch 32
-per rank) through parbench's rank launcher and timer, and `suites.overhead.plain_ddp` — the same
+per rank) through parbench's rank launcher and timer, and `suites.selfchecks.plain_ddp` — the same
 model shape and batch in a hand-written loop — through torchrun, with the same threads per
 rank. Two ranks sharing two cores over loopback vary by ±5% from one run to the next, so one
 pair of runs can't resolve 3%: the two run in `--rounds` paired rounds, each giving both the
@@ -56,7 +56,7 @@ def plain_step_s(threads: int, repeats: int, pin: bool) -> float:
         out = Path(tmp) / "plain.json"
         command = [torchrun, "--nproc-per-node", str(CASE.n_devices), "--rdzv-backend", "c10d",
                    "--rdzv-endpoint", f"127.0.0.1:{free_ports(1)[0]}", "--max-restarts", "0",
-                   "-m", "suites.overhead.plain_ddp", "--batch", str(CASE.param_dict["batch"]),
+                   "-m", "suites.selfchecks.plain_ddp", "--batch", str(CASE.param_dict["batch"]),
                    "--threads", str(threads), "--steps", str(PLAIN_STEPS),
                    "--repeats", str(repeats), "--out", str(out), *(["--pin"] if pin else [])]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -78,7 +78,7 @@ def plain_step_s(threads: int, repeats: int, pin: bool) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.overhead.ddp_overhead",
+    parser = argparse.ArgumentParser(prog="python -m suites.selfchecks.ddp_overhead",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6,
                         help="paired rounds of both, in ABBA order; even balances the order (default 6)")

@@ -1,0 +1,3 @@
+"""Studies: scripts that answer one question on this machine by interleaved runs — does compiling
+pay (`compile_speedup`), what synchronised batch norm costs (`sync_batchnorm_cost`), a TF
+pipeline's step against its theoretical bubble (`tf_pipeline_bubble`)."""
