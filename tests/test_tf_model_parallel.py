@@ -185,7 +185,6 @@ def test_torch_split_matmul_runs_each_part_on_its_stream_and_sums_on_the_host():
     (train_case("model_parallel", n=1), "model_parallel over one device runs the whole model there"),
     (train_case("pipeline", n=4, depth=1), "pipeline over 4 devices makes 4 stages, and model 'mlp' has 2 layers"),
     (train_case("pipeline", microbatches=3), "microbatches = 3 does not divide the global batch of 32"),
-    (train_case("model_parallel", placement="param_server"), "placement 'param_server' is a towers layout"),
     (train_case("pipeline", device="gpu"), "no gpu"),
     (Case.make("matmul", "torch", "cpu", "towers", "fp32", 2, {"m": 64, "n": 64, "k": 64}), TOWERS_ON_CPU),
     (Case.make("matmul", "tf", "cpu", "towers", "fp32", 3, {"m": 64, "n": 64, "k": 64}),

@@ -339,7 +339,6 @@ def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorf
 
 @pytest.mark.parametrize("case, expected", [
     (train_case("tpu", n=8), "TPUStrategy runs on TPUs"),
-    (train_case("mirrored", n=2, placement="param_server"), "placement 'param_server' is a towers layout"),
     (train_case("towers", n=3, batch=4, scaling="strong"), "does not split evenly over 3 replicas"),
     (Case.make("allreduce", "tf", "cpu", "mirrored", "fp32", 2, {"bytes": 1024, "backend": "nccl"}),
      "NCCL all-reduce has no cpu kernel"),
@@ -391,3 +390,24 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # connections may be in TIME_WAIT
         sock.bind(("127.0.0.1", ports[0]))
         sock.listen()
+
+
+def test_towers_placement_is_an_option_of_towers_only(tmp_path):
+    """`placement` is TF towers' option (`job.options.placement`): a grid gives it to towers cases,
+    drops it from another strategy's, and refuses a value towers does not have, in one line."""
+    from suites.errors import UserError
+    from suites.grids.grid import load_suite
+    from suites.strategies.jobs import job_for
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('[[grid]]\nworkload = "train_step"\nframework = "tf"\ndevice = "cpu"\n'
+                    'strategy = ["towers", "mirrored"]\nn_devices = 2\n'
+                    'params = { model = "mlp", batch = 4, placement = "param_server" }\n')
+    cases = {case.strategy.value: case for case in load_suite(str(grid)).cases}
+    assert cases["towers"].param_dict["placement"] == "param_server"
+    assert job_for(cases["towers"]).options.placement == "param_server"
+    assert "placement" not in cases["mirrored"].param_dict
+    assert "placement" not in job_for(cases["towers"]).workload.p
+    grid.write_text(grid.read_text().replace('"param_server"', '"everywhere"'))
+    with pytest.raises(UserError, match="placement"):
+        load_suite(str(grid))

@@ -145,9 +145,6 @@ class TrainStep(Workload):
         Param("model", type=str, minimum=None, help=f"a built-in model ({', '.join(MODELS)}) or a registered user model"),
         Param("batch", help="per-device batch (weak scaling) or global batch (strong scaling)"),
         Param("scaling", type=str, default="weak", choices=("weak", "strong"), minimum=None),
-        Param("placement", type=str, default="replicated", choices=("replicated", "param_server"),
-              minimum=None, help="strategy towers: variables replicated on every tower, or on a "
-                                 "parameter device (the CPU) that averages and applies the update"),
         Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,
               help=f"sgd (plain, learning rate {OPTIMIZERS['sgd'].learning_rate}), momentum (SGD, momentum "
                    f"{OPTIMIZERS['momentum'].momentum}, weight decay {OPTIMIZERS['momentum'].weight_decay}: "

@@ -92,13 +92,6 @@ def replicas_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool
     return too_few_gpus_reason(job, device, what, can_share) or split_reason(job, "replicas")
 
 
-def mirrored_variables_reason(job: "Job", what: str) -> str | None:
-    """`placement = "param_server"` is a towers layout; other strategies mirror the variables."""
-    if param(job, "placement", "replicated") == "param_server":
-        return f"placement 'param_server' is a towers layout; {what} mirrors the variables on every replica"
-    return None
-
-
 def backend_reason(job: "Job", what: str, allowed: tuple[str, ...]) -> str | None:
     """An allreduce case's `backend` against what this TF strategy can do."""
     case = job.case

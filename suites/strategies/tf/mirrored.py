@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.run.launch import Launch
 from suites.strategies.base import on_shared_gpus
-from suites.strategies.tf.base import (DistributeStrategy, backend_reason, mirrored_variables_reason, param,
+from suites.strategies.tf.base import (DistributeStrategy, backend_reason, param,
                                        nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Mirrored(DistributeStrategy):
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         what = "MirroredStrategy"
         shared = on_shared_gpus(job, device.count) and param(job, "backend", "auto") == "nccl"
-        return (replicas_reason(job, device, what, self.shares_gpus) or mirrored_variables_reason(job, what)
+        return (replicas_reason(job, device, what, self.shares_gpus)
                 or backend_reason(job, what, ("auto", "nccl"))
                 or (shared and f"{what}'s NCCL all-reduce needs a GPU per replica; {device.count} visible "
                                "(backend 'auto' reduces logical GPUs through one)")

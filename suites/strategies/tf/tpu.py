@@ -12,7 +12,7 @@ from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import TPU_PROCESS
 from suites.run.launch import Launch
 from suites.strategies.base import split_reason
-from suites.strategies.tf.base import DistributeStrategy, mirrored_variables_reason
+from suites.strategies.tf.base import DistributeStrategy
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -52,7 +52,7 @@ class Tpu(DistributeStrategy):
                     f"this case asks for {case.n_devices} ({matching})")
         if case.precision is Precision.FP16:
             return "TPUs have no float16 arithmetic; their mixed precision is bf16"
-        return split_reason(job, "replicas") or mirrored_variables_reason(job, "TPUStrategy")
+        return split_reason(job, "replicas")
 
     def emulated(self, job: "Job") -> bool:
         return False

@@ -15,7 +15,7 @@ from suites.cases.vocabulary import Strategy
 from suites.run.launch import Launch
 from suites.strategies.base import too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
-from suites.strategies.tf.base import TfStrategy, param
+from suites.strategies.tf.base import TfStrategy
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -45,9 +45,6 @@ class ModelParallel(TfStrategy):
         too_few = too_few_gpus_reason(job, device, what, self.shares_gpus)
         if too_few:
             return too_few
-        if param(job, "placement", "replicated") == "param_server":
-            return (f"placement 'param_server' is a towers layout; {what} places each layer "
-                    "group's variables on its own device")
         return layers_reason(job, case.n_devices, f"{what} over {case.n_devices} devices")
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
-                                       mirrored_variables_reason, nccl_bf16_reason, replicas_reason)
+                                       nccl_bf16_reason, replicas_reason)
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -27,7 +27,7 @@ class MultiWorker(ClusterStrategy):
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         what = "MultiWorkerMirroredStrategy"
-        return (replicas_reason(job, device, what) or mirrored_variables_reason(job, what)
+        return (replicas_reason(job, device, what)
                 or backend_reason(job, what, TF_BACKENDS) or nccl_bf16_reason(job, what))
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:

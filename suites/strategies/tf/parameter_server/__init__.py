@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.frameworks.tf.cluster import read_tf_config
 from suites.strategies.options import option
-from suites.strategies.tf.base import ClusterStrategy, mirrored_variables_reason, replicas_reason
+from suites.strategies.tf.base import ClusterStrategy, replicas_reason
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -59,7 +59,7 @@ class ParameterServer(ClusterStrategy):
             return (f"{what} trains asynchronously: with {case.n_devices} workers there is no "
                     f"{case.precision} loss trajectory to compare with fp32 single-device training "
                     "(the mixed-precision check); use one worker, or fp32")
-        return replicas_reason(job, device, what) or mirrored_variables_reason(job, what)
+        return replicas_reason(job, device, what)
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """In the chief: wait (with the rendezvous timeout) until every worker and parameter

@@ -11,10 +11,12 @@ added on the host CPU with `tf.add_n` (`suites.frameworks.tf.kernels.TfMatmul`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Compile, Strategy
 from suites.run.launch import Launch
+from suites.strategies.options import option
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 from suites.workloads.kernels import Matmul
 
@@ -27,6 +29,13 @@ if TYPE_CHECKING:
     from suites.workloads.base import Workload
 
 
+@dataclass(frozen=True)
+class TowersOptions:
+    placement: str = option("replicated", choices=("replicated", "param_server"), minimum=None,
+                            help="variables replicated on every tower, or on a parameter device (the CPU) "
+                                 "that averages and applies the update")
+
+
 class Towers(TfStrategy):
     strategy = Strategy.TOWERS
     kinds = frozenset({"training", "kernel"})
@@ -35,6 +44,7 @@ class Towers(TfStrategy):
                           "another's statistics; synchronized batch norm needs tf.distribute's "
                           "replica context (strategy mirrored)")
     launch = Launch.ISOLATED
+    options_type = TowersOptions
     replicas_in_process = True
     shares_gpus = True  # logical GPUs split from one where there are fewer
     compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
@@ -62,10 +72,10 @@ class Towers(TfStrategy):
         from suites.frameworks.tf.distribute import replica_devices
         from suites.strategies.tf.towers.trainer import TowersTrainer
 
-        return TowersTrainer(setup, replica_devices(job), str(params["placement"]))
+        return TowersTrainer(setup, replica_devices(job), job.options.placement)
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        return f"{self.strategy} ({params['placement']})"
+        return f"{self.strategy} ({job.options.placement})"
 
 
 PLUGIN = Towers()
