@@ -75,9 +75,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("suites.run.case_process", "suites.strategies.base"): "the worker process resolves its case",
     ("suites.records.metrics", "suites.strategies.jobs"): "derived metrics read the job's estimates",
     ("suites.records.metrics", "suites.strategies.registry"): "derived metrics read the job's estimates",
-    # Records laid out for asv, and the reference rows' model sizes, read the workload registry.
-    ("suites.records.asv_layout", "suites.workloads"): "asv class names are workload class names",
-    ("suites.report.references", "suites.workloads.training"): "a reference row's model default sizes",
 }
 
 

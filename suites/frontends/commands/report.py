@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.prices import PriceTable
     from suites.report.sections import ReportOptions, build_content
     from suites.hardware.references import load_references
+    from suites.workloads.training import default_sizes
 
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     try:
         content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
-                                                     references=references))
+                                                     references=references, model_sizes=default_sizes()))
     except ValueError as error:
         raise UserError(str(error)) from None
     path = write(render(content, args.title, len(files), problems), args.output)
