@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 #: Public functions, imported on first use so `import suites` stays free of pandas and frameworks.
 _LAZY = {
-    "load_results": "suites.report.loading",
+    "load_results": "suites.frontends.results",
     "benchmark_model": "suites.frontends.benchmark_model",
     "user_model": "suites.workloads.user_model",
 }

@@ -73,8 +73,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("suites.run.case_process", "suites.strategies.jobs"): "the worker process resolves its case",
     ("suites.run.case_process", "suites.strategies.registry"): "the worker process resolves its case",
     ("suites.run.case_process", "suites.strategies.base"): "the worker process resolves its case",
-    ("suites.records.metrics", "suites.strategies.jobs"): "derived metrics read the job's estimates",
-    ("suites.records.metrics", "suites.strategies.registry"): "derived metrics read the job's estimates",
 }
 
 

@@ -48,6 +48,7 @@ from suites.run.availability import unavailable_reason
 from suites.run.launchers import case_timeout
 from suites.run.launchers import launch_case
 from suites.run.timing import measure
+from suites.strategies.jobs import job_for
 from suites.strategies.versions import version_of
 from suites.workloads import WORKLOADS, Workload
 
@@ -89,8 +90,9 @@ class CaseBenchmark(ABC):
 
     def _metric(self, axes: tuple[str, ...], name: str) -> float:
         case = self._case(axes)
+        job = job_for(case)
         value = derive(case, self._measurement(case), DEFAULT_RESULTS_DIR, machine_label(),
-                       PeakTable.load()).get(name)
+                       PeakTable.load(), job.work(), job.emulated).get(name)
         if value is None:
             raise SkipNotImplemented(f"{case.id} has no {name}")
         return value
