@@ -1,7 +1,8 @@
 """The package's layers, bottom to top, and the one-way imports between them.
 
-vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> grids ->
-tools (`selfchecks`, `studies`, `examples`) -> front ends; `report` stands beside run, frameworks and
+vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> orchestration
+(a case resolved into its job and run) -> grids -> tools (`selfchecks`, `studies`, `examples`) ->
+front ends; `report` stands beside run, frameworks and
 strategies: it reads records and needs none of the code that ran a case. A module imports only
 from its own layer and the layers `ALLOWED` names for it, so each layer can be read, tested and
 reused without the ones above.
@@ -35,6 +36,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "run": ("suites.run",),
     "frameworks": ("suites.frameworks", *MODEL_IMPLEMENTATIONS),
     "strategies": ("suites.strategies",),
+    "orchestration": ("suites.orchestration",),
     "grids": ("suites.grids",),
     "report": ("suites.report",),
     "tools": ("suites.selfchecks", "suites.studies", "suites.overhead", "suites.examples"),
@@ -50,10 +52,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "run": frozenset({"vocabulary", "records", "workloads"}),
     "frameworks": frozenset({"vocabulary", "records", "workloads", "run"}),
     "strategies": frozenset({"vocabulary", "records", "workloads", "run", "frameworks"}),
+    "orchestration": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
     "grids": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
     "report": frozenset({"vocabulary", "records"}),
-    "tools": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies", "grids",
-                        "report"}),
+    "tools": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies", "orchestration",
+                        "grids", "report"}),
     "front ends": frozenset(LAYERS) - {"front ends"},
 }
 
@@ -62,17 +65,6 @@ ALLOWED: dict[str, frozenset[str]] = {
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # Device discovery asks a framework's descriptor, imported by name only when asked about.
     ("suites.hardware.devices", "suites.frameworks"): "discovery imports a framework lazily, by name",
-    # The run layer still takes cases at its entry points and resolves each into its job there
-    # (`job_for`, cached); moving that to the front ends makes run take jobs.
-    ("suites.run.availability", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.availability", "suites.strategies.registry"): "run resolves a case at its entry",
-    ("suites.run.bounds", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.execute", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.launchers", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.recording", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.case_process", "suites.strategies.jobs"): "the worker process resolves its case",
-    ("suites.run.case_process", "suites.strategies.registry"): "the worker process resolves its case",
-    ("suites.run.case_process", "suites.strategies.base"): "the worker process resolves its case",
 }
 
 

@@ -281,7 +281,7 @@ REAL = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.
 
 
 def _run(case: Case, tmp_path: Path) -> Record:
-    from suites.run.runner import RunContext, run_case
+    from suites.orchestration.runner import RunContext, run_case
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()

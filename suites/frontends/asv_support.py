@@ -44,9 +44,9 @@ from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
-from suites.run.availability import unavailable_reason
-from suites.run.launchers import case_timeout
-from suites.run.launchers import launch_case
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.cases import case_timeout
+from suites.orchestration.cases import launch_case
 from suites.run.timing import measure
 from suites.strategies.jobs import job_for
 from suites.strategies.versions import version_of

@@ -4,8 +4,8 @@ its own record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.bound_by import diagnose, signals_of
@@ -17,7 +17,9 @@ from suites.records.provenance import (discovered_accelerators, environment, new
 from suites.records.record import Record
 from suites.records.store import ResultsStore
 from suites.run.execute import Outcome
-from suites.strategies.jobs import job_for
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 
 @dataclass
@@ -34,13 +36,13 @@ class RunContext:
         self.peaks = PeakTable.load()
 
 
-def store_outcome(case: Case, outcome: Outcome, context: RunContext,
+def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
-    """Attach provenance and derived metrics to what running `case` produced; store the record."""
+    """Attach provenance and derived metrics to what running the job's case produced; store the record."""
+    case = job.case
     metrics = {}
     bound_by = None
     details = outcome.details
-    job = job_for(case)
     if outcome.measurement is not None:
         work = job.work()
         metrics = derive(case, outcome.measurement, context.store.root,
