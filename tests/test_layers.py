@@ -60,12 +60,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     "front ends": frozenset(LAYERS) - {"front ends"},
 }
 
-#: Imports that still point up, each with why; the test below fails for any other, and for an
-#: entry here that no longer exists (so the list only shrinks).
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    # Device discovery asks a framework's descriptor, imported by name only when asked about.
-    ("suites.hardware.devices", "suites.frameworks"): "discovery imports a framework lazily, by name",
-}
 
 
 def layer_of(module: str) -> str:
@@ -171,8 +165,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def upward(module: str, tree: ast.AST) -> list[str]:
     return [f"line {line}: {target} ({kind}, {layer_of(target)})" for line, target, kind in imports_of(tree)
-            if layer_of(target) != layer_of(module) and layer_of(target) not in ALLOWED[layer_of(module)]
-            and (module, target) not in KNOWN_UPWARD]
+            if layer_of(target) != layer_of(module) and layer_of(target) not in ALLOWED[layer_of(module)]]
 
 
 @pytest.mark.parametrize("path", MODULES, ids=module_name)
@@ -180,13 +173,6 @@ def test_imports_point_down(path):
     module = module_name(path)
     found = upward(module, ast.parse(path.read_text()))
     assert not found, f"{module} ({layer_of(module)}) imports from a layer it may not: {found}"
-
-
-def test_every_known_upward_import_still_exists():
-    """An entry of KNOWN_UPWARD that was fixed is taken off the list."""
-    edges = {(module_name(path), target) for path in MODULES
-             for _, target, _ in imports_of(ast.parse(path.read_text()))}
-    assert not set(KNOWN_UPWARD) - edges
 
 
 def test_the_layers_form_a_dag():
