@@ -4,7 +4,8 @@ The timer judges a first step too slow only once it returns (`suites.run.timing.
 case timed in the parbench process cannot be stopped while a step runs (a bf16 GEMM without a
 fast path on an AVX2 CPU: 483 s a step, 16 minutes for its check and first step). So before a
 case runs, its first step is predicted from its analytic FLOPs and the rate small GEMMs of the
-same framework, device and precision run at here (one probe per run and combination):
+same framework, device and precision run at here (one probe per process and combination, timed by
+the caller: `suites.orchestration.cases.probe_flops_per_s`):
 
 - predicted over `REFUSE_FACTOR` x its first-step limit: refused up front, `unavailable`
   ("too slow here: predicted ..."), nothing run (the issue's case: 8 x);

@@ -139,7 +139,6 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
     named by the caller: `suites.orchestration.case_process`), wait for all under one deadline,
     combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
     slow, not hung."""
-    case = job.case
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
