@@ -5,10 +5,14 @@ Importing this package imports neither torch nor TensorFlow.
 """
 __version__ = "0.1.0"
 
+# The frameworks' descriptors, registered with device discovery (`suites.hardware.devices`, a
+# layer below the frameworks that names none of them): cheap, no framework is imported.
+from suites import frameworks as _frameworks  # noqa: E402,F401
+
 
 #: Public functions, imported on first use so `import suites` stays free of pandas and frameworks.
 _LAZY = {
-    "load_results": "suites.report.loading",
+    "load_results": "suites.frontends.results",
     "benchmark_model": "suites.frontends.benchmark_model",
     "user_model": "suites.workloads.user_model",
 }

@@ -21,8 +21,9 @@ from suites.frontends.asv_support import axis_params
 from suites.records.asv_layout import AXES, case_id_from_axes
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
-from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.runner import RunContext, run_case
+from suites.run.execute import Outcome, failed
+from suites.orchestration.cases import execute_in_process
+from suites.orchestration.runner import RunContext, run_case
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)

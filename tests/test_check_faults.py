@@ -80,7 +80,7 @@ def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> 
     """Run `case` with `fault` injected (rank processes inherit it): it fails, and its check's
     detail (returned) names the fault."""
     from suites.records.store import ResultsStore
-    from suites.run.runner import RunContext, run_case
+    from suites.orchestration.runner import RunContext, run_case
 
     monkeypatch.setenv(faults.FAULT_ENV, fault.value)
     store = ResultsStore(tmp_path / "results")

@@ -22,7 +22,7 @@ from suites.records.metric_registry import METRICS, Work
 from suites.report.columns import case_fields, tidy
 from suites.report.compilation import compile_pairs
 from suites.run import execute
-from suites.run.execute import execute_in_process
+from suites.orchestration.cases import execute_in_process
 from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin, plugin_for
@@ -191,9 +191,7 @@ def test_a_case_that_keeps_recompiling_fails_with_that_reason(monkeypatch):
     class Job:
         runnable_class = staticmethod(lambda job: PretendCompiled(FakeClock(), constant(0.002), lambda i: True))
 
-    monkeypatch.setattr(execute, "job_for", lambda case: Job())
-    outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8},
-                                           compile="inductor"), FAST)
+    outcome = execute.execute_in_process(Job(), FAST)
     assert outcome.status is Status.FAILED and outcome.reason.startswith("keeps recompiling")
 
 
@@ -273,7 +271,7 @@ def test_interleaved_speedup_is_the_geometric_mean_of_abba_round_ratios():
 
 
 def test_a_launched_compiled_case_is_given_time_for_two_cold_compiles():
-    from suites.run.launchers import case_timeout
+    from suites.orchestration.cases import case_timeout
     from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S
 
     eager, compiled = train("torch", "ddp", "none"), train("torch", "ddp", "inductor")

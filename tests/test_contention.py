@@ -12,9 +12,9 @@ from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import per_problem
-from suites.run import runner
+from suites.orchestration import runner
 from suites.run.execute import Outcome
-from suites.run.runner import RunContext, run_case
+from suites.orchestration.runner import RunContext, run_case
 from tests.report_support import TINY
 from tests.test_report_analysis import matmul, row, table
 

@@ -20,7 +20,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.store import ResultsStore
 from suites.run.execute import Outcome
-from suites.run.runner import RunContext, store_outcome
+from suites.orchestration.runner import RunContext, store_outcome
 from tests.test_timing import FakeClock, PretendDevice, constant
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,

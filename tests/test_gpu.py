@@ -6,9 +6,9 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Status
 from suites.hardware.devices import discover
-from suites.run.availability import unavailable_reason
-from suites.run.execute import execute_in_process
-from suites.run.launchers import launch_case
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.cases import execute_in_process
+from suites.orchestration.cases import launch_case
 from tests.conftest import FAST
 
 torch = pytest.importorskip("torch")

@@ -43,9 +43,10 @@ from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.run import launchers  # noqa: E402
-from suites.run.eta import LAUNCH_OVERHEAD_S, case_estimate_s  # noqa: E402
+from suites.run.eta import LAUNCH_OVERHEAD_S  # noqa: E402
+from suites.orchestration.cases import WORKER, case_estimate_s, launch_case  # noqa: E402
 from suites.run.execute import FAILED_AT, Outcome  # noqa: E402
-from suites.run.runner import RunContext, run_cases  # noqa: E402
+from suites.orchestration.runner import RunContext, run_cases  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402
 from suites.workloads import WORKLOADS, workload_of  # noqa: E402
 
@@ -134,11 +135,11 @@ def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
     assert not runs_in_process(case)  # asv and pytest-benchmark hand it to the launcher
     started = []
     monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED,
-                        lambda case, timing: started.append(case) or Outcome(Status.OK))
-    launchers.launch_case(case, FAST)
+                        lambda job, timing, worker: started.append(job.case) or Outcome(Status.OK))
+    launch_case(case, FAST)
     assert started == [case]
     # the run's time estimate counts a process start for it
-    monkeypatch.setattr("suites.run.eta.unavailable_reason", lambda case: None)
+    monkeypatch.setattr("suites.orchestration.cases.unavailable_reason", lambda case: None)
     assert case_estimate_s(case, FAST) == FAST.warmup_s + FAST.budget_s + LAUNCH_OVERHEAD_S
 
 
@@ -271,7 +272,7 @@ def failing_workloads(tmp_path, monkeypatch):
 def test_a_worker_whose_case_fails_writes_its_outcome_and_exits_non_zero(tmp_path, failing_workloads):
     out = tmp_path / "outcome.json"
     case = Case.make("failing_setup", "torch", "cpu")
-    result = subprocess.run([sys.executable, "-m", "suites.run.case_process", "--case", case.id,
+    result = subprocess.run([sys.executable, "-m", "suites.worker", "--case", case.id,
                              "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0, result.stderr
     outcome = Outcome.from_dict(json.loads(out.read_text()))
@@ -313,31 +314,31 @@ def test_the_rank_that_failed_first_is_blamed_not_its_peers(tmp_path):
     # Both wrote failed outcomes; rank 0's came from rank 1 going away, after rank 1's error.
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 20.0))
     _outcome_file(tmp_path, 1, _failed("check: ValueError: boom", 10.0))
-    combined = launchers._combine(case, FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {0: 9.0, 1: 9.0})
     assert (combined.reason, combined.details["rank"]) == ("rank 1: check: ValueError: boom", 1)
 
     # Rank 1 crashed without an outcome before rank 0's consequent error: the crash is named.
     (tmp_path / "rank1.json").unlink()
     ranks[1].returncode = -11
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 9.5))
-    combined = launchers._combine(case, FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {0: 9.0, 1: 9.0})
     assert combined.reason == "rank 1 exited with code -11 before reporting"
 
     # A rank stopped by the launcher is never blamed over the one that ended it.
     ranks[0].returncode = -15
     (tmp_path / "rank0.json").unlink()
     _outcome_file(tmp_path, 1, _failed("setup: MemoryError: out of memory", 10.0))
-    combined = launchers._combine(case, FAST, tmp_path, ranks, False, {1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {1: 9.0})
     assert combined.reason == "rank 1: setup: MemoryError: out of memory"
 
     # Rank 1 reported success, then crashed on its way out; the launcher stopped rank 0.
     _outcome_file(tmp_path, 1, Outcome(Status.OK))
     ranks[1].returncode = -6
-    combined = launchers._combine(case, FAST, tmp_path, ranks, False, {1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {1: 9.0})
     assert combined.reason == "rank 0 was stopped before reporting, after rank 1 exited with code -6"
 
     # Every rank succeeded: rank 0's outcome, which carries every rank's figures.
     _outcome_file(tmp_path, 0, Outcome(Status.OK, details={"who": 0}))
     _outcome_file(tmp_path, 1, Outcome(Status.OK, details={"who": 1}))
-    combined = launchers._combine(case, FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2, False, {})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2, False, WORKER, {})
     assert combined.status is Status.OK and combined.details == {"who": 0}

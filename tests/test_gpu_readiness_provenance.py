@@ -25,8 +25,9 @@ from suites.records.peak_memory import MemoryPeak
 from suites.records.store import ResultsStore
 from suites.selfchecks import readiness as gpu_readiness
 from suites.run.execute import Outcome
-from suites.run.launchers import STARTUP_ALLOWANCE_S, case_timeout
-from suites.run.runner import RunContext, run_case
+from suites.run.launchers import STARTUP_ALLOWANCE_S
+from suites.orchestration.cases import case_timeout
+from suites.orchestration.runner import RunContext, run_case
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin
 from suites.workloads import workload_of

@@ -27,8 +27,9 @@ from suites.frameworks.tf.environment import DEFAULTS, TPU_PROCESS  # noqa: E402
 from suites.frameworks.torch import backend as torch_backend  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.run import launchers  # noqa: E402
-from suites.run.availability import unavailable_reason  # noqa: E402
-from suites.run.execute import Outcome, execute_in_process  # noqa: E402
+from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
+from suites.run.execute import Outcome  # noqa: E402
+from suites.orchestration.cases import execute_in_process  # noqa: E402
 from suites.workloads import workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -162,10 +163,11 @@ def test_the_tpu_probe_runs_with_libtpu_allowed(monkeypatch):
 def test_the_tpu_worker_is_allowed_libtpu_and_other_isolated_workers_are_not(monkeypatch):
     launched = []
     monkeypatch.setattr(launchers, "_run_processes",
-                        lambda case, timing, envs: launched.append(envs) or Outcome(Status.OK))
-    launchers.run_isolated(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 4, {"model": "mlp", "batch": 32}), FAST)
-    launchers.run_isolated(Case.make("train_step", "tf", "cpu", "towers", "fp32", 2,
-                                     {"model": "mlp", "batch": 4}), FAST)
+                        lambda job, timing, envs, worker: launched.append(envs) or Outcome(Status.OK))
+    launchers.run_isolated(job_for(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 4, {"model": "mlp", "batch": 32})),
+                           FAST, WORKER)
+    launchers.run_isolated(job_for(Case.make("train_step", "tf", "cpu", "towers", "fp32", 2,
+                                             {"model": "mlp", "batch": 4})), FAST, WORKER)
     assert launched == [[{"TPU_LOAD_LIBRARY": "1"}], [{}]]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
-from suites.run.execute import execute_in_process
+from suites.orchestration.cases import execute_in_process
 from suites.workloads import workload_of
 from suites.workloads.kernels import Conv2d, same_padding
 

@@ -1,7 +1,8 @@
 """The package's layers, bottom to top, and the one-way imports between them.
 
-vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> grids ->
-tools (`selfchecks`, `studies`, `examples`) -> front ends; `report` stands beside run, frameworks and
+vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> orchestration
+(a case resolved into its job and run) -> grids -> tools (`selfchecks`, `studies`, `examples`) ->
+front ends; `report` stands beside run, frameworks and
 strategies: it reads records and needs none of the code that ran a case. A module imports only
 from its own layer and the layers `ALLOWED` names for it, so each layer can be read, tested and
 reused without the ones above.
@@ -35,6 +36,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "run": ("suites.run",),
     "frameworks": ("suites.frameworks", *MODEL_IMPLEMENTATIONS),
     "strategies": ("suites.strategies",),
+    "orchestration": ("suites.orchestration",),
     "grids": ("suites.grids",),
     "report": ("suites.report",),
     "tools": ("suites.selfchecks", "suites.studies", "suites.overhead", "suites.examples"),
@@ -50,35 +52,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "run": frozenset({"vocabulary", "records", "workloads"}),
     "frameworks": frozenset({"vocabulary", "records", "workloads", "run"}),
     "strategies": frozenset({"vocabulary", "records", "workloads", "run", "frameworks"}),
+    "orchestration": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
     "grids": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
     "report": frozenset({"vocabulary", "records"}),
-    "tools": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies", "grids",
-                        "report"}),
+    "tools": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies", "orchestration",
+                        "grids", "report"}),
     "front ends": frozenset(LAYERS) - {"front ends"},
 }
 
-#: Imports that still point up, each with why; the test below fails for any other, and for an
-#: entry here that no longer exists (so the list only shrinks).
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    # Device discovery asks a framework's descriptor, imported by name only when asked about.
-    ("suites.hardware.devices", "suites.frameworks"): "discovery imports a framework lazily, by name",
-    # The run layer still takes cases at its entry points and resolves each into its job there
-    # (`job_for`, cached); moving that to the front ends makes run take jobs.
-    ("suites.run.availability", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.availability", "suites.strategies.registry"): "run resolves a case at its entry",
-    ("suites.run.bounds", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.execute", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.launchers", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.recording", "suites.strategies.jobs"): "run resolves a case at its entry",
-    ("suites.run.case_process", "suites.strategies.jobs"): "the worker process resolves its case",
-    ("suites.run.case_process", "suites.strategies.registry"): "the worker process resolves its case",
-    ("suites.run.case_process", "suites.strategies.base"): "the worker process resolves its case",
-    ("suites.records.metrics", "suites.strategies.jobs"): "derived metrics read the job's estimates",
-    ("suites.records.metrics", "suites.strategies.registry"): "derived metrics read the job's estimates",
-    # Records laid out for asv, and the reference rows' model sizes, read the workload registry.
-    ("suites.records.asv_layout", "suites.workloads"): "asv class names are workload class names",
-    ("suites.report.references", "suites.workloads.training"): "a reference row's model default sizes",
-}
 
 
 def layer_of(module: str) -> str:
@@ -184,8 +165,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def upward(module: str, tree: ast.AST) -> list[str]:
     return [f"line {line}: {target} ({kind}, {layer_of(target)})" for line, target, kind in imports_of(tree)
-            if layer_of(target) != layer_of(module) and layer_of(target) not in ALLOWED[layer_of(module)]
-            and (module, target) not in KNOWN_UPWARD]
+            if layer_of(target) != layer_of(module) and layer_of(target) not in ALLOWED[layer_of(module)]]
 
 
 @pytest.mark.parametrize("path", MODULES, ids=module_name)
@@ -193,13 +173,6 @@ def test_imports_point_down(path):
     module = module_name(path)
     found = upward(module, ast.parse(path.read_text()))
     assert not found, f"{module} ({layer_of(module)}) imports from a layer it may not: {found}"
-
-
-def test_every_known_upward_import_still_exists():
-    """An entry of KNOWN_UPWARD that was fixed is taken off the list."""
-    edges = {(module_name(path), target) for path in MODULES
-             for _, target, _ in imports_of(ast.parse(path.read_text()))}
-    assert not set(KNOWN_UPWARD) - edges
 
 
 def test_the_layers_form_a_dag():

@@ -24,6 +24,7 @@ from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.record import Record
 from suites.records.store import ResultsStore, load_records
+from suites.strategies.jobs import case_work, job_for
 from suites.report.columns import case_fields, environment_fields, tidy
 from suites.report.derived import add_throughput, fill_metrics
 from suites.report.display import memory as memory_cell
@@ -38,6 +39,8 @@ from tests.test_timing import FAST, FakeClock, PretendDevice, constant
 
 MiB = 2**20
 TRAIN = Case.make("train_step", "torch", "cpu", params={"model": "mlp", "batch": 8})
+#: What the run layer passes `derive` for TRAIN: its analytic work and whether it is emulated.
+WORK = (case_work(TRAIN), job_for(TRAIN).emulated)
 
 
 # --- the CPU probe ------------------------------------------------------------------------------
@@ -224,15 +227,17 @@ def test_memory_is_kept_in_the_measurement_and_older_measurements_still_load():
 
 
 def test_memory_metrics_are_derived_from_every_rank(tmp_path):
-    metrics = derive(TRAIN, Measurement(samples=(1e-3,) * 5, memory=TWO_RANKS), tmp_path, "box", PeakTable.load())
+    metrics = derive(TRAIN, Measurement(samples=(1e-3,) * 5, memory=TWO_RANKS), tmp_path, "box",
+                     PeakTable.load(), *WORK)
     assert metrics["peak_memory_bytes"] == 350 * MiB  # the largest of one rank
     assert metrics["training_state_bytes"] == 150 * MiB  # the largest peak - baseline
     assert metrics["peak_memory_total_bytes"] == 650 * MiB  # what the host holds for both
     assert "peak_reserved_bytes" not in metrics  # CPU: no reserved figure
     gpu = (MemoryPeak("gpu", 0, 2 * 2**30, 3 * 2**30, 0), MemoryPeak("gpu", 1, 2 * 2**30, 5 * 2**30, 0))
-    gpu_metrics = derive(TRAIN, Measurement(samples=(1e-3,) * 5, memory=gpu), tmp_path, "box", PeakTable.load())
+    gpu_metrics = derive(TRAIN, Measurement(samples=(1e-3,) * 5, memory=gpu), tmp_path, "box",
+                     PeakTable.load(), *WORK)
     assert gpu_metrics["peak_reserved_bytes"] == 5 * 2**30 and gpu_metrics["training_state_bytes"] == 2 * 2**30
-    bare = derive(TRAIN, Measurement(samples=(1e-3,) * 5), tmp_path, "box", PeakTable.load())
+    bare = derive(TRAIN, Measurement(samples=(1e-3,) * 5), tmp_path, "box", PeakTable.load(), *WORK)
     assert not {"peak_memory_bytes", "training_state_bytes", "peak_memory_total_bytes"} & set(bare)
 
 
@@ -276,7 +281,7 @@ REAL = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.
 
 
 def _run(case: Case, tmp_path: Path) -> Record:
-    from suites.run.runner import RunContext, run_case
+    from suites.orchestration.runner import RunContext, run_case
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
@@ -343,7 +348,7 @@ def test_fits_compares_a_gpus_reserved_peak_with_one_gpu_and_cpu_ranks_together_
         report_row(ddp, "cpu-each-fits-both-do-not", SMALL_BOX, peak_memory_bytes=0.6 * 2**30,
                    peak_memory_total_bytes=1.2 * 2**30),
         report_row(TRAIN, "old-record", SMALL_BOX),
-    ]))).set_index("machine")
+    ]), case_work)).set_index("machine")
     assert frame.loc["fits", "device_memory_gib"] == pytest.approx(81559 / 1024)
     assert frame.loc["fits", "memory_fits"] == True  # noqa: E712 (pandas boolean)
     assert frame.loc["too-big", "memory_fits"] == False  # noqa: E712  reserved, not allocated, decides
@@ -357,7 +362,7 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
         report_row(gpu, "<b>box</b>", H100, peak_memory_bytes=3 * 2**30, training_state_bytes=3 * 2**30,
                    peak_reserved_bytes=4 * 2**30, peak_memory_total_bytes=3 * 2**30),
         report_row(Case.make("train_step", "torch", "gpu", precision="bf16", params={"model": "mlp", "batch": 8}), "<b>box</b>", H100),  # an older record: no memory
-    ])))
+    ]), case_work))
     (section,) = per_problem(add_costs(measured, PriceTable.load()), PriceTable.load().currency)
     headers = section.tables[0].headers
     assert {"peak memory", "peak reserved", "training state", "device memory", "fits"} <= set(headers)
@@ -367,6 +372,6 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
     assert cells["<b>box</b>bf16"][headers.index("peak memory")] == "–"
     assert [alt for _, alt in section.figures][-1].startswith("peak memory against throughput")
 
-    older = add_throughput(fill_metrics(tidy([report_row(TRAIN, "box", SMALL_BOX)])))
+    older = add_throughput(fill_metrics(tidy([report_row(TRAIN, "box", SMALL_BOX)]), case_work))
     (plain,) = per_problem(add_costs(older, PriceTable.load()), PriceTable.load().currency)
     assert "peak memory" not in plain.tables[0].headers and len(plain.figures) == 1

@@ -14,6 +14,7 @@ from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, TIDY_METRICS, Work
 from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
+from suites.strategies.jobs import case_work, job_for
 from suites.report.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
 from suites.report.derived import add_throughput, fill_metrics
 from suites.report.html import render
@@ -29,7 +30,7 @@ ALLREDUCE = Case.make("allreduce", "torch", "cpu", strategy="ddp", n_devices=4, 
 
 
 def run_time(case: Case, results_dir: Path) -> dict[str, float | None]:
-    return derive(case, Measurement(samples=SAMPLES), results_dir, "box", PeakTable.load())
+    return derive(case, Measurement(samples=SAMPLES), results_dir, "box", PeakTable.load(), case_work(case), job_for(case).emulated)
 
 
 def pytest_benchmark_row(case: Case) -> dict:
@@ -40,7 +41,7 @@ def pytest_benchmark_row(case: Case) -> dict:
 
 
 def report_time(case: Case) -> pd.Series:
-    return fill_metrics(tidy([pytest_benchmark_row(case)])).iloc[0]
+    return fill_metrics(tidy([pytest_benchmark_row(case)]), case_work).iloc[0]
 
 
 def test_every_metric_has_a_unit_a_formula_and_a_meaning():
@@ -92,7 +93,7 @@ def test_a_metric_without_its_inputs_is_left_out_but_an_unknown_peak_is_kept_as_
 
 
 def test_the_method_section_lists_every_metric_with_its_unit_and_formula():
-    frame = add_throughput(fill_metrics(tidy([pytest_benchmark_row(case) for case in (MATMUL, TRAIN, ALLREDUCE)])))
+    frame = add_throughput(fill_metrics(tidy([pytest_benchmark_row(case) for case in (MATMUL, TRAIN, ALLREDUCE)]), case_work))
     content = build_content(frame, ReportOptions(prices=PriceTable.load()))
     page = html.unescape(render(content, "metrics", files=1, warnings=[]))
     method = page[page.index("Method and formulas"):]

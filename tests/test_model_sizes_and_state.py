@@ -20,7 +20,7 @@ from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.report.columns import case_fields, tidy
 from suites.report.derived import fill_metrics
 from suites.strategies.base import STATE_BYTES
-from suites.strategies.jobs import job_for
+from suites.strategies.jobs import case_work, job_for
 from suites.strategies.registry import plugin_for
 from suites.workloads import workload_of
 from suites.workloads.training import (MODELS, OPTIMIZERS, SIZE_PARAMS, Mlp, ResidualCnn, TrainStep,
@@ -184,19 +184,19 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
 
 def test_records_and_reports_carry_the_estimates(tmp_path: Path):
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8, "optimizer": "adam"})
-    stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load())
+    stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load(), case_work(case), job_for(case).emulated)
     estimate = job_for(case).state_estimate()
     assert stored["state_bytes_per_device_estimate"] == estimate["total"] == 16 * parameter_count(Mlp())
     assert stored["activation_bytes_per_device_estimate"] == estimate["activations"]
     kernel = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
     assert "state_bytes_per_device_estimate" not in derive(kernel, Measurement(samples=(0.01,)), tmp_path, "box",
-                                                           PeakTable.load())
+                                                           PeakTable.load(), case_work(kernel), False)
     # a pytest-benchmark row stored no metrics: the report computes the same estimate
     row = {"source": "pytest-benchmark", "machine": "box", **case_fields(case), "status": "ok", "run_id": "r",
            "timestamp": "2025-01-01T00:00:00+00:00", "median_s": 0.011, "samples_s": (0.011,), "iqr_s": 0.0, "n": 1}
-    filled = fill_metrics(tidy([row])).iloc[0]
+    filled = fill_metrics(tidy([row]), case_work).iloc[0]
     assert filled["state_bytes_per_device_estimate"] == estimate["total"]
     assert filled["activation_bytes_per_device_estimate"] == estimate["activations"]
     cnn = fill_metrics(tidy([{**row, **case_fields(Case.make("train_step", "tf", "cpu", params={
-        "model": "cnn", "batch": 8}))}])).iloc[0]
+        "model": "cnn", "batch": 8}))}]), case_work).iloc[0]
     assert cnn["state_bytes_per_device_estimate"] > 0 and pd.isna(cnn["activation_bytes_per_device_estimate"])

@@ -254,6 +254,7 @@ def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkey
                                                          ("torch", "towers", True)])
 def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framework, strategy, kernel):
     from suites.cases.timing_config import TimingConfig
+    from suites.orchestration.cases import launch_case
     from suites.run import launchers
     from suites.run.launch import Launch
 
@@ -262,10 +263,10 @@ def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framewor
                          2 if strategy == "towers" else 1, params)
     cpu_case = Case.make("train_step", framework, "cpu", "single", "fp32", 1, {"model": "mlp", "batch": 32})
     used = []
-    monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED, lambda case, timing: used.append("isolated"))
-    monkeypatch.setitem(launchers.LAUNCHERS, Launch.IN_PROCESS, lambda case, timing: used.append("in_process"))
-    launchers.launch_case(gpu_case, TimingConfig())
-    launchers.launch_case(cpu_case, TimingConfig())
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED, lambda job, timing, worker: used.append("isolated"))
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.IN_PROCESS, lambda job, timing, worker: used.append("in_process"))
+    launch_case(gpu_case, TimingConfig())
+    launch_case(cpu_case, TimingConfig())
     assert used == ["isolated", "in_process"]
 
 

@@ -12,11 +12,14 @@ from suites.errors import UserError
 from suites.frontends.cli import main
 from suites.hardware.references import REFERENCES_ENV, UNITS, ReferenceRow, load_references
 from suites.report.references import matches, reference_tables, why_unmatched
+from suites.workloads.training import default_sizes
 
 A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A100 80GB", precision="tf32",
                          n_devices=1, samples_per_s=938.0, source="test source", unit="img/s")
 
 
+#: The built-in models' default sizes, as the report command gives them.
+SIZES = default_sizes()
 DLE_RESNET = "NVIDIA DeepLearningExamples, ResNet50 v1.5 for PyTorch"
 LAMBDA = "Lambda, deeplearning-benchmark"
 
@@ -71,7 +74,7 @@ def test_the_shipped_table_holds_the_transformer_figures_in_tokens_per_second_at
 def test_an_h100_run_stands_beside_the_shipped_rows_of_other_boards_in_their_units():
     run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", param_seq=8192.0,
                  samples_per_s=6.0, tokens_per_s=48_000.0)  # 6,000 tokens/s per GPU
-    tables = reference_tables(pd.DataFrame([run]), load_references())
+    tables = reference_tables(pd.DataFrame([run]), load_references(), SIZES)
     others = [[cell.text for cell in row] for row in tables[-1].rows]
     (beside,) = [row for row in others if row[0] == "llama_block (seq=8192)"]
     assert beside[5:9] == ["6,000", "NVIDIA H100 96GB HBM2e SXM, 500 W (Meta Grand Teton)", "5,762 tokens/s/GPU", "1.04×"]
@@ -124,9 +127,9 @@ def run_row(**fields) -> pd.Series:
 ])
 def test_a_run_matches_a_row_on_model_at_its_size_device_precision_and_device_count(fields, why):
     row = run_row(**fields)
-    assert matches(A100_TF32, row) is (why is None)
+    assert matches(A100_TF32, row, SIZES) is (why is None)
     if why:
-        assert why in why_unmatched([A100_TF32], row)
+        assert why in why_unmatched([A100_TF32], row, SIZES)
 
 
 def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_without_inventing_figures():
@@ -135,7 +138,7 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
                           run_row(case_id="bad", check_passed=False, samples_per_s=5000.0, throughput=5000.0)])
     v100 = ReferenceRow(model="resnet50", match="V100 16GB", device="V100", precision="fp32", n_devices=1,
                         samples_per_s=367.0, source="s")
-    matched, unmatched = reference_tables(frame, [A100_TF32, v100])
+    matched, unmatched = reference_tables(frame, [A100_TF32, v100], SIZES)
     texts = [[cell.text for cell in row] for row in matched.rows]
     assert texts[0][-3:] == ["box: torch single, gpu×1, batch 256/device", "900", "0.96×"]
     assert texts[1][-3:] == ["no matching run", "–", "–"]  # nothing invented for the V100 row
@@ -146,7 +149,7 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
 def test_a_run_on_another_accelerator_stands_beside_the_a100_row_with_the_ratio():
     h100 = run_row(device_name="NVIDIA H100 80GB HBM3", samples_per_s=2514.0, throughput=2514.0)
     small = run_row(case_id="small", device_name="NVIDIA H100 80GB HBM3", param_image=64.0)
-    _, unmatched, others = reference_tables(pd.DataFrame([h100, small]), [A100_TF32])
+    _, unmatched, others = reference_tables(pd.DataFrame([h100, small]), [A100_TF32], SIZES)
     (texts,) = [[cell.text for cell in row] for row in others.rows]  # the smaller model has no row
     assert texts[2:9] == ["NVIDIA H100 80GB HBM3", "tf32", "1", "2,514", "NVIDIA A100 80GB", "938 img/s", "2.68×"]
     assert len(unmatched.rows) == 2  # neither matches the A100 row itself
@@ -183,33 +186,33 @@ def lm_run(**fields) -> pd.Series:
 
 def test_a_tokens_per_second_row_stands_beside_the_runs_tokens_per_second_not_its_samples():
     run = lm_run(device_name="NVIDIA H100 80GB HBM3", tokens_per_s=2_000_000.0)
-    assert GPT2_A100.run_figure(run) == 2_000_000.0 and not matches(GPT2_A100, run)  # another board
-    assert matches(GPT2_A100, lm_run(device_name="NVIDIA A100-SXM4-80GB"))
-    _, _, others = reference_tables(pd.DataFrame([run]), [GPT2_A100])
+    assert GPT2_A100.run_figure(run) == 2_000_000.0 and not matches(GPT2_A100, run, SIZES)  # another board
+    assert matches(GPT2_A100, lm_run(device_name="NVIDIA A100-SXM4-80GB"), SIZES)
+    _, _, others = reference_tables(pd.DataFrame([run]), [GPT2_A100], SIZES)
     (texts,) = [[cell.text for cell in row] for row in others.rows]
     assert texts[5:9] == ["2,000,000", "A100 80GB", "1,000,000 tokens/s", "2.00×"]
     # a record without a token count has no figure in tokens/s: it matches no tokens/s row
     no_tokens = lm_run(device_name="NVIDIA A100-SXM4-80GB", tokens_per_s=float("nan"))
-    assert not matches(GPT2_A100, no_tokens)
-    assert "in tokens/s, which this run does not report" in why_unmatched([GPT2_A100], no_tokens)
+    assert not matches(GPT2_A100, no_tokens, SIZES)
+    assert "in tokens/s, which this run does not report" in why_unmatched([GPT2_A100], no_tokens, SIZES)
 
 
 def test_a_per_gpu_row_divides_the_runs_figure_by_its_devices_and_matches_only_at_its_sizes():
     at_8192 = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", param_seq=8192.0,
                      tokens_per_s=96_000.0)
-    assert matches(LLAMA_H100, at_8192) and LLAMA_H100.run_figure(at_8192) == 12_000.0
-    (matched,) = reference_tables(pd.DataFrame([at_8192]), [LLAMA_H100])
+    assert matches(LLAMA_H100, at_8192, SIZES) and LLAMA_H100.run_figure(at_8192) == 12_000.0
+    (matched,) = reference_tables(pd.DataFrame([at_8192]), [LLAMA_H100], SIZES)
     texts = [cell.text for cell in matched.rows[0]]
     assert texts[0] == "llama_block (seq=8192)" and texts[-2:] == ["12,000", "1.20×"]
     for sizes, why in (({}, "not llama_block at its published size: its defaults (the rows are at seq=8192)"),
                        ({"param_seq": 8192.0, "param_layers": 4.0},
                         "not llama_block at its published size: seq=8192, layers=4 (the rows are at seq=8192)")):
         run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", **sizes)
-        assert not matches(LLAMA_H100, run) and why_unmatched([LLAMA_H100], run) == why
+        assert not matches(LLAMA_H100, run, SIZES) and why_unmatched([LLAMA_H100], run, SIZES) == why
 
 
 def test_a_row_naming_a_size_the_model_does_not_have_matches_no_run():
     misspelt = ReferenceRow(model="llama_block", match="H100 80GB HBM3", device="H100", precision="bf16", n_devices=8,
                             samples_per_s=1.0, source="s", unit="tokens/s/GPU", sizes=(("seqlen", 8192),))
     run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3")
-    assert matches(dataclasses.replace(misspelt, sizes=()), run) and not matches(misspelt, run)
+    assert matches(dataclasses.replace(misspelt, sizes=()), run, SIZES) and not matches(misspelt, run, SIZES)

@@ -19,6 +19,7 @@ from suites.report.relative import relative_performance
 from suites.report.runs import compare, regressions
 from suites.report.scaling import scaling
 from suites.report.selection import latest
+from suites.strategies.jobs import case_work
 
 MATMUL = {"m": 64, "n": 64, "k": 64}
 
@@ -35,7 +36,7 @@ def row(case: Case, median: float, machine: str = "a", run: str = "r1", spread: 
 
 
 def table(*rows: dict) -> pd.DataFrame:
-    return add_throughput(fill_metrics(tidy(rows)))
+    return add_throughput(fill_metrics(tidy(rows), case_work))
 
 
 def matmul(**kw) -> Case:

@@ -20,7 +20,7 @@ from suites.cases.case import Case
 from suites.frontends.cli import main
 from suites.records.store import ResultsWarning
 from suites.report.columns import COLUMNS
-from suites.report.loading import load_results
+from suites.frontends.results import load_results
 from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, add_asv_benchmark,
                                   asv_results, save_asv, write_asv, write_parbench, write_pytest_benchmark)
 

@@ -130,7 +130,7 @@ def test_torch_sync_batch_norm_on_two_emulated_ranks_passes_against_the_global_b
     per-shard reference is the one the parity test above checks (the standard suite runs it)."""
     pytest.importorskip("torch")
     from suites.records.store import ResultsStore
-    from suites.run.runner import RunContext, run_case
+    from suites.orchestration.runner import RunContext, run_case
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()

@@ -8,7 +8,7 @@ import pytest
 
 from suites.cases.case import Case
 from suites.records.metric_registry import METRICS, Work
-from suites.records.metrics import case_work
+from suites.strategies.jobs import case_work
 from suites.report.html import render
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import ReportOptions, build_content, per_problem, roofline_section

@@ -14,9 +14,10 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.frontends.cli import main
 from suites.frontends.commands import run as run_command
 from suites.records.store import ResultsStore
-from suites.run.eta import busy_machine_note, case_estimate_s
-from suites.run.launchers import case_timeout
-from suites.run.runner import RunContext, run_cases
+from suites.run.eta import busy_machine_note
+from suites.orchestration.cases import case_estimate_s
+from suites.orchestration.cases import case_timeout
+from suites.orchestration.runner import RunContext, run_cases
 
 #: Three CPU matmuls (the first one small) and a GPU one, unavailable here: it costs nothing.
 GRID = """
@@ -99,13 +100,13 @@ PROBED_FLOPS_PER_S = 1e9
 def sleepy(monkeypatch):
     """The sleepy plugin workload registered here and in workers, for this test only; the
     probe's rate controlled."""
-    from suites.run import bounds
+    from suites.orchestration import cases
     from suites.workloads import WORKLOADS
     from suites.workloads.user_model import PLUGINS_ENV, load_plugins
 
     monkeypatch.setenv(PLUGINS_ENV, str(Path(__file__).with_name("sleepy_workload.py")))
     load_plugins()
-    monkeypatch.setattr(bounds, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
+    monkeypatch.setattr(cases, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
     yield
     WORKLOADS.pop("sleepy", None)  # the registry's other tests see the built-in workloads only
     sys.modules.pop("parbench_plugin_sleepy_workload", None)

@@ -24,10 +24,10 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import reference_gradients  # noqa: E402
 from suites.records.metric_registry import METRICS, Work  # noqa: E402
-from suites.records.metrics import case_work  # noqa: E402
+from suites.strategies.jobs import case_work  # noqa: E402
 from suites.models.llama.spec import LlamaBlock  # noqa: E402
 from suites.models.transformer.spec import BertBase, Gpt2Small  # noqa: E402
-from suites.run.runner import run_case  # noqa: E402
+from suites.orchestration.runner import run_case  # noqa: E402
 from suites.strategies.torch.fsdp import blocks  # noqa: E402
 from suites.strategies.torch.pipeline import layer_names  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402

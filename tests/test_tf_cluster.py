@@ -29,10 +29,10 @@ from suites.frameworks.tf.trainers import SingleDeviceTrainer  # noqa: E402
 from suites.frameworks.tf.training import CHECK_SEED, TfTrainStep  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.run.availability import unavailable_reason  # noqa: E402
-from suites.run.execute import execute_in_process  # noqa: E402
+from suites.orchestration.cases import unavailable_reason  # noqa: E402
+from suites.orchestration.cases import execute_in_process  # noqa: E402
 from suites.run.launchers import free_ports  # noqa: E402
-from suites.run.runner import RunContext, run_case  # noqa: E402
+from suites.orchestration.runner import RunContext, run_case  # noqa: E402
 from suites.workloads import workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

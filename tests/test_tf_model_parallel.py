@@ -28,8 +28,8 @@ from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # 
 from suites.frameworks.torch.kernels import SplitMatmul  # noqa: E402
 from suites.records.check import against_reference, gradients_against_reference  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.run.availability import unavailable_reason  # noqa: E402
-from suites.run.runner import RunContext, run_case  # noqa: E402
+from suites.orchestration.cases import unavailable_reason  # noqa: E402
+from suites.orchestration.runner import RunContext, run_case  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402
 from suites.strategies.torch.towers import TOWERS_ON_CPU  # noqa: E402
 from suites.workloads.kernels import Matmul  # noqa: E402

@@ -32,9 +32,9 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
-from suites.run.availability import unavailable_reason  # noqa: E402
+from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
-from suites.run.runner import RunContext, run_case  # noqa: E402
+from suites.orchestration.runner import RunContext, run_case  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
 
@@ -320,7 +320,7 @@ def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorf
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     code = textwrap.dedent("""
         import sys, time
-        from suites.run.availability import unavailable_reason
+        from suites.orchestration.cases import unavailable_reason
         from suites.cases.case import Case
         start = time.monotonic()
         reason = unavailable_reason(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8,
@@ -378,7 +378,7 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     timing = replace(FAST, case_timeout_s=8.0)
     start = time.monotonic()
     record = run_case(case, context(tmp_path, timing),
-                      execute=lambda case, timing: _run_processes(case, timing, only_rank_0))
+                      execute=lambda case, timing: _run_processes(job_for(case), timing, only_rank_0, WORKER))
     elapsed = time.monotonic() - start
     assert record.status is Status.FAILED
     # ...and says where it hung, from the stacks it wrote when the deadline came

@@ -14,7 +14,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.run import timing as timing_module
-from suites.run.execute import execute_in_process
+from suites.orchestration.cases import execute_in_process
 from suites.run.scratch import run_temp_dir
 
 AUTOGRAPH_FILES = "__autograph_generated_file*"

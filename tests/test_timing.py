@@ -218,7 +218,8 @@ def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
 
 def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_otherwise():
     from suites.cases.case import Case
-    from suites.run.eta import IN_PROCESS_OVERHEAD_S, case_estimate_s
+    from suites.run.eta import IN_PROCESS_OVERHEAD_S
+    from suites.orchestration.cases import case_estimate_s
     config = TimingConfig(budget_s=2.0, warmup_s=0.5)
     tf32_on_cpu = Case.make("matmul", "torch", "cpu", precision="tf32", params={"m": 8, "n": 8, "k": 8})
     assert case_estimate_s(tf32_on_cpu, config) == 0.0
@@ -229,7 +230,7 @@ def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_other
 def test_a_case_too_slow_for_its_limit_is_stored_unavailable_with_the_reason(monkeypatch):
     pytest.importorskip("torch")
     from suites.cases.case import Case
-    from suites.run.execute import execute_in_process
+    from suites.orchestration.cases import execute_in_process
     from suites.cases.vocabulary import Status
 
     def first_step_too_long(runnable, config, clock=None):

@@ -17,7 +17,7 @@ from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.run.launchers import free_ports  # noqa: E402
-from suites.run.runner import run_case  # noqa: E402
+from suites.orchestration.runner import run_case  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
 from suites.workloads.training import MODELS, Mlp, TrainStep, TransformerBlock  # noqa: E402
 from suites.workloads.user_model import UserModel  # noqa: E402

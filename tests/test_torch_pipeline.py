@@ -27,8 +27,9 @@ from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
+from suites.orchestration.cases import WORKER  # noqa: E402
 from suites.run.launchers import stuck_at  # noqa: E402
-from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.orchestration.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
 from suites.strategies.base import STATE_BYTES  # noqa: E402
 from suites.run.capabilities import PipelineBubble  # noqa: E402
@@ -198,13 +199,13 @@ def test_where_a_worker_hung_is_read_from_its_stack_dump():
           File "/repo/suites/frameworks/torch/training.py", line 190 in _gradient_check
           File "/repo/suites/frameworks/torch/training.py", line 180 in check
           File "/repo/suites/run/execute.py", line 70 in execute_in_process
-          File "/repo/suites/run/case_process.py", line 99 in main
+          File "/repo/suites/orchestration/case_process.py", line 99 in main
           File "<frozen runpy>", line 88 in _run_code
         ''')
-    assert stuck_at(log) == ("recv (torch/distributed/distributed_c10d.py:2570) in _step_microbatches "
+    assert stuck_at(log, WORKER) == ("recv (torch/distributed/distributed_c10d.py:2570) in _step_microbatches "
                              "(torch/distributed/pipelining/schedules.py:950) "
                              "via check > _gradient_check > backward")
-    assert stuck_at("no dump here\n") is None
+    assert stuck_at("no dump here\n", WORKER) is None
 
 
 # --- emulated stages, through the launcher ---------------------------------------------------

@@ -33,8 +33,9 @@ from suites.frameworks.torch.training import TorchTrainStep, reference_losses  #
 from suites.records.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.run.launchers import free_ports, rank_cpus  # noqa: E402
-from suites.run.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.run.launchers import free_ports  # noqa: E402
+from suites.orchestration.cases import rank_cpus
+from suites.orchestration.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
@@ -208,7 +209,7 @@ def test_mixed_precision_check_is_stored(tmp_path, precision, tolerance):
 
 
 def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
-    from suites.run.launchers import run_ranks
+    from suites.orchestration.cases import run_ranks
 
     outcome = run_ranks(train_case("ddp", "bf16", n=2, model="transformer", batch=2), FAST)
     assert outcome.status is Status.OK, outcome.reason
@@ -426,7 +427,7 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
     command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"parbench-test-{port}",
                "--rdzv-conf", "join_timeout=60", "--max-restarts", "0",
-               "-m", "suites.run.case_process", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
+               "-m", "suites.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
                "--out", str(out), "--results", str(tmp_path / "results"), "--label", "two-nodes"]
     # Both "machines" share this host's cores: one thread per rank, as parbench's launcher does.
     env = {**os.environ, "PARBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -456,7 +457,7 @@ def test_worker_refuses_bad_input_in_one_line(tmp_path):
     out = ["--out", str(tmp_path / "outcome.json")]
     for args, problem in ((["--case", "train_step/torch/cpu:2/ddp", *out], "not a case id"),
                           (["--case", train_case("ddp", n=2).id], "give --out")):
-        result = subprocess.run([sys.executable, "-m", "suites.run.case_process", *args], cwd=REPO,
+        result = subprocess.run([sys.executable, "-m", "suites.worker", *args], cwd=REPO,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and problem in result.stderr
         assert "Traceback" not in result.stderr

@@ -11,8 +11,8 @@ from suites.errors import GridError
 from suites.grids.grid import parse_suite
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.run.availability import unavailable_reason
-from suites.run.runner import RunContext, run_case
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.runner import RunContext, run_case
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")

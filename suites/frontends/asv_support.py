@@ -44,10 +44,11 @@ from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
-from suites.run.availability import unavailable_reason
-from suites.run.launchers import case_timeout
-from suites.run.launchers import launch_case
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.cases import case_timeout
+from suites.orchestration.cases import launch_case
 from suites.run.timing import measure
+from suites.strategies.jobs import job_for
 from suites.strategies.versions import version_of
 from suites.workloads import WORKLOADS, Workload
 
@@ -89,8 +90,9 @@ class CaseBenchmark(ABC):
 
     def _metric(self, axes: tuple[str, ...], name: str) -> float:
         case = self._case(axes)
+        job = job_for(case)
         value = derive(case, self._measurement(case), DEFAULT_RESULTS_DIR, machine_label(),
-                       PeakTable.load()).get(name)
+                       PeakTable.load(), job.work(), job.emulated).get(name)
         if value is None:
             raise SkipNotImplemented(f"{case.id} has no {name}")
         return value

@@ -11,7 +11,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.records.record import Record
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.run.runner import RunContext, run_cases
+from suites.orchestration.runner import RunContext, run_cases
 from suites.run.scratch import run_temp_dir
 from suites.strategies.registry import is_combination
 from suites.workloads import workload_class

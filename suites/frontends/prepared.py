@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.records.check import Check
-from suites.run.availability import unavailable_reason
+from suites.orchestration.cases import unavailable_reason
 from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
 from suites.run.launch import Launch
 from suites.run.runnable import Runnable

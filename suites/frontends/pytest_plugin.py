@@ -222,8 +222,9 @@ def benchmark_case(benchmark: Any, case: Case, timing: TimingConfig, gate: GateS
                                       first_step_s=prepared.warmup.first_step_s,
                                       target_rel_iqr=timing.target_rel_iqr, stop_reason="fixed rounds",
                                       memory=memory, recompiles=prepared.warmup.recompiles)
-            benchmark.extra_info["metrics"] = derive(case, measurement, DEFAULT_RESULTS_DIR,
-                                                     machine_label(), PeakTable.load())
+            job = job_for(case)
+            benchmark.extra_info["metrics"] = derive(case, measurement, DEFAULT_RESULTS_DIR, machine_label(),
+                                                     PeakTable.load(), job.work(), job.emulated)
             benchmark.extra_info["compile_s"] = measurement.compile_s
         gate.check(case, prepared.step_and_synchronize)
     finally:

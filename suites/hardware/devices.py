@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import importlib
 import importlib.util
 import os
 import platform
@@ -22,7 +21,6 @@ from typing import Any, ClassVar
 
 from suites.cases.vocabulary import DeviceKind, Framework
 
-FRAMEWORK_PACKAGE = "suites.frameworks"
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,8 @@ class FrameworkDescriptor(ABC):
     """What parbench needs to know about a framework outside its implementations: its import
     name, the distributions whose versions provenance records, its devices, its threads.
 
-    Each framework subpackage (`suites.frameworks.<framework>`) defines one as `DESCRIPTOR`;
-    importing it imports no framework. Code outside the subpackage asks the descriptor
+    Each framework subpackage (`suites.frameworks.<framework>`) defines one as `DESCRIPTOR` and
+    registers it here (`register_descriptor`); importing it imports no framework. Code outside the subpackage asks the descriptor
     rather than branching on the framework's name.
     """
 
@@ -94,10 +92,24 @@ class FrameworkDescriptor(ABC):
         """What the framework sees of TPUs, or why it sees none. Must never hang."""
 
 
-@lru_cache(maxsize=None)
+#: Framework -> its descriptor. The frameworks register theirs (this layer sits below them and
+#: names none); the package `suites` imports `suites.frameworks` first thing, so every process
+#: that imports any `suites` module has them all.
+_DESCRIPTORS: dict[Framework, FrameworkDescriptor] = {}
+
+
+def register_descriptor(described: FrameworkDescriptor) -> FrameworkDescriptor:
+    """Make `described` the descriptor of its framework; returns it."""
+    _DESCRIPTORS[described.framework] = described
+    return described
+
+
 def descriptor(framework: Framework) -> FrameworkDescriptor:
-    """The `DESCRIPTOR` of `suites.frameworks.<framework>`."""
-    return importlib.import_module(f"{FRAMEWORK_PACKAGE}.{framework}").DESCRIPTOR
+    """The registered `DESCRIPTOR` of `framework` (`suites.frameworks.<framework>`)."""
+    try:
+        return _DESCRIPTORS[Framework(framework)]
+    except KeyError:
+        raise LookupError(f"no descriptor registered for the framework {framework}") from None
 
 
 def framework_installed(framework: Framework) -> bool:

@@ -11,10 +11,10 @@ workload-parameter string (``k=512,m=512,n=512``).
 """
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from typing import Iterable, Sequence
 
 from suites.cases.case import Case
-from suites.workloads import WORKLOADS, Workload
 
 #: asv's `param_names` of every generated benchmark, in case-id order after the workload.
 AXES = ("framework", "device", "strategy", "precision", "params")
@@ -31,11 +31,25 @@ def case_id_from_axes(workload: str, values: Sequence[str]) -> str:
     return "/".join((workload, *values))
 
 
-def class_name(workload: type[Workload], launched: bool) -> str:
+def class_name(workload: type, launched: bool) -> str:
+    """The benchmark class of a workload class's cases: the workload class's own name."""
     return workload.__name__ + (LAUNCHED_SUFFIX if launched else "")
 
 
-def workload_of_class(name: str) -> str | None:
-    """The registered workload whose cases the benchmark class `name` holds, if any."""
+def workload_of_class(name: str, case_ids: Iterable[str] = ()) -> str | None:
+    """The workload whose cases the benchmark class `name` holds: that of the case ids the
+    class lists (benchmarks.json's `case_ids`: one workload a class); without a list, the
+    workload whose name the class name spells in CamelCase, as every built-in workload's
+    class does (`train_step` -> `TrainStep`, `conv2d` -> `Conv2d`). Read from the results
+    alone: the report needs no workload registry. None where neither says."""
     base = name.removesuffix(LAUNCHED_SUFFIX)
-    return next((workload.name for workload in WORKLOADS.values() if workload.__name__ == base), None)
+    listed = {case_id.split("/", 1)[0] for case_id in case_ids}
+    if len(listed) == 1:
+        return listed.pop()
+    if listed or not CAMEL_CASE.fullmatch(base):
+        return None
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+
+
+#: A class name in CamelCase: words, each an upper-case letter then lower-case letters or digits.
+CAMEL_CASE = re.compile(r"(?:[A-Z][a-z0-9]+)+")

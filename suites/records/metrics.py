@@ -3,6 +3,7 @@ Computed from the measurement, never stored alone."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from suites.cases.case import Case
 from suites.hardware.devices import discover
@@ -11,33 +12,18 @@ from suites.records.metric_registry import METRICS, Work
 from suites.hardware.peaks import PeakTable, measured_bandwidth, measured_peak
 
 
-#: The `Work` inputs the case alone fixes (`case_work`): the same at run time and in the report.
+#: The `Work` inputs the case alone fixes: its analytic work of one step and its estimates
+#: (`suites.strategies.jobs.Job.work`), the same at run time and in the report. Computed from the
+#: case's job by the caller and passed in: what reads records needs none of the code that ran them.
 CASE_WORK = ("flops_per_step", "samples_per_step", "tokens_per_step", "bytes_per_step", "state_bytes_per_device",
              "activation_bytes_per_device", "pipeline_bubble", "min_bytes_per_step")
 
 
-def case_work(case: Case) -> dict[str, float | None]:
-    """The analytic work of one step of `case` and its estimates, keyed like `Work` (None where
-    the case has none). Raises UnknownWorkload (a KeyError) or ValueError where this process
-    cannot know them: a workload, model or strategy not registered here."""
-    from suites.strategies.jobs import job_for  # the case's job, built once (cached)
-
-    job = job_for(case)
-    workload, plugin, state = job.workload, job.strategy, job.state_estimate() or {}
-    # A strategy with the `PipelineBubble` capability (`suites.run.capabilities`), found by
-    # its member's name as `isinstance` would: this layer sits below the strategies.
-    bubble = getattr(plugin, "bubble_fraction", None)
-    values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
-              workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
-              state.get("activations"), bubble(job) if bubble else None,
-              workload.min_bytes_per_step() or None)
-    return dict(zip(CASE_WORK, values))
-
-
-def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str,
-           peaks: PeakTable) -> dict[str, float | None]:
-    """Every registry metric that applies to the case (None where it applies but cannot be known)."""
-    counts = case_work(case)
+def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str, peaks: PeakTable,
+           counts: Mapping[str, float | None], emulated: bool) -> dict[str, float | None]:
+    """Every registry metric that applies to the case (None where it applies but cannot be known),
+    from its measurement, its analytic work (`counts`, keyed by `CASE_WORK`) and whether it ran
+    on emulated devices."""
     flops = counts["flops_per_step"]
     table_peak = own_peak = bandwidth = None
     if flops:  # looking peaks up discovers the device: only where there is a FLOP count to compare
@@ -48,8 +34,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
         if counts["min_bytes_per_step"]:
             bandwidth = measured_bandwidth(results_dir, machine, device) or peaks.bandwidth_gbs(device)
     energy = measurement.energy
-    emulated = _emulated(case)
-    work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated, **counts,
+    work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated, **{name: counts.get(name) for name in CASE_WORK},
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
                 peak_memory_bytes=measurement.peak_memory_bytes,
@@ -63,13 +48,3 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 compile_s=measurement.compile_s, recompiles=measurement.recompiles)
     return {name: metric.compute(work) for name, metric in METRICS.items() if metric.applies(work)}
 
-
-def _emulated(case: Case) -> bool:
-    """Whether the case ran on emulated devices; False where its framework has no such strategy."""
-    from suites.strategies.jobs import job_for
-    from suites.strategies.registry import NoSuchStrategy
-
-    try:
-        return job_for(case).emulated
-    except NoSuchStrategy:
-        return False

@@ -3,7 +3,7 @@
 For asv and pytest-benchmark rows, the registry's metrics of the median step (samples/s, TFLOP/s,
 all-reduce bandwidths, the analytic training-state estimates and a pipeline's bubble:
 `Metric.from_median_step`) are computed here from the row's median step time and the case's
-analytic work (`suites.records.metrics.case_work`, as at run time), with the
+analytic work (`Job.work`, as at run time: given by the caller as `work_of`), with the
 registry's own functions,
 replacing what the source stored where the work is known: asv's track_* benchmarks time the
 case again, separately, so their figures disagree with the step time and samples of the row.
@@ -17,25 +17,34 @@ measured peak memory fits its device (`memory_fit`).
 """
 from __future__ import annotations
 
+from typing import Callable, Mapping
+
 import numpy as np
 import pandas as pd
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.records.metric_registry import METRICS, Work, roof_of_one_device
-from suites.records.metrics import CASE_WORK, case_work
+from suites.records.metrics import CASE_WORK
 
 #: (column, unit) in the order `throughput` picks the first one a row has.
 THROUGHPUT_SOURCES = (("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"), ("busbw_gbs", "GB/s (busbw)"))
 STEPS_UNIT = "steps/s"
 
 
-def _work_per_step(case_id: str) -> tuple[float, ...]:
-    """The case's `case_work`, in `CASE_WORK` order; NaN where the case has none, or where this
-    process cannot know it: a workload, model or strategy (a user's plugin) not registered
-    here. Results stay data: reading them never needs the code that produced them."""
+#: A case's analytic work of one step, keyed by `CASE_WORK` (`suites.strategies.jobs.case_work`);
+#: raises KeyError or ValueError where this process cannot know it.
+WorkOf = Callable[[Case], Mapping[str, float | None]]
+
+
+def _work_per_step(case_id: str, work_of: WorkOf | None) -> tuple[float, ...]:
+    """The case's work (`work_of`), in `CASE_WORK` order; NaN where the case has none, or where
+    it is not known: no `work_of` given, or a workload, model or strategy (a user's plugin) not
+    registered here. Results stay data: reading them never needs the code that produced them."""
+    if work_of is None:
+        return (np.nan,) * len(CASE_WORK)
     try:
-        counts = case_work(Case.from_id(case_id))
+        counts = work_of(Case.from_id(case_id))
     except (KeyError, ValueError):
         return (np.nan,) * len(CASE_WORK)
     return tuple(np.nan if counts[name] is None else counts[name] for name in CASE_WORK)
@@ -58,11 +67,12 @@ def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, p
             for name, metric in METRICS.items() if metric.from_median_step}
 
 
-def fill_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """Fill metrics a source did not store, from the case and the median step time."""
+def fill_metrics(frame: pd.DataFrame, work_of: WorkOf | None = None) -> pd.DataFrame:
+    """Fill metrics a source did not store, from the case's work (`work_of`; without it, only
+    what needs no work) and the median step time."""
     frame = frame.copy()
     case_ids = frame["case_id"].unique()
-    counts = pd.DataFrame([_work_per_step(case_id) for case_id in case_ids], index=case_ids,
+    counts = pd.DataFrame([_work_per_step(case_id, work_of) for case_id in case_ids], index=case_ids,
                           columns=list(CASE_WORK), dtype="float64")
     per_row = counts.reindex(frame["case_id"]).set_axis(frame.index)
     own = frame["source"].eq("parbench")

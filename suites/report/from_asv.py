@@ -82,10 +82,10 @@ def _case_position(names: list[str] | None, params: list[list[Any]]) -> int | No
 def _axis_cases(name: str, entry: dict[str, Any] | None, combos: list[tuple[str, ...]],
                 results: list[Any]) -> list[Case | None]:
     """The case of each combination of named-axis values, None where it is no case."""
-    workload = workload_of_class(name.rsplit(".", 2)[-2])
+    listed = set((entry or {}).get("case_ids") or ())
+    workload = workload_of_class(name.rsplit(".", 2)[-2], listed)
     if workload is None:
         return [None] * len(combos)
-    listed = set((entry or {}).get("case_ids") or ())
     cases: list[Case | None] = []
     for combo, value in itertools.zip_longest(combos, results[:len(combos)]):
         case_id = case_id_from_axes(workload, combo)

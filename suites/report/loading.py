@@ -19,7 +19,7 @@ import pandas as pd
 from suites.records.store import ResultsStore, ResultsWarning
 from suites.report import from_asv, from_parbench, from_pytest_benchmark
 from suites.report.columns import tidy
-from suites.report.derived import add_throughput, fill_metrics
+from suites.report.derived import WorkOf, add_throughput, fill_metrics
 
 #: JSON files in results folders that describe results but hold none.
 BOOKKEEPING = {"benchmarks.json", "machine.json", "calibration.json"}
@@ -71,22 +71,25 @@ def _file_rows(path: Path) -> list[dict[str, Any]]:
         return []
 
 
-def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS) -> pd.DataFrame:
+def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS,
+                 work_of: WorkOf | None = None) -> pd.DataFrame:
     """One tidy row per stored measurement (or unavailable/failed case) found under `paths`.
 
     Columns and their meaning: `suites.report.columns.COLUMNS`. Results of many machines and
-    all three front ends load together; the same record reached twice counts once.
+    all three front ends load together; the same record reached twice counts once. `work_of`
+    gives a case's analytic work, from which asv and pytest-benchmark rows' metrics are
+    recomputed (`suites.report.derived.fill_metrics`); `suites.load_results` gives it.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return load_files(result_files(paths))
+    return load_files(result_files(paths), work_of)
 
 
-def load_files(files: Iterable[Path]) -> pd.DataFrame:
+def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataFrame:
     """`load_results` of files already found by `result_files`: a caller that needs the file
     list too searches the paths, and warns about a missing one, only once."""
     rows = [row for path in files for row in _file_rows(path)]
     frame = tidy(rows)
     frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
-    frame = add_throughput(fill_metrics(frame))
+    frame = add_throughput(fill_metrics(frame, work_of))
     return frame.sort_values(["workload", "params", "machine", "timestamp"], kind="stable").reset_index(drop=True)

@@ -12,14 +12,18 @@ machine's figures stand beside the GPU references without pretending to be compa
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from suites.hardware.references import ReferenceRow
 from suites.report.selection import latest, usable
 from suites.report.tables import Cell, Table
-from suites.workloads.training import MODELS
+
+#: model -> its integer size parameters at their defaults (`suites.workloads.training.default_sizes`,
+#: given by the caller: the report reads records, not the code that ran them). A model not
+#: named here has no sizes to compare: its runs match a row that names no sizes.
+ModelSizes = Mapping[str, Mapping[str, int]]
 
 SECTION_TEXT = [
     "Published figures (suites/references.toml; PARBENCH_REFERENCES adds rows of your own) with their "
@@ -37,56 +41,52 @@ SECTION_TEXT = [
 ]
 
 
-def _size_values(model: str, row: pd.Series) -> dict[str, tuple[int, int]]:
+def _size_values(model: str, row: pd.Series, sizes: ModelSizes) -> dict[str, tuple[int, int]]:
     """Each integer size parameter of `model`: (the run's value, the model's default); a
     parameter the run does not state is at its default."""
-    if model not in MODELS:
-        return {}
-    spec = MODELS[model]()
     values = {}
-    for name, declared in type(spec).size_fields().items():
-        if not isinstance(declared.default, int):
-            continue
+    for name, default in sizes.get(model, {}).items():
         value = row.get(f"param_{name}")
         stated = not (value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)))
-        values[name] = (int(value) if stated else declared.default, declared.default)
+        values[name] = (int(value) if stated else default, default)
     return values
 
 
-def size_differences(model: str, row: pd.Series) -> list[str]:
+def size_differences(model: str, row: pd.Series, sizes: ModelSizes) -> list[str]:
     """The size parameters of `row` that differ from `model`'s defaults ("image=64"); other
     choices of the model (batch norm's mode) are not sizes and do not count."""
-    return [f"{name}={value}" for name, (value, default) in _size_values(model, row).items() if value != default]
+    return [f"{name}={value}" for name, (value, default) in _size_values(model, row, sizes).items()
+            if value != default]
 
 
-def at_sizes(reference: ReferenceRow, row: pd.Series) -> bool:
+def at_sizes(reference: ReferenceRow, row: pd.Series, sizes: ModelSizes) -> bool:
     """The run is the row's model at the sizes the figure was published at: the model's defaults
     but for the row's `sizes`. A row naming a size the model does not have matches nothing."""
     wanted = dict(reference.sizes)
-    values = _size_values(reference.model, row)
+    values = _size_values(reference.model, row, sizes)
     return set(wanted) <= set(values) and all(value == wanted.get(name, default)
                                               for name, (value, default) in values.items())
 
 
-def matches(reference: ReferenceRow, row: pd.Series) -> bool:
+def matches(reference: ReferenceRow, row: pd.Series, sizes: ModelSizes) -> bool:
     return (row.get("param_model") == reference.model and row.get("precision") == reference.precision
             and int(row.get("n_devices", 0)) == reference.n_devices
             and reference.matches_device(str(row.get("device_name") or ""))
-            and at_sizes(reference, row) and reference.run_figure(row) is not None)
+            and at_sizes(reference, row, sizes) and reference.run_figure(row) is not None)
 
 
-def why_unmatched(references: Sequence[ReferenceRow], row: pd.Series) -> str:
+def why_unmatched(references: Sequence[ReferenceRow], row: pd.Series, sizes: ModelSizes) -> str:
     """Why no reference row matches `row`, from the closest rows of its model."""
     model = row.get("param_model")
     of_model = [r for r in references if r.model == model]
     if not of_model:
         return f"no reference row for {model}"
-    if not any(at_sizes(r, row) for r in of_model):
+    if not any(at_sizes(r, row, sizes) for r in of_model):
         published = sorted({_sizes_text(r) or "its defaults" for r in of_model})
         rows = f" (the rows are at {'; '.join(published)})" if any(r.sizes for r in of_model) else ""
-        differences = ", ".join(size_differences(str(model), row)) or "its defaults"
+        differences = ", ".join(size_differences(str(model), row, sizes)) or "its defaults"
         return f"not {model} at its published size: {differences}{rows}"
-    same_device = [r for r in of_model if r.matches_device(str(row.get("device_name") or "")) and at_sizes(r, row)]
+    same_device = [r for r in of_model if r.matches_device(str(row.get("device_name") or "")) and at_sizes(r, row, sizes)]
     if not same_device:
         return f"no reference row for {row.get('device')} {row.get('device_name') or '(unnamed device)'}"
     if not any(r.run_figure(row) is not None for r in same_device):
@@ -123,10 +123,10 @@ def _run(row: pd.Series) -> str:
             f"{emulated}{per_device}{batchnorm}")
 
 
-def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> Table:
+def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame, sizes: ModelSizes) -> Table:
     rows = []
     for reference in references:
-        matched = [row for _, row in runs.iterrows() if matches(reference, row)]
+        matched = [row for _, row in runs.iterrows() if matches(reference, row, sizes)]
         left = [_cell(_model(reference)), _cell(reference.device), _cell(reference.precision),
                 _cell(str(reference.n_devices), reference.n_devices),
                 _cell(f"{_figure(reference.samples_per_s)} {reference.unit}", f"{reference.samples_per_s:020.3f}"),
@@ -143,21 +143,22 @@ def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> T
                  caption="Published reference figures, each beside the matching runs")
 
 
-def unmatched_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> Table:
+def unmatched_table(references: Sequence[ReferenceRow], runs: pd.DataFrame, sizes: ModelSizes) -> Table:
     rows = []
     for _, row in runs.iterrows():
-        if any(matches(reference, row) for reference in references):
+        if any(matches(reference, row, sizes) for reference in references):
             continue
         own = float(row["samples_per_s"])
         rows.append([_cell(str(row["param_model"])), _cell(_run(row)), _cell(str(row["device_name"] or "–")),
                      _cell(str(row["precision"])), _cell(_figure(own), f"{own:020.3f}"),
-                     _cell(why_unmatched(references, row))])
+                     _cell(why_unmatched(references, row, sizes))])
     return Table(headers=["model", "run here", "device", "precision", "samples/s", "why no reference row matches"],
                  rows=rows, numeric=[False, False, False, False, True, False], identifier=[False] * 6,
                  caption="Runs of the same models that match no reference row (not comparable with the figures above)")
 
 
-def other_accelerators_table(references: Sequence[ReferenceRow], runs: pd.DataFrame) -> Table:
+def other_accelerators_table(references: Sequence[ReferenceRow], runs: pd.DataFrame,
+                             sizes: ModelSizes) -> Table:
     """Each run at its model's published size beside the reference rows of the same model,
     precision and device count measured on *other* devices: what a buyer weighs (this GPU's
     figure over an A100 row's)."""
@@ -167,7 +168,7 @@ def other_accelerators_table(references: Sequence[ReferenceRow], runs: pd.DataFr
             if (reference.model != row.get("param_model") or reference.precision != row.get("precision")
                     or reference.n_devices != int(row.get("n_devices", 0))
                     or reference.matches_device(str(row.get("device_name") or ""))
-                    or not at_sizes(reference, row) or reference.run_figure(row) is None):
+                    or not at_sizes(reference, row, sizes) or reference.run_figure(row) is None):
                 continue
             own = float(reference.run_figure(row))
             ratio = own / reference.samples_per_s
@@ -193,13 +194,13 @@ def model_runs(frame: pd.DataFrame, models: set[str]) -> pd.DataFrame:
     return runs.sort_values(["param_model", "machine", "device", "n_devices", "framework", "strategy", "precision"])
 
 
-def reference_tables(frame: pd.DataFrame, references: Sequence[ReferenceRow]) -> list[Table]:
+def reference_tables(frame: pd.DataFrame, references: Sequence[ReferenceRow], sizes: ModelSizes) -> list[Table]:
     """The tables of the section: reference rows with their matching runs; the other runs of the
     referenced models; runs beside other accelerators' rows (each of the last two only where it
     has rows)."""
     runs = model_runs(frame, {reference.model for reference in references})
-    tables = [reference_table(references, runs)]
-    for table in (unmatched_table(references, runs), other_accelerators_table(references, runs)):
+    tables = [reference_table(references, runs, sizes)]
+    for table in (unmatched_table(references, runs, sizes), other_accelerators_table(references, runs, sizes)):
         if table.rows:
             tables.append(table)
     return tables

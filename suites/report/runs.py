@@ -15,6 +15,7 @@ import pandas as pd
 
 from suites.errors import UserError
 from suites.report.comparison import noise_columns
+from suites.report.derived import WorkOf
 from suites.report.loading import load_results
 from suites.report.noise import slower_beyond
 
@@ -31,13 +32,14 @@ class Side:
     description: str
 
 
-def select(spec: str, results: Path, loaded: dict[Path, pd.DataFrame]) -> Side:
-    """`spec` as a path, else a machine label, run id or run-id prefix within `results`."""
+def select(spec: str, results: Path, loaded: dict[Path, pd.DataFrame], work_of: WorkOf | None = None) -> Side:
+    """`spec` as a path, else a machine label, run id or run-id prefix within `results`
+    (`work_of`: as `load_results` takes it)."""
     path = Path(spec)
     if path.exists():
-        return Side(load_results([path]), str(path))
+        return Side(load_results([path], work_of), str(path))
     if results not in loaded:
-        loaded[results] = load_results([results]) if results.exists() else pd.DataFrame()
+        loaded[results] = load_results([results], work_of) if results.exists() else pd.DataFrame()
     frame = loaded[results]
     if frame.empty:
         raise UserError(f"{spec!r} is not a path, and there are no results in {results} to find it in")

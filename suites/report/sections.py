@@ -21,7 +21,7 @@ from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.hardware.references import ReferenceRow, load_references
 from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
-from suites.report.references import reference_tables
+from suites.report.references import ModelSizes, reference_tables
 from suites.report.relative import relative_performance
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_ok, real_hardware, usable
@@ -75,6 +75,9 @@ class ReportOptions:
     reference: str | None = None
     #: Published figures to set the runs beside; None: the shipped table and $PARBENCH_REFERENCES.
     references: tuple[ReferenceRow, ...] | None = None
+    #: Each model's default integer sizes (`suites.workloads.training.default_sizes`, given by
+    #: the report command): what a reference row's sizes are compared with.
+    model_sizes: ModelSizes = field(default_factory=dict)
 
 
 def _row_class(row: pd.Series) -> str:
@@ -388,9 +391,9 @@ def limits_section(frame: pd.DataFrame) -> Section:
     return section
 
 
-def references_section(frame: pd.DataFrame, references: tuple[ReferenceRow, ...]) -> Section:
+def references_section(frame: pd.DataFrame, references: tuple[ReferenceRow, ...], sizes: ModelSizes) -> Section:
     return Section("Published reference figures", "references", nav="References", text=list(REFERENCE_TEXT),
-                   tables=reference_tables(frame, references))
+                   tables=reference_tables(frame, references, sizes))
 
 
 def not_ok_section(frame: pd.DataFrame) -> Section:
@@ -450,7 +453,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
                   precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed),
                   limits_section(costed),
                   references_section(costed, options.references if options.references is not None
-                                     else load_references()),
+                                     else load_references(), options.model_sizes),
                   not_ok_section(costed),
                   environment_section(costed)],
         problems=per_problem(costed, currency),

@@ -6,22 +6,18 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
-from suites.hardware.devices import DeviceInfo, discover, framework_installed, not_installed_reason
+from suites.hardware.devices import DeviceInfo, discover
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
 
 
-def unavailable_reason(case: Case) -> str | None:
-    from suites.strategies.jobs import job_for  # the case's job, built once (cached)
-    from suites.strategies.registry import NoSuchStrategy
-
-    if not framework_installed(case.framework):
-        return not_installed_reason(case.framework)
-    try:
-        job = job_for(case)
-    except NoSuchStrategy as error:
-        return str(error)
+def unavailable_reason(job: "Job") -> str | None:
+    """Why the resolved case cannot run here, or None: its workload's own reasons, its device,
+    its precision on that device, its strategy's rules. The caller resolved the case into its
+    job (`suites.orchestration.cases.unavailable_reason`: its framework installed and its
+    strategy found first)."""
+    case = job.case
     reason = job.unavailable_reason()
     if reason:
         return reason

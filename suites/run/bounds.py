@@ -4,7 +4,8 @@ The timer judges a first step too slow only once it returns (`suites.run.timing.
 case timed in the parbench process cannot be stopped while a step runs (a bf16 GEMM without a
 fast path on an AVX2 CPU: 483 s a step, 16 minutes for its check and first step). So before a
 case runs, its first step is predicted from its analytic FLOPs and the rate small GEMMs of the
-same framework, device and precision run at here (one probe per run and combination):
+same framework, device and precision run at here (one probe per process and combination, timed by
+the caller: `suites.orchestration.cases.probe_flops_per_s`):
 
 - predicted over `REFUSE_FACTOR` x its first-step limit: refused up front, `unavailable`
   ("too slow here: predicted ..."), nothing run (the issue's case: 8 x);
@@ -19,19 +20,17 @@ near it is run where it can be stopped.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision, Status
-from suites.run.availability import unavailable_reason
-from suites.run.execute import execute_in_process
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.run.timing import first_step_limit_s
-from suites.strategies.jobs import job_for
 from suites.workloads.kernels import ROTATION_ENV
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 #: The probe: square GEMMs of these sizes (34 and 268 MFLOP), each timed briefly on one copy of
 #: its inputs (`hot_cache`). Two sizes, because a small GEMM's step is mostly a fixed cost on a
@@ -66,32 +65,21 @@ class Bound:
     isolated: bool = False
 
 
-@functools.lru_cache(maxsize=None)
-def probe_flops_per_s(framework: Framework, device: DeviceKind, precision: Precision) -> float | None:
-    """FLOP/s of this framework's GEMMs on this device and precision here, from the fastest step
-    (the least disturbed by other work) of each `PROBE_SIZES` GEMM, timed in this process: the
-    rate of the extra work of the larger one over the smaller, at most `MAX_RATE_GAIN` x the
-    larger one's own rate, and at least that. None where those GEMMs are unavailable or fail."""
-    timings = [_fastest_step_s(framework, device, precision, size) for size in PROBE_SIZES]
-    if None in timings:
-        return None
-    (small_s, large_s), (small, large) = timings, (2.0 * size**3 for size in PROBE_SIZES)
+def gemm_rate(small_s: float, large_s: float) -> float:
+    """FLOP/s from the fastest steps of the two `PROBE_SIZES` GEMMs (the least disturbed by
+    other work): the rate of the extra work of the larger one over the smaller, at most
+    `MAX_RATE_GAIN` x the larger one's own rate, and at least that."""
+    small, large = (2.0 * size**3 for size in PROBE_SIZES)
     own_rate = large / large_s
     if large_s <= small_s:
         return own_rate
     return min(max((large - small) / (large_s - small_s), own_rate), MAX_RATE_GAIN * own_rate)
 
 
-def _fastest_step_s(framework: Framework, device: DeviceKind, precision: Precision,
-                    size: int) -> float | None:
-    probe = Case.make("matmul", framework, device, precision=precision, params={"m": size, "n": size, "k": size})
-    if unavailable_reason(probe):
-        return None
-    with hot_cache():
-        outcome = execute_in_process(probe, PROBE_TIMING)
-    if outcome.status is not Status.OK or outcome.measurement is None:
-        return None
-    return min(outcome.measurement.samples)
+#: The FLOP/s of a framework's GEMMs on a device and precision here, or None where they cannot
+#: be timed (`suites.orchestration.cases.probe_flops_per_s`, which resolves and times the
+#: probe's cases: this layer takes jobs, it does not build them).
+Probe = Callable[[Framework, DeviceKind, Precision], "float | None"]
 
 
 @contextlib.contextmanager
@@ -110,24 +98,26 @@ def hot_cache() -> Iterator[None]:
             os.environ[ROTATION_ENV] = before
 
 
-def predicted_step_s(case: Case) -> float | None:
-    """One step of an available `case`, predicted from its FLOPs at the probe's rate: devices
+def predicted_step_s(job: "Job", probe: Probe) -> float | None:
+    """One step of an available case, predicted from its FLOPs at the `probe`'s rate: devices
     emulated on one CPU share its rate, GPUs and TPUs each have their own."""
+    case = job.case
     try:
-        flops = job_for(case).workload.flops_per_step()
+        flops = job.workload.flops_per_step()
     except (KeyError, ValueError):  # a workload or model not registered in this process
         return None
     if not flops or flops < PREDICTED_FROM_FLOPS:
         return None
-    rate = probe_flops_per_s(case.framework, case.device, case.precision)
+    rate = probe(case.framework, case.device, case.precision)
     if not rate:
         return None
     return flops / (rate * (1 if case.device is DeviceKind.CPU else case.n_devices))
 
 
-def bound_for(case: Case, timing: TimingConfig) -> Bound:
-    """How `case` (available here) is kept inside its first-step limit."""
-    step_s = predicted_step_s(case)
+def bound_for(job: "Job", timing: TimingConfig, probe: Probe) -> Bound:
+    """How the job's case (available here) is kept inside its first-step limit."""
+    case = job.case
+    step_s = predicted_step_s(job, probe)
     if step_s is None:
         return Bound()
     limit = first_step_limit_s(timing, compiled=case.compile is not Compile.NONE)

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Compile
-from suites.run.availability import unavailable_reason
-from suites.run.bounds import bound_for
-from suites.run.launch import Launch
-from suites.run.launchers import case_timeout, launch_mode
 from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
 
 #: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
@@ -23,22 +17,6 @@ LAUNCH_OVERHEAD_S = 8.0
 #: of a small model's training step took 30-50 s each on a busy 2-core VM, a kernel's under
 #: 2 s, XLA's 3-12 s; a first guess too.
 COMPILE_OVERHEAD_S = 30.0
-
-
-def case_estimate_s(case: Case, timing: TimingConfig) -> float:
-    """Expected seconds for `case`: nothing if it is unavailable here or refused as too slow
-    (`suites.run.bounds`), else its steps (`steps_estimate_s`) plus set-up or launch, and a
-    compiled case's compiles; a case run where it can be stopped, at most its deadline."""
-    if unavailable_reason(case):
-        return 0.0
-    bound = bound_for(case, timing)
-    if bound.refused:
-        return 0.0
-    launched = launch_mode(case) is not Launch.IN_PROCESS or bound.isolated
-    compiles = COMPILE_OVERHEAD_S if case.compile is not Compile.NONE else 0.0
-    total = (steps_estimate_s(timing, bound.predicted_step_s) + compiles
-             + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
-    return min(total, case_timeout(timing, case)) if bound.isolated else total
 
 
 def steps_estimate_s(timing: TimingConfig, step_s: float | None) -> float:
@@ -60,10 +38,6 @@ class Eta:
     done: int = 0
     spent_s: float = 0.0
     estimated_done_s: float = field(default=0.0, repr=False)
-
-    @classmethod
-    def for_cases(cls, cases: list[Case], timing: TimingConfig) -> "Eta":
-        return cls([case_estimate_s(case, timing) for case in cases])
 
     def finished(self, seconds: float) -> None:
         self.estimated_done_s += self.estimates[self.done]

@@ -4,9 +4,8 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.check import Check
@@ -15,7 +14,9 @@ from suites.records.peak_memory import largest_peak
 from suites.run.runnable import Runnable
 from suites.run.timing import KeepsRecompiling, TooSlow, measure
 from suites.run.unsupported import Unsupported
-from suites.strategies.jobs import job_for
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 
 @dataclass
@@ -84,8 +85,9 @@ def measured_check(runnable: Runnable) -> Check:
     return replace(check, check_s=seconds, memory_bytes=added)
 
 
-def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
-    job = job_for(case)
+def execute_in_process(job: "Job", timing: TimingConfig) -> Outcome:
+    """Set up the job's runnable, check its numerics, time it: the outcome (never raises for
+    what the case does)."""
     runnable_class = job.runnable_class
     unsupported = unsupported_errors(runnable_class)
     stage = "setup"

@@ -20,19 +20,21 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from suites import knobs
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
-from suites.run.bounds import Bound, bound_for
+from suites.run.bounds import Bound, Probe, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.launch import Launch
 from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.run.capabilities import NeedsIsolatedEnvironment, SlowToStart
-from suites.strategies.jobs import job_for
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 GRACE_S = 5.0
 POLL_S = 0.05
@@ -42,7 +44,7 @@ TAIL_LINES = 20
 STACKS_WAIT_S = 1.0
 
 
-def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
+def case_timeout(timing: TimingConfig, job: "Job | None" = None) -> float:
     """`timing.case_timeout_s` if set, else start-up (framework import + rendezvous: the case's
     strategy's `startup_allowance_s`, or `STARTUP_ALLOWANCE_S`), the longest the timer lets a
     case take (its first step, then `case_limit_s`), and one more budget for the check and
@@ -50,9 +52,9 @@ def case_timeout(timing: TimingConfig, case: Case | None = None) -> float:
     it gets a compiled first step's limit and that much again for its check."""
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
-    plugin = job_for(case).strategy if case is not None else None
+    plugin = job.strategy if job is not None else None
     startup = plugin.startup_allowance_s if isinstance(plugin, SlowToStart) else None
-    compiled = case is not None and case.compile is not Compile.NONE
+    compiled = job is not None and job.case.compile is not Compile.NONE
     return ((STARTUP_ALLOWANCE_S if startup is None else startup)
             + first_step_limit_s(timing, compiled) + case_limit_s(timing) + timing.budget_s
             + (COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else 0.0))
@@ -77,7 +79,7 @@ def threads_per_process(case: Case, processes: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // processes)
 
 
-def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
+def rank_cpus(job: "Job", processes: int) -> list[list[int]] | None:
     """Disjoint core sets, one per rank process of a CPU training or kernel case, when the
     cores go round (None otherwise: one process, a GPU case, a collective, or more ranks than
     cores).
@@ -91,8 +93,8 @@ def rank_cpus(case: Case, processes: int) -> list[list[int]] | None:
     any fixed split.
     """
     cores = sorted(os.sched_getaffinity(0))
-    if (case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
-            or job_for(case).workload.kind == "collective"):
+    if (job.case.device is not DeviceKind.CPU or processes < 2 or processes > len(cores)
+            or job.workload.kind == "collective"):
         return None
     per_rank = len(cores) // processes
     return [cores[rank * per_rank:(rank + 1) * per_rank] for rank in range(processes)]
@@ -126,25 +128,27 @@ def _tail(path: Path) -> list[str]:
     return _log_text(path).splitlines()[-TAIL_LINES:]
 
 
-def _worker_command(case: Case, timing: TimingConfig, out: Path) -> list[str]:
-    return [sys.executable, "-m", "suites.run.case_process", "--case", json.dumps(case.to_dict()),
+def _worker_command(job: "Job", timing: TimingConfig, out: Path, worker: str) -> list[str]:
+    return [sys.executable, "-m", worker, "--case", json.dumps(job.case.to_dict()),
             "--timing", json.dumps(asdict(timing)), "--out", str(out)]
 
 
-def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]],
+def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]], worker: str,
                    bound: Bound | None = None) -> Outcome:
-    """Start one worker per env, wait for all under one deadline, combine their outcomes.
-    A `bound` case (`run_bounded`) still running at the deadline was too slow, not hung."""
+    """Start one `worker` process per env (`python -m WORKER`: the entry point of one case,
+    named by the caller: `suites.orchestration.case_process`), wait for all under one deadline,
+    combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
+    slow, not hung."""
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
         for index, extra_env in enumerate(envs):
             log = open(tmpdir / f"rank{index}.log", "wb")
             processes.append((subprocess.Popen(
-                _worker_command(case, timing, tmpdir / f"rank{index}.json"),
+                _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **extra_env}, start_new_session=True), log))
-        deadline = time.monotonic() + case_timeout(timing, case)
+        deadline = time.monotonic() + case_timeout(timing, job)
         stopped_at = math.inf  # wall-clock time this launcher began stopping the processes
         try:
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
@@ -156,14 +160,14 @@ def _run_processes(case: Case, timing: TimingConfig, envs: list[dict[str, str]],
                 _stop(process)
                 log.close()
         if timed_out and bound is not None:
-            return _too_slow(case, timing, bound, _tail(tmpdir / "rank0.log"))
-        return _combine(case, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at)
+            return _too_slow(job, timing, bound, _tail(tmpdir / "rank0.log"))
+        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, worker, exits, stopped_at)
 
 
-def _too_slow(case: Case, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
+def _too_slow(job: "Job", timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
     """The outcome of a bounded case stopped at its deadline."""
     return Outcome(Status.UNAVAILABLE, (
-        f"too slow here: not finished within its {case_timeout(timing, case):.3g} s limit (predicted "
+        f"too slow here: not finished within its {case_timeout(timing, job):.3g} s limit (predicted "
         f"first step {bound.predicted_step_s:.3g} s); stopped"), details={"output_tail": output_tail})
 
 
@@ -194,23 +198,24 @@ def _frame_place(path: str, line: str, function: str) -> str:
     return f"{function} ({path}:{line})"
 
 
-def stuck_at(log: str) -> str | None:
+def stuck_at(log: str, worker: str) -> str | None:
     """Where a worker was, from the last stack dump in its log: the innermost frame of its main
     thread (the one running the worker), the innermost one from another folder (what called
     into that package, past its own wrappers: e.g. a pipeline schedule's step waiting in a
     receive), and the parbench functions that led there, outermost first (from the runnable's
     stage on); None without a dump."""
     main = None
+    entry = worker.replace(".", "/") + ".py"  # the worker module's file: its main thread's outermost frame
     for block in _THREAD_HEADER.split(log)[1:]:
         frames = _FRAME.findall(block.split("\n\n", 1)[0])
-        if any(path.endswith("suites/run/case_process.py") for path, _, _ in frames):
+        if any(path.endswith(entry) for path, _, _ in frames):
             main = frames  # the last dump's wins
     if not main:
         return None
     folder = main[0][0].rpartition("/")[0]
     caller = next((frame for frame in main[1:] if frame[0].rpartition("/")[0] != folder), None)
     ours = [function for path, _, function in reversed(main)
-            if "/suites/" in path and "/suites/run/" not in path]
+            if "/suites/" in path and "/suites/run/" not in path and not path.endswith(entry)]
     return (_frame_place(*main[0]) + (f" in {_frame_place(*caller)}" if caller else "")
             + (f" via {' > '.join(ours)}" if ours else ""))
 
@@ -222,7 +227,7 @@ _FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$', re.M)
 
 def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[int, float], bool]:
     """Wait for every process, but stop at the first non-zero exit: its peers would wait for
-    it forever (a worker whose case failed exits non-zero too, see `suites.run.case_process`).
+    it forever (a worker whose case failed exits non-zero too, see `suites.orchestration.case_process`).
 
     Returns the processes found exited non-zero, each with the last wall-clock time
     (`time.time()`, the clock of a worker's `failed_at`) it was seen still running, and
@@ -263,8 +268,9 @@ def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float],
     return min(when, key=lambda index: (when[index], index)) if when else None
 
 
-def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool, exits: dict[int, float] | None = None, stopped_at: float = math.inf) -> Outcome:
+def _combine(job: "Job", timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
+             timed_out: bool, worker: str, exits: dict[int, float] | None = None,
+             stopped_at: float = math.inf) -> Outcome:
     exits = exits or {}
     outcomes: list[Outcome | None] = []
     for index, _ in enumerate(processes):
@@ -279,9 +285,9 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
     if outcome is not None:
         why = f"rank {index}: {outcome.reason}"
     elif timed_out:
-        why = f"rank {index} did not finish within {case_timeout(timing, case):.0f} s (killed)"
+        why = f"rank {index} did not finish within {case_timeout(timing, job):.0f} s (killed)"
         stuck = [f"rank {rank} in {where}" for rank in range(len(processes))
-                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
+                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log"), worker))]
         if stuck:
             why += f"; hung: {'; '.join(stuck)}"
     elif index in exits or not exits:
@@ -296,67 +302,72 @@ def _combine(case: Case, timing: TimingConfig, tmpdir: Path, processes: list[sub
         **(outcome.details if outcome else {})})
 
 
-def isolated_env(case: Case) -> dict[str, str]:
+def isolated_env(job: "Job") -> dict[str, str]:
     """What the case's fresh process gets on top of this one's environment: what its strategy
     asks for (`NeedsIsolatedEnvironment`), else nothing."""
-    job = job_for(case)
     return job.strategy.isolated_env(job) if isinstance(job.strategy, NeedsIsolatedEnvironment) else {}
 
 
-def run_isolated(case: Case, timing: TimingConfig) -> Outcome:
-    """One fresh process: for cases that must configure a framework before it initialises."""
-    return _run_processes(case, timing, [isolated_env(case)])
+def run_in_process(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
+    """In this process (`execute_in_process`; no worker is started)."""
+    return execute_in_process(job, timing)
 
 
-def run_ranks(case: Case, timing: TimingConfig) -> Outcome:
-    """`plugin.processes(job)` rank processes, each told its rank and the rendezvous ports."""
-    job = job_for(case)
+def run_isolated(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
+    """One fresh `worker` process: for cases that must configure a framework before it initialises."""
+    return _run_processes(job, timing, [isolated_env(job)], worker)
+
+
+def run_ranks(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
+    """`plugin.processes(job)` rank processes of `worker`, each told its rank and the rendezvous ports."""
     plugin = job.strategy
     count = plugin.processes(job)
     ports = free_ports(plugin.ports_needed(job))
-    threads = str(threads_per_process(case, count))
-    cpus = rank_cpus(case, count)
+    threads = str(threads_per_process(job.case, count))
+    cpus = rank_cpus(job, count)
     envs = [{**plugin.rank_env(job, rank, count, ports),
              "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
              **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
             for rank in range(count)]
-    return _run_processes(case, timing, envs)
+    return _run_processes(job, timing, envs, worker)
 
 
-#: How each `Launch` mode runs a case; `launch_case` is the one entry point.
-LAUNCHERS: dict[Launch, Callable[[Case, TimingConfig], Outcome]] = {
-    Launch.IN_PROCESS: execute_in_process,
+#: How each `Launch` mode runs a job, given the module of the process that runs one case;
+#: `launch_case` is the one entry point.
+LAUNCHERS: dict[Launch, Callable[["Job", TimingConfig, str], Outcome]] = {
+    Launch.IN_PROCESS: run_in_process,
     Launch.ISOLATED: run_isolated,
     Launch.RANKS: run_ranks,
 }
 
 
-def run_bounded(case: Case, timing: TimingConfig, bound: Bound) -> Outcome:
+def run_bounded(job: "Job", timing: TimingConfig, bound: Bound, worker: str) -> Outcome:
     """An in-process case predicted near its first-step limit, in one isolated process instead,
     which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
     gets there. The parbench process could not stop it while a step ran."""
-    return _run_processes(case, timing, [isolated_env(case)], bound)
+    return _run_processes(job, timing, [isolated_env(job)], worker, bound)
 
 
-def launch_case(case: Case, timing: TimingConfig) -> Outcome:
+def launch_case(job: "Job", timing: TimingConfig, probe: Probe, worker: str) -> Outcome:
     """Run an available case with its strategy's launcher and return what it produced. A GPU
     case of an in-process strategy (`single`, torch `towers`) runs in a fresh process instead
     (`launch_mode`); a case predicted far over its limit is refused, one near it is run where it
-    can be stopped (`suites.run.bounds`)."""
-    launch = launch_mode(case)
-    bound = bound_for(case, timing)
+    can be stopped (`suites.run.bounds`, at the rate `probe` gives). A case out of process runs
+    in `python -m WORKER` processes."""
+    launch = launch_mode(job)
+    bound = bound_for(job, timing, probe)
     if bound.refused:
         return Outcome(Status.UNAVAILABLE, bound.refused,
                        details={"predicted_first_step_s": bound.predicted_step_s})
     if bound.isolated and launch is Launch.IN_PROCESS:
-        return run_bounded(case, timing, bound)
-    return LAUNCHERS[launch](case, timing)
+        return run_bounded(job, timing, bound, worker)
+    return LAUNCHERS[launch](job, timing, worker)
 
 
-def launch_mode(case: Case) -> Launch:
+def launch_mode(job: "Job") -> Launch:
     """The strategy's `launch`, except that a GPU case is never timed in the parbench process:
     a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
     of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
     what it took, which would starve every later case of that GPU)."""
-    launch = job_for(case).strategy.launch
-    return Launch.ISOLATED if launch is Launch.IN_PROCESS and case.device is DeviceKind.GPU else launch
+    launch = job.strategy.launch
+    return Launch.ISOLATED if launch is Launch.IN_PROCESS and job.case.device is DeviceKind.GPU else launch

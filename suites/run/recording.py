@@ -4,20 +4,22 @@ its own record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.bound_by import diagnose, signals_of
 from suites.records.contention import Contention
-from suites.records.metrics import case_work, derive
+from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
                                    threads_in_use)
 from suites.records.record import Record
 from suites.records.store import ResultsStore
 from suites.run.execute import Outcome
-from suites.strategies.jobs import job_for
+
+if TYPE_CHECKING:
+    from suites.strategies.jobs import Job
 
 
 @dataclass
@@ -34,25 +36,27 @@ class RunContext:
         self.peaks = PeakTable.load()
 
 
-def store_outcome(case: Case, outcome: Outcome, context: RunContext,
+def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
-    """Attach provenance and derived metrics to what running `case` produced; store the record."""
+    """Attach provenance and derived metrics to what running the job's case produced; store the record."""
+    case = job.case
     metrics = {}
     bound_by = None
     details = outcome.details
     if outcome.measurement is not None:
+        work = job.work()
         metrics = derive(case, outcome.measurement, context.store.root,
-                         context.environment["machine"], context.peaks)
+                         context.environment["machine"], context.peaks, work, job.emulated)
         energy = outcome.measurement.energy
         if energy is not None and energy.measured:
             details = {**details, "energy_per_device": energy.per_device(
-                case_work(case)["samples_per_step"], case.n_devices)}
+                work["samples_per_step"], case.n_devices)}
         if outcome.status is Status.OK:
             bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
                                                       "accelerators": discovered_accelerators()},
-                    reason=outcome.reason, emulated=job_for(case).emulated,
+                    reason=outcome.reason, emulated=job.emulated,
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
                     details=details, contention=contention, bound_by=bound_by)
     context.store.append(record)

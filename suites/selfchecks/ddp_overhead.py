@@ -31,7 +31,8 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.grids.grid import load_suite
-from suites.run.launchers import case_timeout, free_ports, rank_cpus, run_ranks, threads_per_process
+from suites.run.launchers import free_ports, threads_per_process
+from suites.orchestration.cases import case_timeout, rank_cpus, run_ranks
 
 CASE = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 32})
 TARGET = 0.03

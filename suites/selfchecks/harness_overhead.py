@@ -24,7 +24,7 @@ import time
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.run.execute import execute_in_process
+from suites.orchestration.cases import execute_in_process
 from suites.workloads.kernels import ROTATION_ENV
 
 TIMING = TimingConfig(budget_s=2.0)

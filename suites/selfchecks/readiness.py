@@ -46,8 +46,8 @@ from suites.records.record import Record
 from suites.records.store import ResultsStore
 from suites.run.availability import precision_reason
 from suites.run.execute import Outcome
-from suites.run.launchers import case_timeout, launch_case
-from suites.run.runner import RunContext, run_case
+from suites.orchestration.cases import case_timeout, launch_case
+from suites.orchestration.runner import RunContext, run_case
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin, strategies_of
 from suites.workloads import workload_class

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile
 from suites.frameworks.implementations import runnable_class
+from suites.records.metrics import CASE_WORK
+from suites.run.capabilities import PipelineBubble
 from suites.strategies.base import StrategyPlugin
 from suites.strategies.options import NoOptions, options_from
 from suites.strategies.registry import plugin_for
@@ -84,6 +86,16 @@ class Job:
                 estimate["activations"] = activations
         return estimate
 
+    def work(self) -> dict[str, float | None]:
+        """The analytic work of one step and its estimates, keyed like `Work`
+        (`suites.records.metrics.CASE_WORK`; None where the case has none)."""
+        workload, plugin, state = self.workload, self.strategy, self.state_estimate() or {}
+        bubble = plugin.bubble_fraction(self) if isinstance(plugin, PipelineBubble) else None
+        values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
+                  workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
+                  state.get("activations"), bubble, workload.min_bytes_per_step() or None)
+        return dict(zip(CASE_WORK, values))
+
     def check_job(self) -> "Job":
         """The job of the numerics check: the same case at the check's small batch
         (`Workload.check_params`), cut into as many parts as the strategy cuts a step
@@ -105,3 +117,11 @@ def _job(case: Case, workload: type[Workload]) -> Job:
     params = case.param_dict
     compiler = Compiler(case.compile, options_from(plugin.compiler_options.get(case.compile, NoOptions), params))
     return Job(case, workload(case), plugin, options_from(plugin.options_type, params), compiler)
+
+
+def case_work(case: Case) -> dict[str, float | None]:
+    """The analytic work of one step of `case` and its estimates (`Job.work`). Raises
+    UnknownWorkload (a KeyError) or ValueError where this process cannot know them: a workload,
+    model or strategy not registered here. What the report is given to recompute asv and
+    pytest-benchmark rows' metrics (`suites.report.derived.fill_metrics`)."""
+    return job_for(case).work()

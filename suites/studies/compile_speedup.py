@@ -29,8 +29,8 @@ from suites.grids.grid import load_suite
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
 from suites.report.compilation import break_even_text
-from suites.run.availability import unavailable_reason
-from suites.run.launchers import launch_case
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.cases import launch_case
 
 
 @dataclass(frozen=True)

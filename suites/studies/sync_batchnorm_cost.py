@@ -21,7 +21,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import load_suite
 from suites.records.store import ResultsStore
-from suites.run.runner import RunContext, run_case
+from suites.orchestration.runner import RunContext, run_case
 
 STRATEGIES = {"torch": "ddp", "tf": "mirrored"}
 DEFAULT_PARAMS = "batch=4,image=64,width=16,resnet_depth=14"

@@ -88,6 +88,14 @@ for _spec in BUILTIN_SPECS:
         SIZE_PARAMS[_name] = (*SIZE_PARAMS.get(_name, ()), _spec)
 
 
+def default_sizes() -> dict[str, dict[str, int]]:
+    """Each registered model's integer size parameters at their defaults: what the report
+    compares a run's sizes with (it reads records, not this registry)."""
+    return {name: {field_name: declared.default for field_name, declared in type(factory()).size_fields().items()
+                   if isinstance(declared.default, int)}
+            for name, factory in MODELS.items()}
+
+
 def register_model(name: str, factory: Callable[[], ModelSpec]) -> None:
     if name in MODELS and MODELS[name] is not factory:
         raise ValueError(f"a model named {name!r} is already registered; choose another name")

@@ -14,7 +14,7 @@ from typing import Any
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.hardware.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
                                  cuda_visible_devices_reason, tpu_accelerator_type, tpu_device_files,
-                                 tpu_runtime_evidence)
+                                 register_descriptor, tpu_runtime_evidence)
 from suites.frameworks.tf.environment import TPU_PROCESS
 
 #: The probe imports TensorFlow, loads libtpu, connects and initialises the TPU system: on a
@@ -114,4 +114,4 @@ class TfDescriptor(FrameworkDescriptor):
                           details={"accelerator_type": accelerator} if accelerator else {})
 
 
-DESCRIPTOR = TfDescriptor()
+DESCRIPTOR = register_descriptor(TfDescriptor())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.hardware.devices import DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason
+from suites.hardware.devices import DeviceInfo, FrameworkDescriptor, cuda_visible_devices_reason, register_descriptor
 
 
 class TorchDescriptor(FrameworkDescriptor):
@@ -59,4 +59,4 @@ def _nccl_version(torch_module: Any) -> str | None:
         return None
 
 
-DESCRIPTOR = TorchDescriptor()
+DESCRIPTOR = register_descriptor(TorchDescriptor())

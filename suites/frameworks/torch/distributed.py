@@ -43,7 +43,7 @@ class RankEnv:
                    if name not in os.environ]
         if missing:
             raise RuntimeError(f"not launched as a rank: {', '.join(missing)} unset (run it "
-                               "through `parbench run` or `torchrun ... -m suites.run.case_process`)")
+                               "through `parbench run` or `torchrun ... -m suites.worker`)")
         rank = int(os.environ["RANK"])
         return cls(rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank)))
 

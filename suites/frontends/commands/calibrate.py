@@ -16,8 +16,8 @@ from suites.hardware.peaks import save_bandwidth, save_calibration
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.report.display import terminal
-from suites.run.availability import unavailable_reason
-from suites.run.execute import execute_in_process
+from suites.orchestration.cases import unavailable_reason
+from suites.orchestration.cases import execute_in_process
 from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "

@@ -65,11 +65,12 @@ def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     from suites.report.runs import compare, gate_problem, regressions, select
+    from suites.strategies.jobs import case_work
 
     if args.fail_on_regression is not None and args.fail_on_regression < 0:
         raise UserError(f"--fail-on-regression must be >= 0 (0.05 = 5%), got {args.fail_on_regression}")
     loaded: dict = {}
-    a, b = select(args.a, args.results, loaded), select(args.b, args.results, loaded)
+    a, b = select(args.a, args.results, loaded, case_work), select(args.b, args.results, loaded, case_work)
     for side, spec in ((a, args.a), (b, args.b)):
         if side.frame.empty:
             raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "

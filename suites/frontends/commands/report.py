@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.prices import PriceTable
     from suites.report.sections import ReportOptions, build_content
     from suites.hardware.references import load_references
+    from suites.strategies.jobs import case_work
+    from suites.workloads.training import default_sizes
 
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResultsWarning)
         files = result_files(args.paths)
-        frame = load_files(files)
+        frame = load_files(files, case_work)
     problems = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
     for message in problems:
         console.print(f"warning: {message}", markup=False, highlight=False)
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     try:
         content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
-                                                     references=references))
+                                                     references=references, model_sizes=default_sizes()))
     except ValueError as error:
         raise UserError(str(error)) from None
     path = write(render(content, args.title, len(files), problems), args.output)

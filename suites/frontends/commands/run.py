@@ -21,8 +21,9 @@ from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
 from suites.run.cap import RunCap, cap_seconds
+from suites.orchestration.cases import case_estimate_s
 from suites.run.eta import Eta, busy_machine_note, duration_text
-from suites.run.runner import RunContext, run_case
+from suites.orchestration.runner import RunContext, run_case
 
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
 #: read; tests put a controlled one in its place.
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
-    eta = Eta.for_cases(cases, timing)
+    eta = Eta([case_estimate_s(case, timing) for case in cases])
     estimate_s = eta.remaining_s()
     capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
     busy = busy_machine_note(os.getloadavg()[0], len(os.sched_getaffinity(0)))

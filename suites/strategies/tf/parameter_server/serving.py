@@ -52,7 +52,7 @@ def serve() -> None:
             time.sleep(POLL_S)
     finally:
         path.unlink(missing_ok=True)
-    del server  # the process ends next (`suites.run.case_process`); TF cannot stop a server
+    del server  # the process ends next (`suites.orchestration.case_process`); TF cannot stop a server
 
 
 def task_provenance(tasks: list[Task]) -> list[dict[str, Any]]:

@@ -27,11 +27,11 @@ from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.records.contention import Contention, judge, read_cpu
 from suites.run.execute import Outcome, execute_in_process, failed
+from suites.run.recording import RunContext, store_outcome
 from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
-from suites.strategies.base import StrategyPlugin
 from suites.run.capabilities import ServesCluster
-from suites.strategies.jobs import job_for
+from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
 from suites.workloads import UnknownWorkload
 from suites.workloads.user_model import load_plugins
@@ -67,37 +67,37 @@ def write_outcome(outcome: Outcome, out: Path, rank: int = 0) -> None:
     tmp.replace(out)  # the launcher never sees half a file
 
 
-def store_record(case: Case, outcome: Outcome, timing: TimingConfig, results: Path,
+def store_record(job: Job, outcome: Outcome, timing: TimingConfig, results: Path,
                  suite: str, label: str | None, contention: Contention | None = None) -> Path:
     """Store rank 0's outcome as a record, the way `parbench run` stores its own."""
     from suites.records.store import ResultsStore
-    from suites.run.recording import RunContext, store_outcome
 
     if "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
         outcome.details["nodes"] = int(os.environ["WORLD_SIZE"]) // max(1, int(os.environ["LOCAL_WORLD_SIZE"]))
     outcome.details["launcher"] = launcher_name()
     store = ResultsStore(results)
     context = RunContext(suite=suite, store=store, timing=timing, label=label)
-    record = store_outcome(case, outcome, context, contention)
+    record = store_outcome(job, outcome, context, contention)
     return store.path_for(record.machine)
 
 
-def _serve_or_execute(case: Case, timing: TimingConfig, plugin: StrategyPlugin) -> tuple[bool, Outcome]:
+def _serve_or_execute(job: Job, timing: TimingConfig) -> tuple[bool, Outcome]:
     """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
     outcome."""
+    plugin = job.strategy
     try:
-        served = isinstance(plugin, ServesCluster) and plugin.serve(job_for(case))
+        served = isinstance(plugin, ServesCluster) and plugin.serve(job)
     except Exception as error:  # a serving task whose cluster never formed
         return True, failed(error, "serve")
     try:
         return served, (Outcome(Status.OK, "served the case's cluster") if served
-                        else execute_in_process(case, timing))
+                        else execute_in_process(job, timing))
     except Exception as error:  # anything outside the runnable's own stages
         return served, failed(error, "worker")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m suites.run.case_process")
+    parser = argparse.ArgumentParser(prog="python -m suites.worker")
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
@@ -139,13 +139,13 @@ def main() -> None:
 
     before = read_cpu()
     with run_temp_dir():  # TF autograph's files, removed on the way out (also under torchrun)
-        served, outcome = _serve_or_execute(case, timing, plugin)
+        served, outcome = _serve_or_execute(job, timing)
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     if args.out is not None:
         write_outcome(outcome, args.out, rank)
     if stores:
-        path = store_record(case, outcome, timing, args.results, args.suite or launcher_name(), args.label,
+        path = store_record(job, outcome, timing, args.results, args.suite or launcher_name(), args.label,
                             judge(before, read_cpu(), os.cpu_count() or 1))
         print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
     code = CASE_FAILED_EXIT if outcome.status is Status.FAILED else 0

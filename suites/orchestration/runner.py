@@ -1,4 +1,5 @@
-"""Run cases end to end: availability, launch, record. Every finished case is stored at once."""
+"""Run cases end to end: availability, launch, record. Every finished case is stored at once.
+Each case is resolved into its job once (`job_for`, cached) by the entry points it calls."""
 from __future__ import annotations
 
 import os
@@ -9,10 +10,9 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.contention import judge, read_cpu
 from suites.records.record import Record
-from suites.run.availability import unavailable_reason
+from suites.orchestration.cases import launch_case, store_outcome, unavailable_reason
 from suites.run.execute import Outcome
-from suites.run.launchers import launch_case
-from suites.run.recording import RunContext, store_outcome
+from suites.run.recording import RunContext
 
 __all__ = ["RunContext", "run_case", "run_cases", "store_outcome"]
 

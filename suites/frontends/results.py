@@ -1,0 +1,19 @@
+"""`suites.load_results`: the report layer's loader, given the analytic work of each case
+(`suites.strategies.jobs.case_work`) so that asv and pytest-benchmark rows get the metrics
+parbench's own records store. The report layer reads records only; this front end supplies
+what needs the code that ran a case."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from suites.report import loading
+from suites.strategies.jobs import case_work
+
+
+def load_results(paths: str | Path | Iterable[str | Path] = loading.DEFAULT_PATHS) -> pd.DataFrame:
+    """One tidy row per stored measurement (or unavailable/failed case) found under `paths`
+    (`suites.report.loading.load_results`, with each case's analytic work)."""
+    return loading.load_results(paths, case_work)
