@@ -2,9 +2,10 @@
 
 That is its workload module, its framework implementations (`suites.frameworks.implementations`),
 the strategy plugins that apply to it in each framework, and every `suites` module these import,
-directly or not (for a workload that trains nothing, not what the plugins' training hooks import) (`suites.workloads.sources.source_files`: read, never imported). Editing any of
-them invalidates the workload's stored asv results; editing code none of its cases runs (another
-workload's model, a strategy that does not apply to it) leaves them valid.
+directly or not (`suites.workloads.sources.source_files`: read, never imported); for a workload
+that trains nothing, not what the plugins' training hooks import. Editing any of them invalidates
+the workload's stored asv results; editing code none of its cases runs (another workload's model,
+a strategy that does not apply to it) leaves them valid.
 """
 from __future__ import annotations
 
