@@ -22,13 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from suites import knobs
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, Probe, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.launch import Launch
+from suites.run.scratch import TMPDIR_ENV
 from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
 from suites.run.capabilities import NeedsIsolatedEnvironment, SlowToStart
@@ -138,7 +138,8 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
     """Start one `worker` process per env (`python -m WORKER`: the entry point of one case,
     named by the caller: `suites.orchestration.case_process`), wait for all under one deadline,
     combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
-    slow, not hung."""
+    slow, not hung. The processes' temp folder is this launch's, removed here: a process stopped
+    at the deadline cannot remove its own."""
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
@@ -147,7 +148,7 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
             processes.append((subprocess.Popen(
                 _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **extra_env}, start_new_session=True), log))
+                env={**os.environ, TMPDIR_ENV: tmp, **extra_env}, start_new_session=True), log))
         deadline = time.monotonic() + case_timeout(timing, job)
         stopped_at = math.inf  # wall-clock time this launcher began stopping the processes
         try:
