@@ -15,7 +15,6 @@ from suites.cases.vocabulary import Precision, Status
 from suites.records.check import gradients_against_reference
 from suites.run import faults
 from suites.strategies.jobs import job_for
-from suites.workloads import workload_of
 
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=1, min_time_s=0.02, block_min_s=0.005)
 #: One bottleneck per stage, 8 wide, 32x32 images, 10 classes (tests/test_resnet.py's).

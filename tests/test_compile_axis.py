@@ -25,7 +25,7 @@ from suites.run import execute
 from suites.orchestration.cases import execute_in_process
 from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
 from suites.strategies.jobs import job_for
-from suites.strategies.registry import find_plugin, plugin_for
+from suites.strategies.registry import find_plugin
 from suites.strategies.torch.base import TorchStrategy
 from tests.test_timing import FakeClock, PretendDevice, constant
 

@@ -36,8 +36,6 @@ from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import backend  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
-from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402

@@ -30,7 +30,6 @@ from suites.orchestration.cases import case_timeout
 from suites.orchestration.runner import RunContext, run_case
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin
-from suites.workloads import workload_of
 from suites.workloads.kernels import (BATCH_ROTATION, MIN_ROTATED_SET_BYTES, ROTATION_BYTES, ROTATION_ENV,
                                       batch_rotation_count, rotation_count)
 

@@ -30,7 +30,6 @@ from suites.run import launchers  # noqa: E402
 from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
 from suites.run.execute import Outcome  # noqa: E402
 from suites.orchestration.cases import execute_in_process  # noqa: E402
-from suites.workloads import workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=2, block_min_s=0.002, min_samples=3,

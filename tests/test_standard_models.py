@@ -21,7 +21,6 @@ from suites.frameworks.tf.catalog import build_forward  # noqa: E402
 from suites.frameworks.tf.models import attend, summed_loss  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.training import reference_gradients  # noqa: E402
 from suites.records.metric_registry import METRICS, Work  # noqa: E402
 from suites.strategies.jobs import case_work  # noqa: E402

@@ -33,7 +33,6 @@ from suites.orchestration.cases import unavailable_reason  # noqa: E402
 from suites.orchestration.cases import execute_in_process  # noqa: E402
 from suites.run.launchers import free_ports  # noqa: E402
 from suites.orchestration.runner import RunContext, run_case  # noqa: E402
-from suites.workloads import workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)

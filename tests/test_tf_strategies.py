@@ -22,21 +22,18 @@ from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf import catalog as tf_catalog  # noqa: E402
-from suites.frameworks.tf import models as tf_models  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
 from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
-from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
 from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
 from suites.run.launchers import _run_processes, free_ports  # noqa: E402
 from suites.orchestration.runner import RunContext, run_case  # noqa: E402
 from suites.run.launch import Launch  # noqa: E402
-from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
+from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)

@@ -12,14 +12,14 @@ torch = pytest.importorskip("torch")
 
 from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
-from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
+from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.run.launchers import free_ports  # noqa: E402
 from suites.orchestration.runner import run_case  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
-from suites.workloads.training import MODELS, Mlp, TrainStep, TransformerBlock  # noqa: E402
+from suites.workloads.training import MODELS, Mlp, TransformerBlock  # noqa: E402
 from suites.workloads.user_model import UserModel  # noqa: E402
 from tests.test_torch_strategies import REPO, context, our_processes  # noqa: E402,F401
 

@@ -24,7 +24,6 @@ from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.orchestration.cases import WORKER  # noqa: E402
@@ -162,7 +161,6 @@ def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standi
     groups on the CPU (the GPU placement is the one thing a CPU-only machine cannot show)."""
     import suites.strategies.torch.model_parallel as model_parallel
     from suites.frameworks.torch.training import TorchTrainStep
-    from suites.workloads.training import TrainStep
 
     monkeypatch.setattr(model_parallel, "devices_of", lambda job: [torch.device("cpu")] * job.case.n_devices)
     case = Case.make("train_step", "torch", "cpu", "model_parallel", "fp32", 2, {"model": "transformer", "batch": 4})

@@ -26,7 +26,6 @@ from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
-from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.frameworks.torch.qkv import fuse  # noqa: E402
 from suites.frameworks.torch import training as torch_training  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep, reference_losses  # noqa: E402
@@ -38,7 +37,7 @@ from suites.orchestration.cases import rank_cpus
 from suites.orchestration.runner import RunContext, run_case, run_cases  # noqa: E402
 from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
-from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TrainStep, TransformerBlock  # noqa: E402
+from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)

@@ -7,7 +7,7 @@ import pandas as pd
 from suites.records.bound_by import BUSY_SHARE, CLOCK_SHARE, EXCHANGE_SHARE, NEAR_ROOF, VERDICTS
 from suites.report.columns import config_label
 from suites.report.selection import latest, usable
-from suites.report.tables import Format, build, fmt_fraction, fmt_number, fmt_text, fmt_watts
+from suites.report.tables import Format, fmt_fraction, fmt_number, fmt_text, fmt_watts
 
 VERDICT_TEXT = (
     f"communication: the cross-rank exchange takes ≥ {EXCHANGE_SHARE:.0%} of the step (DDP's no_sync probe); "

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable
 
-from suites.cases.vocabulary import Framework, Strategy
+from suites.cases.vocabulary import Framework
 from suites.strategies.base import StrategyPlugin
 
 #: Modules whose plugin base classes are tabled, in this order.

@@ -14,14 +14,12 @@ error), mean over the global batch.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from suites.cases.case import ParamValue
-from suites.cases.vocabulary import Framework
 from suites.models.cnn.spec import ResidualCnn
 from suites.models.llama.spec import LlamaBlock
 from suites.models.mlp.spec import Mlp

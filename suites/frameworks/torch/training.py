@@ -28,7 +28,6 @@ from suites.frameworks.torch import batchnorm as torch_batchnorm
 from suites.frameworks.torch import memory_probe as torch_memory
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models
-from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check

@@ -5,9 +5,8 @@ The hooks import torch when called, never at import: rules are read without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.run.launch import Launch

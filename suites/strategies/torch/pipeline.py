@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import math
 from typing import TYPE_CHECKING, Any
 
-from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.options import option
 from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, layer_sizes, layers_reason,
