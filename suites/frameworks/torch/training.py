@@ -66,22 +66,48 @@ def reference_gradients(spec: ModelSpec, weights: dict[str, np.ndarray], x: np.n
     return model.canonical_gradients()
 
 
-def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def parameter_groups(parameters: Iterable[torch.nn.Parameter]) -> list[dict[str, list[torch.nn.Parameter]]]:
+    """`parameters` as optimizer parameter groups, DTensors apart from plain tensors. torch runs
+    its foreach and fused optimizer kernels (CUDA's defaults) once per group, and they refuse a
+    list mixing the two, which tensor parallelism leaves: split layers beside replicated norms,
+    embeddings and heads (issue 32, N1). One group where the parameters are all of one kind."""
+    parameters = list(parameters)
+    dtensor_type = _dtensor_type()
+    split = [p for p in parameters if dtensor_type and isinstance(p, dtensor_type)]
+    whole = [p for p in parameters if not (dtensor_type and isinstance(p, dtensor_type))]
+    return [{"params": group} for group in (split, whole) if group]
+
+
+def _dtensor_type() -> type | None:
+    if not torch.distributed.is_available():
+        return None
+    from torch.distributed.tensor import DTensor
+
+    return DTensor
+
+
+def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter],
+                   cuda_kernels: bool = False) -> torch.optim.Optimizer:
     """The optimizer a train_step case names (`OPTIMIZERS`): SGD (plain or with momentum and
     weight decay), Adam or AdamW; AdamW fused (one kernel for all parameters) where every
-    parameter is on a CUDA device, as practitioners run it."""
+    parameter is on a CUDA device, as practitioners run it. `cuda_kernels` picks on any device
+    the implementation CUDA would (fused AdamW, foreach for the rest), so that a CPU rehearsal
+    runs the kernels a GPU run will."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
     spec = OPTIMIZERS[name]
     parameters = list(parameters)
+    groups = parameter_groups(parameters)
+    on_cuda = cuda_kernels or all(p.device.type == "cuda" for p in parameters)
+    foreach = True if cuda_kernels else None  # None: torch's own default for the device
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON)
+        return torch.optim.Adam(groups, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
+                                foreach=foreach)
     if name == "adamw":
-        fused = all(p.device.type == "cuda" for p in parameters)
-        return torch.optim.AdamW(parameters, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
-                                 weight_decay=spec.weight_decay, fused=fused or None)
-    return torch.optim.SGD(parameters, lr=spec.learning_rate, momentum=spec.momentum,
-                           weight_decay=spec.weight_decay)
+        return torch.optim.AdamW(groups, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
+                                 weight_decay=spec.weight_decay, fused=on_cuda or None)
+    return torch.optim.SGD(groups, lr=spec.learning_rate, momentum=spec.momentum,
+                           weight_decay=spec.weight_decay, foreach=foreach)
 
 
 def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],

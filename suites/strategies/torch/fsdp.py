@@ -14,6 +14,11 @@ Mixed precision is FSDP's own `MixedPrecisionPolicy` (parameters gathered and co
 fp16/bf16, gradients reduced in fp32, the model's output in fp32 for the loss), not autocast.
 Each rank trains on its shard of the global batch, as in DDP. The optimizer is built after
 `wrap`, on the sharded parameters (the runnable does so for every strategy).
+
+A conv net's layout: FSDP2 shards only contiguous parameters, so its convolution kernels are
+made contiguous (NCHW) before sharding; the activations stay in the model's memory format
+(channels_last by default), and a convolution with a channels_last input runs channels_last
+(cuDNN converts the gathered kernel), as torch's own FSDP2 users of conv nets do.
 """
 from __future__ import annotations
 
@@ -70,6 +75,17 @@ def blocks(module: "nn.Module") -> list["nn.Module"]:
     return units
 
 
+def make_parameters_contiguous(model: "nn.Module") -> int:
+    """Lay every parameter of `model` out contiguously (FSDP2 refuses others: "FSDP does not
+    support non-contiguous parameters yet", e.g. channels_last conv kernels); the number changed."""
+    changed = 0
+    for parameter in model.parameters():
+        if not parameter.is_contiguous():
+            parameter.data = parameter.data.contiguous()
+            changed += 1
+    return changed
+
+
 def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Precision) -> None:
     """`fully_shard` on each block of `model`, then on `model`, over `mesh` (a 1-D mesh of the
     ranks FSDP shards over); fp16/bf16 through FSDP's `MixedPrecisionPolicy`."""
@@ -78,6 +94,7 @@ def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Prec
 
     from suites.frameworks.torch.backend import AUTOCAST_DTYPES
 
+    make_parameters_contiguous(model)
     dtype = AUTOCAST_DTYPES.get(precision)
     unit_policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     for unit in blocks(model):
