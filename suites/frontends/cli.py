@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -10,6 +11,7 @@ import warnings
 from suites import knobs
 from suites.errors import UserError
 from suites.run.scratch import run_temp_dir
+from suites.run.termination import Terminated, signals_raise
 from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
@@ -41,17 +43,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
-        with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
-            return int(args.handler(args) or 0)
+        # SIGTERM/SIGHUP unwind as Ctrl-C does: launched processes stopped, temp folders removed
+        with signals_raise(), run_temp_dir():  # what the frameworks leave in the temp folder goes with it
+            code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a full disk shows here, not as an error Python ignores at exit
+        return code
     except UserError as error:
         print(f"parbench: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("parbench: interrupted; every finished record is already stored", file=sys.stderr)
         return 130
+    except Terminated as stop:
+        print(f"parbench: stopped by {stop}: the case in progress and its processes were stopped; "
+              f"every finished record is already stored", file=sys.stderr)
+        return stop.exit_code
     except BrokenPipeError:  # `parbench list | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except OSError as error:  # `parbench list > /dev/full`: the output could not be written
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+        where = f" {error.filename}" if error.filename else " the output"
+        print(f"parbench: error: cannot write{where}: {error.strerror}", file=sys.stderr)
+        try:
+            sys.stdout.flush()
+        except OSError:  # stdout it was: what is left unwritten goes, with no second error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Status
 from suites.run.bounds import Bound, Probe, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.launch import Launch
+from suites.run import termination
 from suites.run.scratch import TMPDIR_ENV
 from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
@@ -143,15 +144,16 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
-        for index, extra_env in enumerate(envs):
-            log = open(tmpdir / f"rank{index}.log", "wb")
-            processes.append((subprocess.Popen(
-                _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, TMPDIR_ENV: tmp, **extra_env}, start_new_session=True), log))
-        deadline = time.monotonic() + case_timeout(timing, job)
         stopped_at = math.inf  # wall-clock time this launcher began stopping the processes
         try:
+            with termination.deferred():  # a SIGTERM now would miss the child being started
+                for index, extra_env in enumerate(envs):
+                    log = open(tmpdir / f"rank{index}.log", "wb")
+                    processes.append((subprocess.Popen(
+                        _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
+                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                        env={**os.environ, TMPDIR_ENV: tmp, **extra_env}, start_new_session=True), log))
+            deadline = time.monotonic() + case_timeout(timing, job)
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
             if timed_out:
                 stopped_at = time.time()
