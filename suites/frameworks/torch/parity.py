@@ -4,7 +4,9 @@ practitioners train, on the same device, in the same precision, at the same size
 The canonical models: torchvision's ResNet (its `Bottleneck` stack, so also at the CPU's smaller
 depths), and HF transformers' GPT2LMHeadModel and BertForMaskedLM built from a config of the
 parbench model's sizes (no weights are downloaded; dropout 0, as parbench has none; SDPA
-attention). Each is trained in a bare loop: zero_grad, forward under autocast (fp16 with a
+attention; GPT-2's tanh GELU as `gelu_pytorch_tanh`, the same function as its default `gelu_new`
+in one fused kernel instead of eight elementwise ones, as parbench computes it (with `gelu_new`
+parbench read 1.52x HF on an H200 in bf16, 2026-11-26; not yet re-measured on a GPU with this). Each is trained in a bare loop: zero_grad, forward under autocast (fp16 with a
 GradScaler), its own loss (torchvision: cross-entropy of the logits; HF: the model's loss from
 `labels`), backward, the same optimizer as the parbench case (`make_optimizer`: SGD momentum for
 ResNet, AdamW, fused on CUDA, for the transformers), on random data drawn on the device, in the
@@ -75,7 +77,7 @@ def _hf_gpt2(transformers: Any, spec: Gpt2Small) -> nn.Module:
     config = transformers.GPT2Config(
         vocab_size=spec.vocab, n_positions=spec.seq, n_embd=spec.d_model, n_layer=spec.layers,
         n_head=spec.heads, n_inner=spec.ffn, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        attn_implementation="sdpa")
+        activation_function="gelu_pytorch_tanh", attn_implementation="sdpa")
     return transformers.GPT2LMHeadModel(config)
 
 

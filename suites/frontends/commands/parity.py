@@ -77,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{model}: not compared: {error}")
             failures += 1
             continue
+        except torch.OutOfMemoryError as error:  # the next model may still fit
+            print(f"{model}: not compared: out of device memory ({str(error).splitlines()[0][:200]}); "
+                  f"try a smaller --size batch=N")
+            failures += 1
+            torch.cuda.empty_cache()
+            continue
         ratios = result.interleaved.round_ratios
         print(
             f"{model}: parbench {result.parbench_per_s:,.0f} {result.unit} | {result.canonical} "
