@@ -22,6 +22,7 @@ of runner, or from earlier in the same job (e.g. the base commit measured just b
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -114,6 +115,19 @@ class RelativeTime:
         return asdict(self)
 
 
+def ratio_problem(ratio: Any) -> str | None:
+    """Why `ratio` cannot be a baseline's time relative to the reference (None: it can).
+
+    Only a finite number > 0 can be compared: a NaN makes every comparison false (the gate
+    would pass whatever was measured), 0 divides by zero, a negative one makes any time look
+    faster, and a string or bool is no measurement at all."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return f"{ratio!r} is not a number"
+    if not math.isfinite(ratio) or ratio <= 0:
+        return f"{ratio!r} is not a finite number > 0"
+    return None
+
+
 #: "cpu": the process's CPU time: what a single-threaded step consumed, not the time it waited
 #: for a core, so a busy neighbour does not show (CPU cases). "wall": the host's clock, for
 #: cases whose work runs on an accelerator while the host waits.
@@ -177,7 +191,8 @@ class Verdict:
 
     @property
     def regressed(self) -> bool:
-        return self.change is not None and self.change > self.threshold
+        # `not <=`: a change that is NaN (a broken measurement) fails rather than passes.
+        return self.change is not None and not self.change <= self.threshold
 
     def __str__(self) -> str:
         if self.change is None:
@@ -192,7 +207,13 @@ class Verdict:
 
 def judge(case_id: str, measure: Callable[[], RelativeTime], baseline_ratio: float | None,
           threshold: float) -> Verdict:
-    """Measure once; a breach of the threshold is re-measured and the smaller ratio counts."""
+    """Measure once; a breach of the threshold is re-measured and the smaller ratio counts.
+
+    A baseline ratio that cannot be compared (`ratio_problem`) is a UserError, never a pass."""
+    problem = None if baseline_ratio is None else ratio_problem(baseline_ratio)
+    if problem:
+        raise UserError(f"{case_id}: the baseline's time relative to the reference is {problem}: "
+                        f"it cannot be compared; record the baseline again")
     first = Verdict(case_id, measure(), baseline_ratio, threshold)
     if not first.regressed:
         return first
@@ -239,5 +260,23 @@ class Baseline:
         if data.get("reference") != reference:
             raise UserError(f"gate baseline {path} is relative to {data.get('reference')!r}, not to "
                             f"{reference!r}: record it again")
-        cases = {case_id: RelativeTime(**entry) for case_id, entry in data.get("cases", {}).items()}
-        return cls(reference, cases, data.get("environment") or {})
+        cases = data.get("cases", {})
+        if not isinstance(cases, dict):
+            raise UserError(f"gate baseline {path}: \"cases\" is {type(cases).__name__}, not a table of case ids: "
+                            f"record it again")
+        return cls(reference, {case_id: _baseline_entry(path, case_id, entry) for case_id, entry in cases.items()},
+                   data.get("environment") or {})
+
+
+def _baseline_entry(path: Path, case_id: str, entry: Any) -> RelativeTime:
+    """One case of a baseline file; an entry that cannot be compared is a UserError naming it."""
+    try:
+        relative = RelativeTime(**entry)
+    except TypeError:
+        raise UserError(f"gate baseline {path}: case {case_id!r}: {entry!r} is not a relative time "
+                        f"(expected the fields ratio, case_s, reference_s, pairs, clock): record it again") from None
+    problem = ratio_problem(relative.ratio)
+    if problem:
+        raise UserError(f"gate baseline {path}: case {case_id!r}: ratio {problem}, so it cannot be compared: "
+                        f"record it again")
+    return relative

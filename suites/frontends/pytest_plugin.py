@@ -171,7 +171,10 @@ class GateSession:
         if self.baseline is None:
             self.measured[case_id] = measure()
             return None
-        verdict = judge(case_id, measure, self.baseline.ratio(case_id), self.threshold)
+        try:
+            verdict = judge(case_id, measure, self.baseline.ratio(case_id), self.threshold)
+        except UserError as error:  # a baseline ratio that cannot be compared fails, never passes
+            pytest.fail(f"regression gate: {error}", pytrace=False)
         self.measured[case_id] = verdict.current
         self.verdicts.append(verdict)
         if verdict.regressed:

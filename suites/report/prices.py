@@ -8,9 +8,14 @@ else n_devices x the [[device]] row that names the device (GPU/TPU: whole words,
 table matches: `suites.hardware.peaks.best_match`), else for CPU cases [cpu] per_core_hour x the
 cores the run could use. A row without `per_hour` gives no price, and its `no_price_reason` says
 why; so does a device no row names.
+
+Every price given must be a finite number > 0 (a negative or NaN one would rank a machine
+"cheapest" at a negative cost): a bad entry in the user's file (or the shipped one) is a
+UserError naming the file, the entry and its value, never a guess and never a traceback.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ import pandas as pd
 
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
+from suites.errors import UserError
 from suites.hardware.peaks import best_match
 
 PRICES_ENV = "PARBENCH_PRICES"
@@ -41,11 +47,14 @@ class PriceTable:
     def load(cls, user_file: str | Path | None = None) -> "PriceTable":
         """The shipped table, overridden by `user_file` or else by $PARBENCH_PRICES."""
         data = shipped_table("prices.toml")
+        check_prices(data, "suites/prices.toml", "fix the shipped table")
         sources = [f"suites/prices.toml (read {data['date']})" if data.get("date") else "suites/prices.toml"]
         user_devices = 0
         user_file = user_file or knobs.read(PRICES_ENV)
         if user_file:
-            user = user_table(user_file, "price table", f"fix the file, or drop --prices / unset {PRICES_ENV}")
+            way_out = f"fix the file, or drop --prices / unset {PRICES_ENV}"
+            user = user_table(user_file, "price table", way_out)
+            check_prices(user, str(user_file), way_out)
             data = {**data, **{k: v for k, v in user.items() if k not in ("machines", "device", "cpu")},
                     "machines": {**data.get("machines", {}), **user.get("machines", {})},
                     "device": [*user.get("device", []), *data.get("device", [])],
@@ -73,6 +82,34 @@ class PriceTable:
         if entry is not None:
             return np.nan, f"{NO_PRICE}: {entry.get('no_price_reason') or 'its row gives no per_hour'}"
         return np.nan, f"{NO_PRICE}: no row of the price table names the device {device_name!r}"
+
+
+def check_prices(data: dict[str, Any], source: str, way_out: str) -> None:
+    """Refuse a price table whose sections are misshapen or whose prices are not finite numbers > 0.
+
+    UserError: "price table FILE: ENTRY: VALUE is not ...; WAY_OUT", the first bad entry."""
+    def bad(entry: str, problem: str) -> UserError:
+        return UserError(f"price table {source}: {entry}: {problem}; {way_out}")
+
+    def price(entry: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise bad(entry, f"{value!r} is not a price: expected a finite number > 0 (per hour)")
+
+    for section in ("machines", "cpu"):
+        if not isinstance(data.get(section, {}), dict):
+            raise bad(section, f"expected a table ([{section}]), got {data[section]!r}")
+    for machine, value in data.get("machines", {}).items():
+        price(f"machines.{machine}", value)
+    if "per_core_hour" in data.get("cpu", {}):
+        price("cpu.per_core_hour", data["cpu"]["per_core_hour"])
+    rows = data.get("device", [])
+    if not isinstance(rows, list):
+        raise bad("device", f"expected an array of tables ([[device]]), got {rows!r}")
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("match"), str):
+            raise bad(f"device[{index}]", f"expected a [[device]] table with a match string, got {row!r}")
+        if "per_hour" in row:
+            price(f"device[{index}] (match {row['match']!r}).per_hour", row["per_hour"])
 
 
 def add_costs(frame: pd.DataFrame, table: PriceTable) -> pd.DataFrame:

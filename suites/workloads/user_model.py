@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
+import numbers
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,8 @@ from suites.workloads.training import MODELS, register_model
 
 PLUGINS_ENV = "PARBENCH_PLUGINS"
 LOSSES = ("mse", "cross_entropy")
+#: A user model's name: it is a `model=` parameter inside case ids, so no ',', '=', '/' or spaces.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 #: Every framework seeds its RNG with this before calling a builder (torch.manual_seed,
 #: keras.utils.set_random_seed), so every copy of a model in one framework starts equal.
 USER_MODEL_SEED = 0
@@ -80,7 +85,10 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
     `data(batch, seed) -> (x, y)` draws a deterministic batch (NumPy); without it inputs are
     standard normal and targets are class labels (cross_entropy) — give `data` for mse.
     `flops_per_sample` (forward pass) enables TFLOP/s and % of peak; 0 leaves them out.
+    A bad argument (NaN, infinite or negative `flops_per_sample`, a dimension < 1, a builder
+    that is not callable...) is a ValueError naming it, before anything is registered.
     """
+    _check_arguments(name, input_shape, torch, tf, data, flops_per_sample)
     if loss not in LOSSES:
         raise ValueError(f"loss {loss!r} is not one of {', '.join(LOSSES)}")
     builders = {framework: builder for framework, builder in
@@ -89,11 +97,32 @@ def user_model(name: str, *, input_shape: tuple[int, ...], loss: str = "mse",
         raise ValueError("give at least one builder: torch=... and/or tf=...")
     if loss == "mse" and data is None:
         raise ValueError("an mse model needs data=(batch, seed) -> (x, y) to define its targets")
-    spec = UserModel(model_name=name, sample_shape=tuple(input_shape), loss=loss, builders=builders,
-                     data=data, flops_per_sample=flops_per_sample)
+    spec = UserModel(model_name=name, sample_shape=tuple(int(d) for d in input_shape), loss=loss,
+                     builders=builders, data=data, flops_per_sample=float(flops_per_sample))
     register_model(name, lambda: spec)
     _remember_plugin(builders.values())
     return spec
+
+
+def _check_arguments(name: Any, input_shape: Any, torch: Any, tf: Any, data: Any, flops_per_sample: Any) -> None:
+    """ValueError naming the first argument of `user_model` that makes no model."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"name {name!r} is not a model name: use letters, digits, '_', '.' and '-', starting with "
+                         f"a letter or digit")
+    try:
+        dims = tuple(input_shape)
+    except TypeError:
+        dims = None
+    if not dims or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 1 for d in dims):
+        raise ValueError(f"input_shape {input_shape!r} is not the shape of one sample: give a tuple of whole "
+                         f"numbers >= 1, such as (3,) or (32, 32, 3)")
+    for argument, function in (("torch", torch), ("tf", tf), ("data", data)):
+        if function is not None and not callable(function):
+            raise ValueError(f"{argument}={function!r} is not callable: give a function")
+    if isinstance(flops_per_sample, bool) or not isinstance(flops_per_sample, numbers.Real) \
+            or not math.isfinite(flops_per_sample) or flops_per_sample < 0:
+        raise ValueError(f"flops_per_sample={flops_per_sample!r} is not valid: give a finite number >= 0 "
+                         f"(forward-pass FLOPs per sample; 0 when unknown)")
 
 
 def _remember_plugin(functions: Any) -> None:

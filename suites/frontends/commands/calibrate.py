@@ -3,6 +3,7 @@ and on the CPU its memory bandwidth with a streaming kernel, the roofline's slop
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -23,6 +24,9 @@ from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
            "CPU's memory bandwidth (for the roofline)")
 SIZES = (2048, 4096)
+#: The streaming kernel's three arrays may take at most this share of the memory available when
+#: calibrate starts (MemAvailable): more would swap, or be killed, rather than measure.
+STREAM_MEMORY_SHARE = 0.75
 KNOBS = knobs.CASE_KNOBS
 
 
@@ -46,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--sizes must be positive matrix sizes such as 2048, got {' '.join(map(str, args.sizes))}")
     if args.stream_mib < 1:
         raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
+    if DeviceKind.CPU in map(DeviceKind, args.device or ["cpu"]):
+        check_stream_mib(args.stream_mib)
     console = terminal()
     machine = machine_label(args.label)
     timing = TimingConfig(budget_s=3.0)
@@ -80,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
             if cache and args.stream_mib * 2**20 < 4 * cache:
                 console.print(f"[yellow]warning[/]: --stream-mib {args.stream_mib} is under 4x the "
                               f"{cache / 2**20:g} MiB last-level cache: the bandwidth measured is partly the cache's")
-            stream = best_stream_bandwidth(args.stream_mib)
+            try:
+                stream = best_stream_bandwidth(args.stream_mib)
+            except MemoryError:  # what the memory check above could not foresee (others took it since)
+                raise UserError(f"--stream-mib {args.stream_mib}: three arrays of {args.stream_mib} MiB do not "
+                                f"fit in memory now; pass a smaller --stream-mib") from None
             path = save_bandwidth(args.results, machine, _cpu(), stream.gbs, stream.how)
             console.print(f"[green]cpu memory bandwidth {stream.gbs:.2f} GB/s[/] ({stream.how}) -> {path}")
             stored += 1
@@ -88,6 +98,50 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("nothing could be calibrated: no requested device/precision is available here; "
                         "see `parbench devices`")
     return 0
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process could take now without swapping: /proc/meminfo's MemAvailable (else
+    the free pages os.sysconf reports), capped by a cgroup v2 limit; None where neither is known."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    try:
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            available = min(available, int(limit) - int((cgroup / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(available, 0)
+
+
+def max_stream_mib(available_bytes: int) -> int:
+    """The largest --stream-mib whose three arrays stay within STREAM_MEMORY_SHARE of `available_bytes`."""
+    return int(available_bytes * STREAM_MEMORY_SHARE) // 3 // 2**20
+
+
+def check_stream_mib(stream_mib: int, available_bytes: int | None = None) -> None:
+    """UserError when the streaming kernel's three arrays of `stream_mib` MiB would not fit in
+    memory (default: what `available_memory_bytes` finds; unknown memory is not checked)."""
+    available = available_memory_bytes() if available_bytes is None else available_bytes
+    if available is None:
+        return
+    most = max_stream_mib(available)
+    if stream_mib > most:
+        raise UserError(f"--stream-mib {stream_mib} is too large: the streaming kernel's three arrays must fit in "
+                        f"{STREAM_MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB of memory available now, "
+                        f"so at most --stream-mib {most}")
 
 
 def tflops_text(tflops: float) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +19,11 @@ SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case 
 KNOBS: tuple[str, ...] = ()
 
 STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
+#: --fail-on-regression takes a finite fraction 0 <= T < MAX_THRESHOLD: 0 fails any slowdown beyond
+#: noise, 9.99 one of almost 11x. NaN, infinities and larger values would switch the gate off
+#: silently (no case can be that much slower), so they are refused, as are negative values.
+MAX_THRESHOLD = 10.0
+THRESHOLD_ACCEPTED = f"a fraction from 0 to under {MAX_THRESHOLD:g} (0.05 = 5% slower)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,9 +31,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("b", metavar="B", help="compared with A: a results path, machine label or run id")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
                         help="where machine labels and run ids are looked up (default results/)")
-    parser.add_argument("--fail-on-regression", type=float, metavar="THRESHOLD",
+    parser.add_argument("--fail-on-regression", metavar="THRESHOLD",
                         help="exit 1 if B is slower than A by more than THRESHOLD (0.05 = 5%%) beyond noise on "
-                             "any case, or a case ok in A failed in B; exit 2 if A and B share no case that ran")
+                             "any case, or a case ok in A failed in B; exit 2 if A and B share no case that ran. "
+                             f"THRESHOLD is {THRESHOLD_ACCEPTED.replace('%', '%%')}")
+
+
+def regression_threshold(value: str | float | None) -> float | None:
+    """The --fail-on-regression threshold as a float (None: no gate); UserError outside
+    0 <= T < MAX_THRESHOLD or when not a number, never a gate that cannot fail."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and 0 <= number < MAX_THRESHOLD):
+        raise UserError(f"--fail-on-regression {value!r} is not valid: expected {THRESHOLD_ACCEPTED}")
+    return number
 
 
 def _value(value: float | None, render: Callable[[float], str]) -> str:
@@ -67,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.runs import compare, gate_problem, regressions, select
     from suites.strategies.jobs import case_work
 
-    if args.fail_on_regression is not None and args.fail_on_regression < 0:
-        raise UserError(f"--fail-on-regression must be >= 0 (0.05 = 5%), got {args.fail_on_regression}")
+    threshold = regression_threshold(args.fail_on_regression)
     loaded: dict = {}
     a, b = select(args.a, args.results, loaded, case_work), select(args.b, args.results, loaded, case_work)
     for side, spec in ((a, args.a), (b, args.b)):
@@ -76,19 +96,19 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "
                             f"machine label or run id with parbench, asv or pytest-benchmark records")
     pairs = compare(a.frame, b.frame)
-    problem = gate_problem(pairs, "A", "B") if args.fail_on_regression is not None else None
+    problem = gate_problem(pairs, "A", "B") if threshold is not None else None
     console = terminal()
     console.print(table(pairs, a.description, b.description))
     counts = pairs["verdict"].value_counts()
     console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()), markup=False)
     if problem:
         raise UserError(problem)
-    if args.fail_on_regression is None:
+    if threshold is None:
         return 0
-    regressed = regressions(pairs, args.fail_on_regression)
+    regressed = regressions(pairs, threshold)
     if regressed.empty:
-        console.print(f"no regression beyond {args.fail_on_regression:.0%} and noise", markup=False)
+        console.print(f"no regression beyond {threshold:.0%} and noise", markup=False)
         return 0
-    console.print(f"{len(regressed)} regression(s) beyond {args.fail_on_regression:.0%} and noise: "
+    console.print(f"{len(regressed)} regression(s) beyond {threshold:.0%} and noise: "
                   f"{', '.join(regressed['case_id'])}", style="bold red", markup=False)
     return 1
