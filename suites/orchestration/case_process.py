@@ -132,8 +132,10 @@ def main() -> None:
         rank = plugin.this_rank(job)
         stores = args.results is not None and rank == 0
         if stores:
+            from suites.records.provenance import machine_label
             from suites.records.store import ResultsStore
-            ResultsStore(args.results).ensure_writable()  # fail before measuring, not after
+            # fail before measuring, not after
+            ResultsStore(args.results).ensure_writable(machine_label(args.label))
     except (UserError, NoSuchStrategy, UnknownWorkload, ValueError, TypeError) as error:
         sys.exit(f"parbench worker: {error}")
 
@@ -145,8 +147,13 @@ def main() -> None:
     if args.out is not None:
         write_outcome(outcome, args.out, rank)
     if stores:
-        path = store_record(job, outcome, timing, args.results, args.suite or launcher_name(), args.label,
-                            judge(before, read_cpu(), os.cpu_count() or 1))
+        try:
+            path = store_record(job, outcome, timing, args.results, args.suite or launcher_name(), args.label,
+                                judge(before, read_cpu(), os.cpu_count() or 1))
+        except UserError as error:  # a full disk: the record is not stored, and one line says so
+            print(f"parbench worker: {error}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(2)  # as a served case exits: a TF server may hold up the interpreter's exit
         print(f"parbench worker: {case.id}: {outcome.status}; record in {path}", flush=True)
     code = CASE_FAILED_EXIT if outcome.status is Status.FAILED else 0
     if code:

@@ -31,6 +31,6 @@ def run_case(case: Case, context: RunContext,
 
 def run_cases(cases: Iterable[Case], context: RunContext) -> Iterator[Record]:
     """Yield each record as soon as it is stored, so a display can follow progress."""
-    context.store.ensure_writable()
+    context.store.ensure_writable(context.environment["machine"])
     for case in cases:
         yield run_case(case, context)

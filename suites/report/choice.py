@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from suites.report.columns import config_label
-from suites.report.comparison import noise_columns
+from suites.report.comparison import noise_columns, positive
 from suites.report.selection import latest, real_hardware, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
@@ -62,7 +62,7 @@ def choices(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame({
         "fastest": first["config"], "throughput": first["throughput"],
         "throughput_unit": first["throughput_unit"], "runner_up": pairs["config_base"],
-        "margin": pairs["throughput"] / pairs["throughput_base"],
+        "margin": pairs["throughput"] / positive(pairs["throughput_base"]),
         "configs": rows.groupby("problem")["config"].nunique(),
     }).join(judged).join(cheapest).join(efficient)
     return table.reset_index()
@@ -75,8 +75,10 @@ def sentence(row: pd.Series, currency: str) -> str:
         return (f"On {row['problem']}, only {row['fastest']} ran on real hardware ({row['throughput']:.4g} "
                 f"{row['throughput_unit']}): nothing to rank it against.")
     text = f"On {row['problem']}, {row['fastest']} is fastest ({row['throughput']:.4g} {row['throughput_unit']}"
-    if isinstance(row.get("runner_up"), str):
+    if isinstance(row.get("runner_up"), str) and pd.notna(row["margin"]):
         text += f"; {row['margin']:.2f}x {row['runner_up']}, {row['noise_test']}"
+    elif isinstance(row.get("runner_up"), str):  # the runner-up does no work per step: nothing to divide by
+        text += f"; runner-up {row['runner_up']}: no ratio"
     text += ")"
     if isinstance(row.get("cheapest"), str):
         text += f"; {row['cheapest']} is cheapest ({row['cost']:.3g} {currency} {row['cost_unit']})"

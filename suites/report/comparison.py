@@ -39,20 +39,35 @@ def matches(frame: pd.DataFrame, values: Mapping[str, Any]) -> pd.Series:
     return mask
 
 
+#: `noise_test` of a pair one of whose rows does no work per step to divide by (a one-GPU
+#: all-reduce moves no bytes: busbw 0): no ratio, no verdict.
+NO_WORK = "-"
+
+
 def per_unit_work(samples: tuple[float, ...], q1: float, q3: float, throughput: float,
-                  median: float) -> tuple[list[float], tuple[float, float]]:
-    """Seconds per unit of work: step times divided by the work one step does."""
+                  median: float) -> tuple[list[float], tuple[float, float]] | None:
+    """Seconds per unit of work: step times divided by the work one step does; None where a
+    step does no work (throughput 0) or its work is unknown."""
     work = throughput * median
+    if not work > 0 or not np.isfinite(work):
+        return None
     return [s / work for s in samples], (q1 / work, q3 / work)
+
+
+def positive(values: pd.Series) -> pd.Series:
+    """`values` where above 0, else NaN: what a ratio may divide by (shown as '-')."""
+    return values.where(values.gt(0))
 
 
 def noise_columns(pairs: pd.DataFrame) -> pd.DataFrame:
     """`beyond_noise`, `noise_test` for each row of a frame holding a row and its `_base`."""
     def judge(row: pd.Series) -> pd.Series:
-        a, qa = per_unit_work(row["samples_s"], row["q1_s"], row["q3_s"], row["throughput"], row["median_s"])
-        b, qb = per_unit_work(row["samples_s_base"], row["q1_s_base"], row["q3_s_base"],
-                              row["throughput_base"], row["median_s_base"])
-        result = verdict(a, qa, b, qb)
+        a = per_unit_work(row["samples_s"], row["q1_s"], row["q3_s"], row["throughput"], row["median_s"])
+        b = per_unit_work(row["samples_s_base"], row["q1_s_base"], row["q3_s_base"],
+                          row["throughput_base"], row["median_s_base"])
+        if a is None or b is None:
+            return pd.Series({"beyond_noise": False, "noise_test": NO_WORK, "p_value": np.nan})
+        result = verdict(*a, *b)
         return pd.Series({"beyond_noise": result.beyond_noise, "noise_test": str(result),
                           "p_value": result.p_value if result.p_value is not None else np.nan})
     if pairs.empty:
@@ -75,7 +90,7 @@ def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str
     for column in [*baseline, *free]:
         differs |= pairs[column].astype(str).ne(pairs[f"{column}_base"].astype(str))
     pairs = pairs[differs].reset_index(drop=True)
-    pairs["speedup"] = pairs["throughput"] / pairs["throughput_base"]
+    pairs["speedup"] = pairs["throughput"] / positive(pairs["throughput_base"])
     return pd.concat([pairs, noise_columns(pairs)], axis=1)
 
 

@@ -1,13 +1,17 @@
 """Rows of the tidy table from parbench's own results store (JSON Lines, suites.records.store)."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+import pandas as pd
+
 from suites.records.metric_registry import TIDY_METRICS
 from suites.records.record import Record
-from suites.records.store import load_records
-from suites.report.columns import case_fields, environment_fields
+from suites.records.store import ResultsWarning, numbered_records
+from suites.report.columns import BOOL_COLUMNS, INT_COLUMNS, case_fields, environment_fields
 from suites.report.limit_columns import limit_fields
 
 SOURCE = "parbench"
@@ -39,5 +43,30 @@ def row(record: Record, path: Path) -> dict[str, Any]:
 
 
 def rows(path: Path) -> Iterator[dict[str, Any]]:
-    """A line that is not a record is skipped with a ResultsWarning naming file and line."""
-    return (row(record, path) for record in load_records([path]))
+    """One row per record, each built apart: a line that is not a record, or one no row can be
+    made of, is skipped with a ResultsWarning naming file and line; every other line loads."""
+    for number, record in numbered_records(path):
+        try:
+            made = row(record, path)
+            _check_row(made)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError,
+                OverflowError) as error:
+            warnings.warn(f"{path}:{number}: malformed record ({type(error).__name__}: {str(error)[:120]}); "
+                          f"line skipped", ResultsWarning, stacklevel=2)
+            continue
+        yield made
+
+
+def _check_row(made: dict[str, Any]) -> None:
+    """The table's true/false columns take only true, false or nothing, its count columns only
+    whole numbers (or what is no number): one other value there would fail the conversion of
+    the whole table (`columns.tidy`), not just its row."""
+    for column in BOOL_COLUMNS:
+        value = made.get(column)
+        if value is not None and not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{column} is {value!r:.40}, not true/false")
+    for column in INT_COLUMNS:
+        value = made.get(column)
+        number = pd.to_numeric(value, errors="coerce") if isinstance(value, (int, float, str)) else None
+        if number is not None and not pd.isna(number) and not float(number).is_integer():
+            raise ValueError(f"{column} is {value!r:.40}, not a whole number")

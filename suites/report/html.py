@@ -11,6 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from suites.report.exports import write_whole
 from suites.report.sections import ReportContent
 
 TEMPLATE = "report.html.j2"
@@ -28,7 +29,5 @@ def render(content: ReportContent, title: str, files: int, warnings: list[str]) 
 
 
 def write(html: str, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "index.html"
-    path.write_text(html, encoding="utf-8")
-    return path
+    """`directory`/index.html, whole: a failed write (a full disk) leaves the previous report."""
+    return write_whole(directory / "index.html", lambda temporary: temporary.write_text(html, encoding="utf-8"))

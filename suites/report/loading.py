@@ -28,7 +28,8 @@ DEFAULT_PATHS = ("results",)
 
 def result_files(paths: Iterable[str | Path]) -> list[Path]:
     """Every results file under `paths` (files as given; folders searched recursively,
-    hidden folders such as asv's environments skipped), each once."""
+    hidden folders such as asv's environments skipped), each once. A symlink that leads
+    nowhere or to itself is skipped with a ResultsWarning naming it."""
     found: dict[Path, None] = {}
     for path in map(Path, paths):
         if path.is_dir():
@@ -38,10 +39,26 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
         elif path.exists():
             candidates = [path]
         else:
-            warnings.warn(f"{path}: no such file or folder; skipped", ResultsWarning, stacklevel=3)
+            problem = "a symlink that leads nowhere (or to itself)" if path.is_symlink() else "no such file or folder"
+            warnings.warn(f"{path}: {problem}; skipped", ResultsWarning, stacklevel=3)
             continue
-        found.update((candidate.resolve(), None) for candidate in candidates)
+        for candidate in candidates:
+            resolved = _resolved(candidate)
+            if resolved is not None:
+                found[resolved] = None
     return list(found)
+
+
+def _resolved(path: Path) -> Path | None:
+    """The real path of a results file; None, with a ResultsWarning, for a symlink loop or one
+    that leads nowhere (pathlib raises RuntimeError on a loop)."""
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        problem = getattr(error, "strerror", None) or "a symlink loop"
+        warnings.warn(f"{path}: cannot read ({problem}); skipped", ResultsWarning, stacklevel=4)
+        return None
+    return resolved
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -49,7 +66,7 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
         return from_parbench.rows(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         warnings.warn(f"{path}: not readable as JSON ({type(error).__name__}: {str(error)[:120]}); skipped",
                       ResultsWarning, stacklevel=3)
         return iter(())

@@ -326,8 +326,8 @@ def run(args: argparse.Namespace, execute: Callable[[Case, TimingConfig], Outcom
     paths = plan(devices)
     with tempfile.TemporaryDirectory(prefix="parbench-readiness-") as tmp:
         store = ResultsStore(args.results or tmp)
-        store.ensure_writable()
         context = RunContext(suite=SUITE, store=store, timing=TIMING, label=args.label)
+        store.ensure_writable(context.environment["machine"])
         started = time.monotonic()
         show = lambda entry: print(_line(entry), flush=True)  # noqa: E731
         for entry in gaps:

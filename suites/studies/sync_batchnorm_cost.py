@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     store = ResultsStore(args.results)
-    store.ensure_writable()
     context = RunContext(suite="sync-batchnorm-cost", store=store, timing=load_suite("standard").timing)
+    store.ensure_writable(context.environment["machine"])
     params = {"model": "resnet50", **parse_params(args.params)}
     cases = {mode: Case.make("train_step", args.framework, args.device, STRATEGIES[args.framework],
                              args.precision, 2, {**params, "batchnorm": mode}) for mode in ("local", "sync")}

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         frame = load_files(files, case_work)
     problems = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
     for message in problems:
-        console.print(f"warning: {message}", markup=False, highlight=False)
+        console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)  # one line each
     if frame.empty:
         raise UserError(f"no results found under {', '.join(map(str, args.paths))}; run `parbench run` first, "
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
