@@ -49,6 +49,17 @@ PLUGIN_LIST = ("list", "--suite", "{tmp}/tiny.toml")
 CASES = [
     BadInput("budget nan", (*RUN, "--budget", "nan"), r"--budget must be a finite positive number"),
     BadInput("budget inf", (*RUN, "--budget", "inf"), r"--budget must be a finite positive number"),
+    BadInput("budget a day", (*RUN, "--budget", "86400"), r"--budget 86400 is past the most parbench allows"),
+    BadInput("a run of 18 hours", ("run", "--suite", "{tmp}/huge.toml", "--results", "{tmp}/results"),
+             r"huge: 10648 cases, about \d+ h .*past 12 h, so not started; .*--max-minutes.*--yes",
+             files={"huge.toml": TINY_GRID.replace("[timing]\nbudget_s = 0.2\n", "").replace(
+                 "m = 8, n = 8, k = 8", ", ".join(f"{axis} = {list(range(8, 184, 8))}" for axis in "mnk"))}),
+    *[BadInput(f"grid {key} unbounded", ("run", "--suite", "{tmp}/long.toml", "--results", "{tmp}/results"),
+               rf"long\.toml: timing\.{key}: .* past the most parbench allows",
+               files={"long.toml": TINY_GRID.replace("budget_s = 0.2", f"{key} = {value}")})
+      for key, value in (("warmup_s", 100000), ("block_min_s", 1e6), ("budget_s", 1e5), ("min_time_s", 1e5),
+                         ("case_timeout_s", 1e7), ("min_samples", 10**7), ("max_samples", 10**9),
+                         ("min_warmup_steps", 10**9))],
     BadInput("grid budget nan, list", ("list", "--suite", "{tmp}/nan.toml"), r"nan\.toml: timing\.budget_s: .*nan",
              files={"nan.toml": TINY_GRID.replace("0.2", "nan")}),
     BadInput("grid budget inf, run", ("run", "--suite", "{tmp}/inf.toml", "--results", "{tmp}/results"),

@@ -3,6 +3,7 @@ finish inside its limit is stopped there, and the run goes on."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -147,3 +148,14 @@ def test_the_estimate_says_when_other_work_competes_for_the_cores():
     assert busy_machine_note(1.9, 2) == ""
     assert busy_machine_note(10.2, 2) == ("; load average 10.2 on 2 cores: other work competes for them, "
                                           "expect longer")
+
+
+def test_a_cpu_case_asking_for_more_emulated_devices_than_the_machine_holds_is_unavailable():
+    from suites.run.availability import EMULATED_DEVICES_PER_CORE, emulation_reason
+
+    cores = len(os.sched_getaffinity(0))
+    most = EMULATED_DEVICES_PER_CORE * cores
+    fits = Case.make("train_step", "torch", "cpu", "ddp", "fp32", most, {"model": "mlp", "batch": 8})
+    too_many = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 100_000, {"model": "mlp", "batch": 8})
+    assert emulation_reason(fits) is None
+    assert f"100000 emulated CPU devices are more than this machine can hold: at most {EMULATED_DEVICES_PER_CORE} per core, {most} on its {cores} cores" == emulation_reason(too_many)

@@ -89,6 +89,15 @@ def parse_suite(text: str, source: str, name: str) -> Suite:
                  cases=tuple(cases), timing=_timing(source, data.get("timing", {})))
 
 
+#: The most each `[timing]` field may be: with them every case, in process or not, ends within
+#: hours (an in-process step cannot be interrupted, so its bound is the timer's own).
+TIMING_LIMITS: dict[str, float] = {
+    "warmup_s": 600.0, "min_warmup_steps": 100_000, "block_min_s": 60.0, "min_samples": 100_000,
+    "min_time_s": 3600.0, "target_rel_iqr": 1.0, "budget_s": 3600.0, "max_samples": 1_000_000,
+    "case_timeout_s": 86_400.0,
+}
+
+
 def _timing(source: str, table: Any) -> TimingConfig:
     if not isinstance(table, dict):
         raise GridError(source, "timing", "must be a table")
@@ -97,6 +106,9 @@ def _timing(source: str, table: Any) -> TimingConfig:
     for key, value in table.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise GridError(source, f"timing.{key}", f"must be a finite positive number, got {value!r}")
+        if value > TIMING_LIMITS[key]:
+            raise GridError(source, f"timing.{key}", f"{value!r} is past the most parbench allows, "
+                                                      f"{TIMING_LIMITS[key]:g}: a case must end in bounded time")
     return TimingConfig.from_mapping(table)
 
 

@@ -24,7 +24,24 @@ def unavailable_reason(job: "Job") -> str | None:
     device = discover(case.framework, case.device)
     if not device.available:
         return f"no {case.device}: {device.reason}"
-    return precision_reason(case, device) or strategy_reason(job, device)
+    return emulation_reason(case) or precision_reason(case, device) or strategy_reason(job, device)
+
+
+#: The most emulated devices (gloo ranks, logical CPU devices, local worker processes) one CPU
+#: core may carry: each rank is a process with a framework loaded (~300 MB), so a grid asking
+#: for thousands would exhaust the machine's memory before its first step.
+EMULATED_DEVICES_PER_CORE = 8
+
+
+def emulation_reason(case: Case) -> str | None:
+    """Why a CPU case asks for more emulated devices than this machine can hold, or None."""
+    if case.device is not DeviceKind.CPU:
+        return None
+    most = EMULATED_DEVICES_PER_CORE * len(os.sched_getaffinity(0))
+    if case.n_devices > most:
+        return (f"{case.n_devices} emulated CPU devices are more than this machine can hold: at most "
+                f"{EMULATED_DEVICES_PER_CORE} per core, {most} on its {most // EMULATED_DEVICES_PER_CORE} cores")
+    return None
 
 
 #: The compute capability from which NVIDIA GPUs have tf32 and bf16 tensor cores (Ampere).

@@ -362,15 +362,18 @@ def launch_case(job: "Job", timing: TimingConfig, probe: Probe, worker: str) -> 
     if bound.refused:
         return Outcome(Status.UNAVAILABLE, bound.refused,
                        details={"predicted_first_step_s": bound.predicted_step_s})
-    if bound.isolated and launch is Launch.IN_PROCESS:
+    if bound.isolated and job.strategy.launch is Launch.IN_PROCESS:  # in a process of its own either way
         return run_bounded(job, timing, bound, worker)
     return LAUNCHERS[launch](job, timing, worker)
 
 
 def launch_mode(job: "Job") -> Launch:
-    """The strategy's `launch`, except that a GPU case is never timed in the parbench process:
-    a process of its own is killed at the case's deadline however it hangs (in a CUDA call, out
-    of Python's reach), and gives back all its GPU memory when it ends (TensorFlow never returns
-    what it took, which would starve every later case of that GPU)."""
+    """The strategy's `launch`, except that a GPU case, or one that runs the user's code, is
+    never timed in the parbench process: a process of its own is killed at the case's deadline
+    however it hangs (in a CUDA call or a user's forward, out of Python's reach), gives back all
+    its GPU memory when it ends (TensorFlow never returns what it took, which would starve every
+    later case of that GPU), and whatever it does (exit, segfault, run out of memory, fork) ends
+    only that case, stored `failed` with what happened."""
     launch = job.strategy.launch
-    return Launch.ISOLATED if launch is Launch.IN_PROCESS and job.case.device is DeviceKind.GPU else launch
+    apart = job.case.device is DeviceKind.GPU or job.workload.runs_user_code
+    return Launch.ISOLATED if launch is Launch.IN_PROCESS and apart else launch

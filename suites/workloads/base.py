@@ -93,6 +93,13 @@ class Workload(ABC):
         """Bytes a collective moves per step, for algbw/busbw; None for compute workloads."""
         return None
 
+    @property
+    def runs_user_code(self) -> bool:
+        """Whether a step calls code from outside parbench (a workload a plugin registered, or
+        a user's model), which may hang, exit, crash or fork: such a case never runs in the
+        parbench process, so that its deadline can stop it and nothing it does ends the run."""
+        return not type(self).__module__.startswith("suites.")
+
     def min_bytes_per_step(self) -> int | None:
         """Kernels: the fewest bytes one step must move between the device and its memory — each
         input read once, the output written once, in the case's dtype — the denominator of its

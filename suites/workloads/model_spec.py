@@ -48,6 +48,8 @@ class ModelSpec(ABC):
     #: model and pipeline parallelism split) or one forward. Data only: the framework's catalogue
     #: imports it (`suites.frameworks.model_folders.model_implementation`). A subclass inherits
     #: its base's (BERT and GPT-2 are transformers).
+    #: Whether building or stepping the model calls the user's code (`UserModel`).
+    runs_user_code: ClassVar[bool] = False
     implementations: ClassVar[Mapping[Framework, str]] = {}
 
     @property

@@ -217,6 +217,11 @@ class TrainStep(Workload):
         return sized_model(str(self.p["model"]), self._sizes(self.case.param_dict))
 
     @property
+    def runs_user_code(self) -> bool:
+        """A model of the user's (`suites.user_model`) is user code, as a plugin workload is."""
+        return super().runs_user_code or self.model.runs_user_code
+
+    @property
     def optimizer(self) -> str:
         return str(self.p["optimizer"])
 

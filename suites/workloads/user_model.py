@@ -43,6 +43,7 @@ USER_MODEL_SEED = 0
 @dataclass(frozen=True)
 class UserModel(ModelSpec):
     name: ClassVar[str] = "user"
+    runs_user_code: ClassVar[bool] = True
     model_name: str = "user"
     sample_shape: tuple[int, ...] = ()
     loss: str = "mse"  # type: ignore[assignment]  # a field here, a property on built-in specs

@@ -15,7 +15,7 @@ from suites.cases.filters import __doc__ as filter_help
 from suites.cases.filters import select
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.grids.grid import DEFAULT_SUITE, load_suite
+from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, load_suite
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
@@ -33,6 +33,10 @@ SUMMARY = "run a suite (default: quick) and store its records"
 KNOBS = knobs.CASE_KNOBS
 
 
+#: A run estimated past this many seconds is started only when asked (--yes) or capped.
+LONG_RUN_S = 12 * 3600
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = filter_help
@@ -47,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-minutes", type=float,
                         help="cap the run: start a case only while the time spent plus its estimate "
                              "fits; the cases left out are listed at the end and in the run's summary")
+    parser.add_argument("--yes", action="store_true",
+                        help=f"start a run estimated past {LONG_RUN_S // 3600:g} h without --max-minutes "
+                             "(refused otherwise)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None:
         if not 0 < args.budget < math.inf:
             raise UserError(f"--budget must be a finite positive number of seconds, got {args.budget}")
+        if args.budget > TIMING_LIMITS["budget_s"]:
+            raise UserError(f"--budget {args.budget:g} is past the most parbench allows per case, "
+                            f"{TIMING_LIMITS['budget_s']:g} s")
         timing = replace(timing, budget_s=args.budget)
     store = ResultsStore(args.results)
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
@@ -69,10 +79,14 @@ def run(args: argparse.Namespace) -> int:
     eta = Eta([case_estimate_s(case, timing) for case in cases])
     estimate_s = eta.remaining_s()
     capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
+    if estimate_s > LONG_RUN_S and cap is None and not args.yes:
+        raise UserError(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}: past "
+                        f"{LONG_RUN_S // 3600:g} h, so not started; choose fewer with --filter, run what fits "
+                        f"with --max-minutes M, or pass --yes to start it anyway")
     busy = busy_machine_note(os.getloadavg()[0], len(os.sched_getaffinity(0)))
     console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}{busy}",
                   markup=False)
-    store.ensure_writable()
+    store.ensure_writable(context.environment["machine"])
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("~{task.fields[left]} left"),
                   TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
