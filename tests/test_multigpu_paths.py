@@ -136,6 +136,21 @@ def test_enough_gpus_keep_nccl_and_real_figures(monkeypatch):
     assert plugin.backend(job_for(case)) == "nccl" and not plugin.emulated(job_for(case))
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "tensor"])
+def test_two_nodes_of_eight_gpus_under_torchrun_are_real_nccl_not_emulated(monkeypatch, strategy):
+    """Issue 32, N3: torchrun on 2 nodes x 8 GPUs (WORLD_SIZE 16, LOCAL_WORLD_SIZE 8): each node
+    holds 8 ranks on its 8 GPUs, so nothing is shared."""
+    pretend(monkeypatch, gpu_count=8)
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    plugin = find_plugin(Framework.TORCH, Strategy(strategy))
+    case = Case.make("train_step", "torch", "gpu", strategy, "bf16", 16, {"model": "mlp", "batch": 32})
+    assert plugin.unavailable_reason(job_for(case), gpus(Framework.TORCH, 8)) is None
+    assert plugin.backend(job_for(case)) == "nccl" and not plugin.emulated(job_for(case))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")  # all 16 ranks on one 8-GPU node: shared, emulated
+    assert plugin.backend(job_for(case)) == "gloo" and plugin.emulated(job_for(case))
+
+
 def test_nccl_asked_for_on_a_shared_gpu_stays_unavailable(monkeypatch):
     pretend(monkeypatch, gpu_count=1)
     plugin = find_plugin(Framework.TORCH, Strategy.DDP)

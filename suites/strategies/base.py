@@ -189,10 +189,21 @@ class StrategyPlugin:
 
 
 def on_shared_gpus(job: "Job", gpus: int) -> bool:
-    """Whether a GPU case spans more devices than the `gpus` visible (at least one): its ranks
-    or logical devices then share them."""
+    """Whether a GPU case puts more devices on this machine than the `gpus` it sees (at least
+    one): its ranks or logical devices then share them."""
     case = job.case
-    return case.device is DeviceKind.GPU and 0 < gpus < case.n_devices
+    return case.device is DeviceKind.GPU and 0 < gpus < devices_on_this_node(job)
+
+
+def devices_on_this_node(job: "Job") -> int:
+    """The case's devices on this machine: all of them, except under a multi-node launch
+    (torchrun on several nodes: WORLD_SIZE is the case's devices, LOCAL_WORLD_SIZE this node's
+    share), where a node holds only its ranks: 2 nodes x 8 GPUs put 8 on each, not 16."""
+    case = job.case
+    world, local = os.environ.get("WORLD_SIZE", ""), os.environ.get("LOCAL_WORLD_SIZE", "")
+    if world.isdigit() and local.isdigit() and int(world) == case.n_devices and 0 < int(local) < int(world):
+        return int(local)
+    return case.n_devices
 
 
 def visible_gpus(framework: Framework) -> int:
@@ -206,11 +217,12 @@ def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: 
     """Why a GPU case of `what` cannot run on the GPUs `device` counts: too few of them, and the
     strategy cannot share them (`StrategyPlugin.shares_gpus`); None where it can run."""
     case = job.case
-    if case.device is not DeviceKind.GPU or device.count >= case.n_devices:
+    here = devices_on_this_node(job)
+    if case.device is not DeviceKind.GPU or device.count >= here:
         return None
     if can_share and device.count > 0:
         return None
-    return f"{what} over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
+    return f"{what} over {here} GPUs on this machine needs {here} visible GPUs; {device.count} visible"
 
 
 def one_device_reason(job: "Job") -> str | None:

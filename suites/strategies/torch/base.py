@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.run.launch import Launch
-from suites.strategies.base import StrategyPlugin, on_shared_gpus, visible_gpus
+from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
 from suites.strategies.options import option
 
 if TYPE_CHECKING:
@@ -116,8 +116,9 @@ class RankProcesses(TorchStrategy):
                     f"{' or '.join(PROCESS_GROUP_BACKENDS)}")
         if backend == "nccl" and case.device is not DeviceKind.GPU:
             return f"nccl reduces CUDA tensors only; this case runs on {case.device} (use gloo)"
-        if backend == "nccl" and device.count < case.n_devices:
-            return (f"NCCL needs one GPU per rank: {case.n_devices} ranks need {case.n_devices} "
+        here = devices_on_this_node(job)
+        if backend == "nccl" and device.count < here:
+            return (f"NCCL needs one GPU per rank: {here} ranks on this machine need {here} "
                     f"visible GPUs, {device.count} visible (gloo can share a GPU)")
         return None
 
