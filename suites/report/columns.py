@@ -46,6 +46,8 @@ COLUMNS: dict[str, str] = {
     "contended": "other work competed for the CPU while the case ran (load average above the cores, or steal "
                  "time: suites.records.contention); empty where not recorded (older records, asv, pytest-benchmark)",
     "contention": "why the row is contended, e.g. 'load average 4.1 on 2 cores'; '' otherwise",
+    "starved": "the record says the device waited for the host (contention.starved); empty where not recorded",
+    "bimodal": "the step times fall in two clusters (measurement.bimodal); empty where not recorded",
     "samples_per_s": METRICS["samples_per_s"].description,
     "tokens_per_s": METRICS["tokens_per_s"].description,
     "mfu_pct": METRICS["mfu_pct"].description,
@@ -73,6 +75,8 @@ COLUMNS: dict[str, str] = {
         "energy_j_per_step", "energy_watts", "samples_per_joule", "samples_per_kwh", "gflop_per_joule",
         "arithmetic_intensity", "roof_peak_tflops", "roof_bandwidth_gbs", "roofline_bound_tflops",
         "roofline_fraction")},
+    "energy_scope": "what the energy reading covers: 'gpu board (NVML)' or 'cpu package (RAPL)'; samples per "
+                    "joule compare only within one scope; '' where none was read",
     "energy_reason": "why the row has no energy figures (no readable counter, ...); '' where it has them or the "
                      "source does not say",
     "throughput_per_watt": "`throughput` / energy_watts: perf per watt (samples/J, or TFLOP/s per W, ...)",
@@ -84,6 +88,13 @@ COLUMNS: dict[str, str] = {
     "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): "
                             "what a long run keeps up; costs use it",
     "sustained_basis": "'timed span' where the source stored one, else 'median' (sustained_throughput = throughput)",
+    "comparable": "the row may stand in a cross-machine ratio, a rank, a price or a crown "
+                  "(suites.report.comparability: usable, not emulated, contended, starved, bimodal, launch- or "
+                  "host-bound, nor above a peak)",
+    "pairable": "the row may stand in a ratio within its own machine (a precision, compile or strategy "
+                "speedup): usable, and only emulated or launch/host-bound if anything",
+    "why_not": "why the row is not comparable, as a code (suites.report.comparability.CODES); '' where it is",
+    "why_not_text": "every reason the row is not comparable, in words; '' where it is",
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",
     "check_value": "the check's measured value",
@@ -117,7 +128,10 @@ FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput
                  "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib",
                  *LIMIT_FLOATS]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
-BOOL_COLUMNS = ["emulated", "noisy", "contended", "straggler", "check_passed", "memory_fits"]
+BOOL_COLUMNS = ["emulated", "noisy", "contended", "starved", "bimodal", "straggler", "check_passed", "memory_fits"]
+#: Columns the loader derives from the whole row once it is loaded (`comparability.flag`), not read
+#: from a source: `tidy` leaves them out.
+FLAGS = ["comparable", "pairable", "why_not", "why_not_text"]
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -176,7 +190,7 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """Rows (dicts) -> the tidy table with every documented column, in order, with fixed dtypes."""
     frame = pd.DataFrame(list(rows))
     param_columns = sorted(c for c in frame.columns if c.startswith("param_"))
-    order = list(COLUMNS)
+    order = [column for column in COLUMNS if column not in FLAGS]
     order[order.index("params") + 1:order.index("params") + 1] = param_columns
     frame = frame.reindex(columns=order)
     for column in FLOAT_COLUMNS:

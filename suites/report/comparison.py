@@ -1,5 +1,8 @@
 """Speedup of each configuration against a chosen baseline, with a noise verdict per pair.
 
+A pair is made only from rows the comparability flags allow (suites.report.comparability; report-guide
+C3 and C5): where none can be, the row says why instead of showing a number.
+
 speedup = throughput / throughput of the baseline row that differs only in the baseline's
 columns (e.g. baseline {"precision": "fp32"} pairs a bf16 row with the fp32 row of the same
 machine, device, framework, strategy and workload). Throughput, not step time, so that rows
@@ -12,12 +15,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from suites.report.columns import IDENTITY
+from suites.report.columns import ENVIRONMENT, IDENTITY
+from suites.report.comparability import flagged, sentence
 from suites.report.noise import verdict
 from suites.report.selection import latest, usable
 
 #: Columns kept from the baseline row (suffixed `_base`).
 BASE_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "noisy", "emulated", *IDENTITY]
+#: Columns of the baseline row that decide whether a pair may be made.
+PAIR_COLUMNS = ["case_id", "run_id", "timestamp", "status", "comparable", "pairable", "why_not", "why_not_text"]
 
 
 def parse_baseline(items: Sequence[str]) -> dict[str, str]:
@@ -75,23 +81,110 @@ def noise_columns(pairs: pd.DataFrame) -> pd.DataFrame:
     return pairs.apply(judge, axis=1)
 
 
+#: `pairing` of a ratio: both rows from one run; from two runs of one environment (rule C5's
+#: fallback, labelled so); from two machines (both rows `comparable`).
+SAME_RUN, ACROSS_RUNS, ACROSS_MACHINES = "same run", "across runs", "across machines"
+EMULATION = "emulation"
+
+
+def _side_label(frame: pd.DataFrame, columns: Sequence[str], suffix: str = "") -> pd.Series:
+    """What tells a row from its baseline, e.g. 'bf16', 'eager', 'ddp ×2', 'box-a'."""
+    def shown(column: str, value: Any) -> str:
+        if column == "compile" and value in ("none", ""):
+            return "eager"
+        return f"×{value}" if column == "n_devices" else str(value)
+    values = [frame[f"{column}{suffix}" if f"{column}{suffix}" in frame else column] for column in columns]
+    return pd.Series([" ".join(shown(column, value) for column, value in zip(columns, row)) for row in zip(*values)],
+                     index=frame.index, dtype=object)
+
+
+def _same_environment(pairs: pd.DataFrame) -> pd.Series:
+    same = pd.Series(True, index=pairs.index)
+    for column in ENVIRONMENT:
+        if column in pairs and f"{column}_base" in pairs:
+            mine, theirs = pairs[column], pairs[f"{column}_base"]
+            equal = (mine.astype(object) == theirs.astype(object)).fillna(False).astype(bool)
+            same &= equal | (mine.isna() & theirs.isna())  # unknown on both sides is no change
+    return same
+
+
 def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str] = ()) -> pd.DataFrame:
-    """Every usable row paired with its baseline row, with `speedup` and the noise verdict.
+    """Every usable row with its baseline row: `speedup` where the pair may be made, else
+    `no_ratio` saying why; `pairing` says how it was made; the noise verdict beside it.
 
     `free` names identity columns that may also differ from the baseline row (comparing a
     strategy with `single` also frees `n_devices`). The baseline rows themselves are left out.
+
+    Across machines (`machine` in the baseline): the latest rows, both `comparable`. Within a
+    machine (rule C5): the baseline row of the target's own run; failing that, the latest one
+    of another run in the same environment ("across runs"); never one of another environment.
+    Both rows must be `pairable` (never contended, starved, bimodal or above a peak); an
+    emulated one pairs only within its machine, labelled "emulation". A row whose baseline case
+    exists but gives no pair is kept, with `speedup` NaN and the reason in `no_ratio`.
     """
-    rows = usable(latest(frame))
-    base = rows[matches(rows, baseline)]
+    frame = flagged(frame)
+    across_machines = "machine" in baseline
+    differing = [*baseline, *free]
     keys = [c for c in IDENTITY if c not in baseline and c not in free]
-    pairs = rows.merge(base[BASE_COLUMNS].rename(columns=lambda c: f"{c}_base")
-                       .rename(columns={f"{k}_base": k for k in keys}), on=keys)
+    current = latest(frame)
+    targets = usable(current[~matches(current, baseline)])
+    pool = current if across_machines else frame
+    bases = pool[matches(pool, baseline)]
+    taken = list(dict.fromkeys([*BASE_COLUMNS, *PAIR_COLUMNS, *(c for c in ENVIRONMENT if c in bases)]))
+    pairs = targets.reset_index(names="target").merge(
+        bases[taken].rename(columns=lambda c: f"{c}_base").rename(columns={f"{k}_base": k for k in keys}), on=keys)
     differs = pd.Series(False, index=pairs.index)
-    for column in [*baseline, *free]:
+    for column in differing:
         differs |= pairs[column].astype(str).ne(pairs[f"{column}_base"].astype(str))
-    pairs = pairs[differs].reset_index(drop=True)
-    pairs["speedup"] = pairs["throughput"] / positive(pairs["throughput_base"])
-    return pd.concat([pairs, noise_columns(pairs)], axis=1)
+    pairs = pairs[differs]
+    flag = "comparable" if across_machines else "pairable"
+    base_ok = pairs[f"{flag}_base"].astype(bool)
+    same_run = pairs["run_id"].eq(pairs["run_id_base"])
+    same_env = _same_environment(pairs)
+    if across_machines:
+        rank = np.where(base_ok, 0, 2)
+    else:
+        rank = np.select([same_run & base_ok, same_env & base_ok, same_run, same_env], [0, 1, 2, 3], 4)
+    pairs = (pairs.assign(rank=rank).sort_values(["rank", "timestamp_base"], ascending=[True, False], kind="stable")
+             .drop_duplicates(subset=["target", "case_id_base"], keep="first")
+             .sort_values(["target", "case_id_base"]).reset_index(drop=True))
+    target_ok = pairs[flag].astype(bool)
+    paired = target_ok & pairs["rank"].le(1)
+    pairs["speedup"] = (pairs["throughput"] / positive(pairs["throughput_base"])).where(paired)
+    kind = ACROSS_MACHINES if across_machines else pd.Series(np.where(pairs["rank"].eq(0), SAME_RUN, ACROSS_RUNS),
+                                                              index=pairs.index)
+    emulated = pairs["emulated"].astype("boolean").fillna(False) | pairs["emulated_base"].astype("boolean").fillna(False)
+    pairs["pairing"] = (kind + emulated.map({True: f" · {EMULATION}", False: ""})).where(paired, "")
+    pairs["no_ratio"] = _no_ratio(pairs, differing, target_ok)
+    pairs = pairs.drop(columns=["target", "rank"])
+    judged = noise_columns(pairs[paired.to_numpy()]).reindex(pairs.index)
+    judged["beyond_noise"] = judged["beyond_noise"].astype("boolean").fillna(False).astype(bool)
+    judged["noise_test"] = judged["noise_test"].fillna(NO_WORK)
+    return pd.concat([pairs, judged], axis=1)
+
+
+def _no_ratio(pairs: pd.DataFrame, differing: Sequence[str], target_ok: pd.Series) -> pd.Series:
+    """Why a pair gives no ratio ('' where it gives one): the target row's reason, else the
+    baseline row's, else that the only baseline is from another environment."""
+    target, base = _side_label(pairs, differing), _side_label(pairs, differing, "_base")
+    texts = []
+    for i, ok, rank in zip(pairs.index, target_ok, pairs["rank"]):
+        if not ok:
+            texts.append(f"no ratio: the {target[i]} row {sentence(pairs.at[i, 'why_not'], pairs.at[i, 'why_not_text'])}")
+        elif rank in (2, 3):
+            run = f" (run {pairs.at[i, 'run_id_base']})" if rank == 3 else ""
+            texts.append(f"no ratio: the {base[i]} row{run} "
+                         f"{sentence(pairs.at[i, 'why_not_base'], pairs.at[i, 'why_not_text_base'])}")
+        elif rank == 4:
+            also = ("" if pairs.at[i, "pairable_base"] else
+                    f"; that row also {sentence(pairs.at[i, 'why_not_base'], pairs.at[i, 'why_not_text_base'])}")
+            texts.append(f"no ratio: the only {base[i]} row is from another environment (run "
+                         f"{pairs.at[i, 'run_id_base']}), and runs of two environments are not paired{also}")
+        elif pd.isna(pairs.at[i, "speedup"]):  # the baseline does no work per step
+            texts.append(f"no ratio: the {base[i]} row does no work per step")
+        else:
+            texts.append("")
+    return pd.Series(texts, index=pairs.index, dtype=object)
 
 
 def describe(baseline: Mapping[str, Any]) -> str:

@@ -53,9 +53,10 @@ def compile_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     if pairs.empty:
         return pairs.assign(break_even_steps=pd.Series(dtype=float), break_even=pd.Series(dtype=str))
     metric = METRICS["compile_break_even_steps"]
+    # Only a pair that gives a ratio gives a break-even (`speedup`'s rules: same run, none contended).
+    known = [pd.notna(row.compile_s) and pd.notna(row.speedup) for row in pairs.itertuples()]
     steps = [metric.value(Work(median_s=row.median_s, compile_s=row.compile_s, eager_median_s=row.median_s_base))
-             if pd.notna(row.compile_s) else None for row in pairs.itertuples()]
+             if ok else None for ok, row in zip(known, pairs.itertuples())]
     pairs["break_even_steps"] = pd.Series(steps, index=pairs.index, dtype=float)
-    pairs["break_even"] = [break_even_text(value) if pd.notna(row.compile_s) else ""
-                           for value, row in zip(steps, pairs.itertuples())]
+    pairs["break_even"] = [break_even_text(value) if ok else "" for value, ok in zip(steps, known)]
     return pairs

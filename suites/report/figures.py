@@ -61,11 +61,15 @@ def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, 
 def throughput(rows: pd.DataFrame, problem: str) -> str:
     """Throughput of each configuration on one problem; error bars span the IQR of step time
     (throughput at q3 .. at q1)."""
-    rows = rows.sort_values("throughput", ascending=False)
+    ranked = rows["comparable"].astype(bool) if "comparable" in rows else pd.Series(True, index=rows.index)
+    rows = rows.assign(ranked=ranked).sort_values(["ranked", "throughput"], ascending=[False, False], kind="stable")
     work = rows["throughput"] * rows["median_s"]
     low = (rows["throughput"] - work / rows["q3_s"]).clip(lower=0).fillna(0)
     high = (work / rows["q1_s"] - rows["throughput"]).clip(lower=0).fillna(0)
-    labels = _labels(rows)
+    # a row that is not comparable comes after the ranked ones and says why, so no bar order ranks it
+    why = rows["why_not"] if "why_not" in rows else pd.Series("", index=rows.index)
+    labels = _labels(rows) + [f" [not comparable: {code}]" if not ok and code and code != "emulated" else ""
+                              for ok, code in zip(rows["ranked"], why)]
     unit = rows["throughput_unit"].iloc[0]
     return png(_bars(labels, rows["throughput"], _colors(rows["machine"]), unit,
                      f"{problem}: throughput (bars: median; whiskers: IQR)", np.vstack([low, high])))
@@ -97,8 +101,9 @@ def scaling(curves: pd.DataFrame) -> str:
 
 def precision(pairs: pd.DataFrame) -> str:
     """Mixed/reduced precision speedup over fp32 on the same machine, device and strategy."""
-    pairs = pairs.sort_values("speedup", ascending=False)
-    labels = _labels(pairs, with_problem=True)
+    pairs = pairs[pairs["speedup"].notna()].sort_values("speedup", ascending=False)
+    across = pairs["pairing"] if "pairing" in pairs else pd.Series("", index=pairs.index)
+    labels = _labels(pairs, with_problem=True) + across.map(lambda how: " [across runs]" if "across runs" in how else "")
     return png(_bars(labels, pairs["speedup"], _colors(pairs["precision"]), "speedup over fp32 (throughput ratio)",
                      "precision speedup vs fp32 (dashed: 1.0)", reference=1.0))
 

@@ -25,13 +25,17 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         timing = {"median_s": m.median, "iqr_s": m.iqr, "q1_s": q1, "q3_s": q3, "n": m.n,
                   "samples_s": m.samples, "noisy": m.noisy, "compile_s": m.compile_s,
                   "straggler": m.straggler, "sustained_step_s": m.sustained_step_s,
-                  "energy_reason": m.energy.reason if m.energy else ""}
+                  "energy_reason": m.energy.reason if m.energy else "", "energy_scope": energy_scope(m)}
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
         "reason": record.reason, **timing, **limit_fields(record),
         "contended": record.contention.contended if record.contention else None,
         "contention": record.contention.why if record.contention else "",
+        # Fields the record side may add; read defensively, so a record without them loads as
+        # one that does not say (never as guilty, never as an error).
+        "starved": _flag(record.contention, "starved"),
+        "bimodal": _flag(m, "bimodal"),
         **{name: metrics.get(name) for name in TIDY_METRICS},
         "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None,
@@ -40,6 +44,22 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         "run_id": record.run_id,
         "timestamp": record.timestamp, "suite": record.suite, "path": str(path),
     }
+
+
+def _flag(holder: Any, name: str) -> bool | None:
+    """`holder.name` as true/false; None where the holder or the field is absent."""
+    value = getattr(holder, name, None) if holder is not None else None
+    return None if value is None else bool(value)
+
+
+#: Energy methods (suites.records.energy_readings) by what their reading covers.
+ENERGY_SCOPES = {"nvml_counter": "gpu board (NVML)", "nvml_power": "gpu board (NVML)", "rapl": "cpu package (RAPL)"}
+
+
+def energy_scope(m: Any) -> str:
+    """What the measurement's energy covers: one scope, or several joined with ' + '."""
+    devices = m.energy.devices if m is not None and m.energy is not None else ()
+    return " + ".join(sorted({ENERGY_SCOPES.get(d.method, str(d.method)) for d in devices}))
 
 
 def rows(path: Path) -> Iterator[dict[str, Any]]:

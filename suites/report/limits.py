@@ -9,6 +9,9 @@ from suites.report.columns import config_label
 from suites.report.selection import latest, usable
 from suites.report.tables import Format, fmt_fraction, fmt_number, fmt_text, fmt_watts
 
+#: What the limits table says where a record has no `bound_by` (older records, asv, pytest-benchmark).
+NOT_RECORDED = "not recorded"
+
 VERDICT_TEXT = (
     f"communication: the cross-rank exchange takes ≥ {EXCHANGE_SHARE:.0%} of the step (DDP's no_sync probe); "
     f"launch: the device was busy < {BUSY_SHARE:.0%} of the step (profiler kernel time, else NVML utilization) — "

@@ -19,6 +19,7 @@ import pandas as pd
 from suites.records.store import ResultsStore, ResultsWarning
 from suites.report import from_asv, from_parbench, from_pytest_benchmark
 from suites.report.columns import tidy
+from suites.report.comparability import flag
 from suites.report.derived import WorkOf, add_throughput, fill_metrics
 
 #: JSON files in results folders that describe results but hold none.
@@ -95,7 +96,8 @@ def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS,
     Columns and their meaning: `suites.report.columns.COLUMNS`. Results of many machines and
     all three front ends load together; the same record reached twice counts once. `work_of`
     gives a case's analytic work, from which asv and pytest-benchmark rows' metrics are
-    recomputed (`suites.report.derived.fill_metrics`); `suites.load_results` gives it.
+    recomputed (`suites.report.derived.fill_metrics`); `suites.load_results` gives it. Each row's
+    `comparable` / `why_not` flags are decided here, once (`suites.report.comparability`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -108,5 +110,5 @@ def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataF
     rows = [row for path in files for row in _file_rows(path)]
     frame = tidy(rows)
     frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
-    frame = add_throughput(fill_metrics(frame, work_of))
+    frame = flag(add_throughput(fill_metrics(frame, work_of)))
     return frame.sort_values(["workload", "params", "machine", "timestamp"], kind="stable").reset_index(drop=True)

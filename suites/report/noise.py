@@ -70,17 +70,39 @@ def slower_beyond(threshold: float, a_samples: Sequence[float], a_quartiles: tup
     fastest sample (interference only ever adds time, so a busy neighbour during one run slows
     its median but rarely its best step). A side flagged noisy must moreover have
     its interquartile range apart from the other's scaled one; without raw samples that is the
-    whole rule.
+    whole rule. `why_not_slower_beyond` says which part failed.
     """
+    return not why_not_slower_beyond(threshold, a_samples, a_quartiles, b_samples, b_quartiles, noisy)
+
+
+def why_not_slower_beyond(threshold: float, a_samples: Sequence[float], a_quartiles: tuple[float, float],
+                          b_samples: Sequence[float], b_quartiles: tuple[float, float], noisy: bool = False) -> str:
+    """'' where B is slower than A by more than `threshold` beyond noise (`slower_beyond`), else
+    which part of the rule it misses, in words (what `parbench compare` prints beside a slowdown
+    that is no regression)."""
     scale = 1.0 + threshold
+    limit = f"the --fail-on-regression threshold of {threshold:.0%}"
     (a1, a3), (b1, b3) = a_quartiles, b_quartiles
     apart = b1 > a3 * scale  # False when a quartile is NaN
     if len(a_samples) < MIN_SAMPLES or len(b_samples) < MIN_SAMPLES:
-        return apart
-    a_scaled, b = np.asarray(a_samples, dtype=float) * scale, np.asarray(b_samples, dtype=float)
-    beyond = (mann_whitney_p(a_scaled, b) < ALPHA and np.median(b) > np.median(a_scaled)
-              and b.min() > a_scaled.min())
-    return bool(beyond and (apart or not noisy))
+        if apart:
+            return ""
+        if any(math.isnan(v) for v in (a1, a3, b1, b3)):
+            return "no spread known (no raw samples, no quartiles)"
+        return f"without raw samples: B's IQR is not above A's by {limit}"
+    a, b = np.asarray(a_samples, dtype=float), np.asarray(b_samples, dtype=float)
+    a_scaled = a * scale
+    slower = float(np.median(b) / np.median(a) - 1.0)
+    if slower <= threshold:
+        return f"below {limit} ({slower:.1%} slower in median)"
+    if not (mann_whitney_p(a_scaled, b) < ALPHA and np.median(b) > np.median(a_scaled)):
+        return f"{slower:.1%} slower in median, but not beyond noise once {limit} is allowed"
+    if not b.min() > a_scaled.min():
+        return (f"B's fastest step is within {limit} of A's: interference (which only adds time), "
+                f"not a slower case")
+    if noisy and not apart:
+        return f"a side is noisy or contended and the IQRs are not apart by {limit}"
+    return ""
 
 
 def verdict(a_samples: Sequence[float], a_quartiles: tuple[float, float],

@@ -9,6 +9,12 @@ table matches: `suites.hardware.peaks.best_match`), else for CPU cases [cpu] per
 cores the run could use. A row without `per_hour` gives no price, and its `no_price_reason` says
 why; so does a device no row names.
 
+A price is *sourced* unless its row's `source` calls it illustrative (the shipped [cpu]
+per_core_hour is "illustrative: about a general-purpose cloud vCPU's price"): a price the user
+gives for a machine or device with no source of its own is what they pay, so it is sourced. Costs
+are computed from either, but only sourced prices crown a configuration "cheapest" (report-guide
+C9); an illustrative one says so in its rule.
+
 Every price given must be a finite number > 0 (a negative or NaN one would rank a machine
 "cheapest" at a negative cost): a bad entry in the user's file (or the shipped one) is a
 UserError naming the file, the entry and its value, never a guess and never a traceback.
@@ -31,7 +37,15 @@ from suites.hardware.peaks import best_match
 PRICES_ENV = "PARBENCH_PRICES"
 #: How `price_rule` begins where a row has no price; the reason follows.
 NO_PRICE = "no price"
-COST_COLUMNS = ["price_per_hour", "price_rule", "cost_per_m_samples", "cost_per_pflop"]
+COST_COLUMNS = ["price_per_hour", "price_rule", "price_sourced", "cost_per_m_samples", "cost_per_pflop"]
+#: How a price row's `source` begins when the price is an estimate, not a price anyone lists.
+ILLUSTRATIVE = "illustrative"
+#: How a price rule ends where its price is illustrative (the page shows the rule).
+ILLUSTRATIVE_MARK = " (illustrative)"
+
+
+def illustrative(source: Any) -> bool:
+    return isinstance(source, str) and source.strip().lower().startswith(ILLUSTRATIVE)
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,7 @@ class PriceTable:
     cpu_per_core_hour: float | None
     sources: tuple[str, ...]
     user_devices: int = 0  # how many of `devices`' leading rows came from the user's file (they win)
+    cpu_source: str = ""  # where [cpu] per_core_hour comes from ('illustrative: ...' for the shipped one)
 
     @classmethod
     def load(cls, user_file: str | Path | None = None) -> "PriceTable":
@@ -50,6 +65,7 @@ class PriceTable:
         check_prices(data, "suites/prices.toml", "fix the shipped table")
         sources = [f"suites/prices.toml (read {data['date']})" if data.get("date") else "suites/prices.toml"]
         user_devices = 0
+        cpu_source = str(data.get("cpu", {}).get("source", ""))
         user_file = user_file or knobs.read(PRICES_ENV)
         if user_file:
             way_out = f"fix the file, or drop --prices / unset {PRICES_ENV}"
@@ -61,11 +77,13 @@ class PriceTable:
                     "cpu": {**data.get("cpu", {}), **user.get("cpu", {})}}
             sources.insert(0, str(user_file))
             user_devices = len(user.get("device", []))
+            if "per_core_hour" in user.get("cpu", {}):  # the user's own price: its source, or theirs
+                cpu_source = str(user["cpu"].get("source", ""))
         return cls(currency=str(data.get("currency", "USD")),
                    machines={str(k): float(v) for k, v in data.get("machines", {}).items()},
                    devices=tuple(data.get("device", [])),
                    cpu_per_core_hour=data.get("cpu", {}).get("per_core_hour"), sources=tuple(sources),
-                   user_devices=user_devices)
+                   user_devices=user_devices, cpu_source=cpu_source)
 
     def per_hour(self, machine: str, device: str, device_name: str, n_devices: int,
                  cpu_cores: float) -> tuple[float, str]:
@@ -74,11 +92,13 @@ class PriceTable:
             return self.machines[machine], f"machine {machine}"
         if device == "cpu":
             if self.cpu_per_core_hour is not None and cpu_cores == cpu_cores and cpu_cores:
-                return self.cpu_per_core_hour * cpu_cores, f"{cpu_cores:g} cores x {self.cpu_per_core_hour:g}/h"
+                return (self.cpu_per_core_hour * cpu_cores, f"{cpu_cores:g} cores x {self.cpu_per_core_hour:g}/h"
+                        + (ILLUSTRATIVE_MARK if illustrative(self.cpu_source) else ""))
             return np.nan, f"{NO_PRICE}: no [cpu] per_core_hour, or the machine's cores are unknown"
         entry = best_match(device_name, self.devices, self.user_devices)
         if entry is not None and entry.get("per_hour") is not None:
-            return entry["per_hour"] * n_devices, f"{n_devices} x {entry['match']} {entry['per_hour']:g}/h"
+            return (entry["per_hour"] * n_devices, f"{n_devices} x {entry['match']} {entry['per_hour']:g}/h"
+                    + (ILLUSTRATIVE_MARK if illustrative(entry.get("source")) else ""))
         if entry is not None:
             return np.nan, f"{NO_PRICE}: {entry.get('no_price_reason') or 'its row gives no per_hour'}"
         return np.nan, f"{NO_PRICE}: no row of the price table names the device {device_name!r}"
@@ -119,6 +139,7 @@ def add_costs(frame: pd.DataFrame, table: PriceTable) -> pd.DataFrame:
         [table.per_hour(m, d, name, int(n) if n == n else 1, float(c) if pd.notna(c) else np.nan)
          for m, d, name, n, c in combos.itertuples(index=False)],
         columns=["price_per_hour", "price_rule"], index=combos.index)
+    priced["price_sourced"] = priced["price_per_hour"].notna() & ~priced["price_rule"].str.endswith(ILLUSTRATIVE_MARK)
     frame = frame.drop(columns=[c for c in COST_COLUMNS if c in frame]).merge(
         pd.concat([combos, priced], axis=1), on=keys, how="left")
     per_second = frame["price_per_hour"] / 3600.0

@@ -3,8 +3,10 @@
 For each problem (workload + parameters) and precision, a hardware configuration's best
 throughput (over frameworks and strategies) is divided by the reference configuration's on
 the same problem and precision; the summary is the geometric mean of those ratios over the
-problems both measured. 1.0 = as fast as the reference. Emulated rows are left out: several
-logical devices sharing one CPU are not hardware (`selection.real_hardware`). A geometric mean, because ratios
+problems both measured. 1.0 = as fast as the reference. Only `comparable` rows count
+(suites.report.comparability): emulated rows (several logical devices sharing one CPU are not
+hardware), contended, starved, bimodal, launch- or host-bound rows and rows above a peak are
+left out, so no ratio rests on a figure that measures something else. A geometric mean, because ratios
 multiply: a config twice as fast on one problem and half as fast on another averages to 1.0.
 """
 from __future__ import annotations
@@ -12,24 +14,39 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.selection import latest, real_hardware, usable
+from suites.report.comparability import counts_text
+from suites.report.selection import comparable, latest, not_comparable
 
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)
 
 
 def best_per_problem(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = real_hardware(usable(latest(frame))).assign(hardware=lambda f: hardware_label(f))
+    rows = comparable(latest(frame)).assign(hardware=lambda f: hardware_label(f))
     return rows.groupby(["machine", "hardware", "precision", "problem"], as_index=False)["throughput"].max()
 
 
-def pick_reference(best: pd.DataFrame, wanted: str | None) -> str | None:
+class NotComparableReference(Exception):
+    """The wanted reference ran, but none of its rows is comparable: the page says why."""
+
+
+def _named(labels: pd.Series, wanted: str) -> pd.Series:
+    return (labels == wanted) | labels.str.startswith(f"{wanted} · ")
+
+
+def pick_reference(best: pd.DataFrame, wanted: str | None, frame: pd.DataFrame | None = None) -> str | None:
     """`wanted` as a hardware label, or a machine label (its best-covered hardware); by default
-    the hardware that measured the most problems (ties: alphabetical)."""
+    the hardware that measured the most problems (ties: alphabetical). ValueError where `wanted`
+    has no usable results; NotComparableReference where it has some, none comparable."""
     coverage = best.groupby("hardware")["problem"].nunique()
     if wanted:
-        candidates = coverage[(coverage.index == wanted) | coverage.index.str.startswith(f"{wanted} · ")]
+        candidates = coverage[_named(coverage.index.to_series(), wanted).to_numpy()]
         if candidates.empty:
+            left_out = not_comparable(latest(frame)) if frame is not None else pd.DataFrame()
+            if not left_out.empty and _named(hardware_label(left_out), wanted).any():
+                rows = left_out[_named(hardware_label(left_out), wanted)]
+                raise NotComparableReference(f"reference {wanted!r} has no comparable row ({counts_text(rows)}), "
+                                             f"so no ratio can be taken against it")
             raise ValueError(f"reference {wanted!r} has no usable results; known: {', '.join(coverage.index)}")
         coverage = candidates
     if coverage.empty:
@@ -40,7 +57,7 @@ def pick_reference(best: pd.DataFrame, wanted: str | None) -> str | None:
 def relative_performance(frame: pd.DataFrame, reference: str | None = None) -> tuple[pd.DataFrame, str | None]:
     """(table: hardware x precision -> geomean of throughput ratios and problem count, reference)."""
     best = best_per_problem(frame)
-    chosen = pick_reference(best, reference)
+    chosen = pick_reference(best, reference, frame)
     if chosen is None:
         return pd.DataFrame(columns=["machine", "hardware", "precision", "relative", "problems"]), None
     ref = best[best["hardware"].eq(chosen)][["precision", "problem", "throughput"]]

@@ -14,16 +14,20 @@ from pathlib import Path
 import pandas as pd
 
 from suites.errors import UserError
-from suites.report.comparison import noise_columns
+from suites.report.comparison import NO_WORK, noise_columns
 from suites.report.derived import WorkOf
 from suites.report.loading import load_results
-from suites.report.noise import slower_beyond
+from suites.report.noise import why_not_slower_beyond
 
 #: Flags of B's and A's record that make their spread untrustworthy: a noisy spread, or other work
 #: competing for the CPU while the case ran (interference only adds time, so it can fake a regression).
-NOISE_FLAGS = ("noisy", "noisy_base", "contended", "contended_base")
+NOISE_FLAGS = ("noisy", "noisy_base", "contended", "contended_base", "starved", "starved_base",
+               "bimodal", "bimodal_base")
 SIDE_COLUMNS = ["machine", "run_id", "status", "reason", "throughput", "throughput_unit", "median_s", "iqr_s",
-                "q1_s", "q3_s", "samples_s", "noisy", "contended", "emulated", "check_passed", "timestamp"]
+                "q1_s", "q3_s", "samples_s", "noisy", "contended", "starved", "bimodal", "emulated", "check_passed",
+                "timestamp"]
+#: `verdict` of a pair one of whose rows does no work per step (a one-rank all-reduce: busbw 0).
+NO_WORK_VERDICT = "n/a (no work per step)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ def _latest_per_case(frame: pd.DataFrame) -> pd.DataFrame:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """One row per case id in A or B: both sides' figures, `ratio`, the noise verdict, `verdict`."""
+    a, b = (side.reindex(columns=list(dict.fromkeys([*side.columns, *SIDE_COLUMNS]))) for side in (a, b))
     left = _latest_per_case(a)[["case_id", *SIDE_COLUMNS]].add_suffix("_base").rename(columns={"case_id_base": "case_id"})
     right = _latest_per_case(b)[["case_id", *SIDE_COLUMNS]]
     pairs = right.merge(left, on="case_id", how="outer", indicator="side").sort_values("case_id").reset_index(drop=True)
@@ -87,20 +92,30 @@ def verdicts(pairs: pd.DataFrame, both_ok: pd.Series) -> pd.Series:
     verdict[both_ok & beyond & pairs["ratio"].gt(1)] = "B faster"
     verdict[both_ok & beyond & pairs["ratio"].lt(1)] = "B slower"
     verdict[both_ok & ~beyond] = "same"
+    no_work = pairs["noise_test"].eq(NO_WORK) if "noise_test" in pairs else pd.Series(False, index=pairs.index)
+    verdict[both_ok & no_work.fillna(False).astype(bool)] = NO_WORK_VERDICT
     return verdict
 
 
-def regressions(pairs: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise (`noise.slower_beyond`,
-    on step times: a case does the same work on both sides), or that B failed and A ran."""
-    def slower(row: pd.Series) -> bool:
-        noisy = any(_flag(row[column]) for column in NOISE_FLAGS)
-        return slower_beyond(threshold, row["samples_s_base"], (row["q1_s_base"], row["q3_s_base"]),
-                             row["samples_s"], (row["q1_s"], row["q3_s"]), noisy)
+def regression_notes(pairs: pd.DataFrame, threshold: float) -> pd.Series:
+    """For each pair B runs slower beyond noise ("B slower"): '' where it is a regression (more
+    than `threshold` slower beyond noise, `noise.slower_beyond`, on step times: a case does the
+    same work on both sides), else why not, in words; '' for every other pair."""
+    def why_not(row: pd.Series) -> str:
+        noisy = any(_flag(row.get(column)) for column in NOISE_FLAGS)
+        return why_not_slower_beyond(threshold, row["samples_s_base"], (row["q1_s_base"], row["q3_s_base"]),
+                                     row["samples_s"], (row["q1_s"], row["q3_s"]), noisy)
+    notes = pd.Series("", index=pairs.index, dtype=object)
     judged = pairs["verdict"].eq("B slower")
-    regressed = pd.Series(False, index=pairs.index)
     if judged.any():
-        regressed[judged] = pairs[judged].apply(slower, axis=1).astype(bool)
+        notes[judged] = pairs[judged].apply(why_not, axis=1).astype(str)
+    return notes
+
+
+def regressions(pairs: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Cases B runs more than `threshold` (0.05 = 5%) slower beyond noise (`regression_notes`
+    gives none against them), or that B failed and A ran."""
+    regressed = pairs["verdict"].eq("B slower") & regression_notes(pairs, threshold).eq("")
     broke = pairs["status"].eq("failed") & pairs["status_base"].eq("ok")
     return pairs[regressed | broke]
 

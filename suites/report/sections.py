@@ -12,9 +12,10 @@ import pandas as pd
 from suites.records.metric_registry import METRICS
 from suites.report import figures
 from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
+from suites.report.comparability import counts_text, flagged
 from suites.report.columns import CONFIG, ENVIRONMENT, config_label
 from suites.report.compilation import compile_pairs
-from suites.report.limits import (VERDICT_TEXT, limit_columns, limits_summary, verdict_counts,
+from suites.report.limits import (NOT_RECORDED, VERDICT_TEXT, limit_columns, limits_summary, verdict_counts,
                                   verdict_table_columns)
 from suites.report.comparison import describe, speedup
 from suites.report.noise import ALPHA, MIN_SAMPLES
@@ -22,9 +23,10 @@ from suites.hardware.references import ReferenceRow, load_references
 from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.references import ModelSizes, reference_tables
-from suites.report.relative import relative_performance
+from suites.report.relative import NotComparableReference, relative_performance
+from suites.report.scaling import left_out as scaling_left_out
 from suites.report.scaling import scaling
-from suites.report.selection import latest, not_ok, real_hardware, usable
+from suites.report.selection import latest, not_comparable, not_ok, usable
 from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
                                   fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
                                   fmt_watts)
@@ -101,9 +103,21 @@ def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
 def not_ranked_text(frame: pd.DataFrame) -> list[str]:
     """One line per problem with emulated rows: they are named, and not ranked."""
     ranked = set(choices(frame)["problem"])
-    return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU, so they measure the "
-            f"emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
+    return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU (or fewer GPUs than "
+            f"ranks), so they measure the emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
             for problem, labels in emulated_configs(frame).items()]
+
+
+def not_comparable_text(frame: pd.DataFrame) -> list[str]:
+    """The one "not comparable" line: counts by reason of the usable rows left out of every
+    ratio, rank, price and crown (each row's reason is in its problem's table)."""
+    left_out = not_comparable(latest(frame))
+    if left_out.empty:
+        return []
+    return [f"Not comparable, so in no ratio, rank, price or crown ({len(left_out)} of "
+            f"{len(usable(latest(frame)))} rows that ran): {counts_text(left_out)}. Each row says why in its "
+            f"problem's table ('not comparable'); a figure above a peak is never ranked: the peak table is wrong "
+            f"for that device, or the timing is."]
 
 
 def no_price_text(frame: pd.DataFrame) -> list[str]:
@@ -115,30 +129,48 @@ def no_price_text(frame: pd.DataFrame) -> list[str]:
             for device, machine, rule in sorted(set(zip(named, rows["machine"], rows["price_rule"])))]
 
 
+def _crowned(table: pd.DataFrame, crown: str) -> pd.Series:
+    """A crown column for display: the winner, else 'none: why' ('' where nothing competed)."""
+    why = table[f"no_{crown}"].fillna("").astype(str)
+    return table[crown].where(table[crown].notna(), why.map(lambda text: f"none: {text}" if text else ""))
+
+
 def summary(frame: pd.DataFrame, currency: str) -> Section:
+    frame = flagged(frame)
     table = choices(frame)
-    text = [sentence(row, currency) for _, row in table.iterrows()] + not_ranked_text(frame) + no_price_text(frame)
+    left_out = not_comparable(latest(frame))
+    others = {problem: counts_text(group) for problem, group in left_out.groupby("problem", sort=True)}
+    text = ([sentence(row, currency, others.get(row["problem"], "")) for _, row in table.iterrows()]
+            + not_ranked_text(frame) + not_comparable_text(frame) + no_price_text(frame))
     section = Section("Summary: what to choose", "summary", nav="Summary", text=text or [
         "No case ran successfully, so there is nothing to choose between; see the unavailable and failed cases below."])
-    section.tables.append(build(table, [
-        ("problem", "problem", fmt_text), ("fastest", "fastest", fmt_text), ("throughput", "throughput", fmt_number),
+    shown = table.assign(fastest=_crowned(table, "fastest"), cheapest=_crowned(table, "cheapest"),
+                         most_efficient=_crowned(table, "most_efficient"))
+    section.tables.append(build(shown, [
+        ("problem", "problem", fmt_text), ("first", "leader", fmt_text), ("throughput", "throughput", fmt_number),
         ("unit", "throughput_unit", fmt_text), ("runner-up", "runner_up", fmt_text),
-        ("× runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text),
+        ("× runner-up", "margin", fmt_ratio), ("noise", "noise_test", fmt_text), ("fastest", "fastest", fmt_text),
         ("cheapest", "cheapest", fmt_text), (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-        ("most efficient", "most_efficient", fmt_text), ("per W", "per_watt", fmt_number),
-        ("configs", "configs", fmt_number)], caption="Fastest, cheapest and most energy-efficient configuration per problem, on real hardware "
-                "(emulated rows are not ranked)"))
+        ("most per watt", "most_efficient", fmt_text), ("per W", "per_watt", fmt_number),
+        ("configs", "configs", fmt_number)], caption="Per problem, among comparable rows only (real hardware; none "
+                "contended, starved, bimodal, launch- or host-bound, or above a peak): a crown goes only beyond "
+                "noise of the runner-up, 'cheapest' only from a sourced price"))
     return section
 
 
 def relative(frame: pd.DataFrame, reference: str | None) -> tuple[Section, str | None]:
     """The section, and the reference hardware's machine label."""
-    table, chosen = relative_performance(frame, reference)
+    try:
+        table, chosen = relative_performance(frame, reference)
+    except NotComparableReference as error:
+        return Section("Relative performance", "relative", text=[f"No relative performance: {error}."]), None
     section = Section("Relative performance", "relative", text=[
         f"Reference: {chosen} = 1.00. Per problem and precision, each hardware's best throughput over frameworks and "
-        f"strategies divided by the reference's; the geometric mean over the problems both measured. Emulated "
-        f"rows are left out: several logical devices sharing one CPU are not hardware."
-        if chosen else "No usable results to compare."])
+        f"strategies divided by the reference's; the geometric mean over the problems both measured. Only "
+        f"comparable rows count: emulated rows (several logical devices sharing one CPU are not hardware), "
+        f"contended, starved, bimodal, launch- or host-bound rows and rows above a peak are left out (see the "
+        f"summary's 'not comparable' line)."
+        if chosen else "No comparable results to compare (see the summary's 'not comparable' line)."])
     section.tables.append(build(table, [("hardware", "hardware", fmt_text), ("precision", "precision", fmt_text),
                                         ("relative performance", "relative", fmt_ratio),
                                         ("problems", "problems", fmt_number)]))
@@ -190,19 +222,24 @@ def energy_text(group: pd.DataFrame) -> str:
 
 
 def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
-    rows = usable(latest(frame)).copy()
+    rows = usable(latest(flagged(frame))).copy()
     rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
+    # A row that is not comparable is in no ratio and no price (rule C3): its own figure stays.
+    rows["cost"] = rows["cost"].where(rows["comparable"])
+    rows["cost_unit"] = rows["cost_unit"].where(rows["comparable"], "")
     sections = []
     for index, (problem, group) in enumerate(rows.groupby("problem", sort=True)):
-        group = group.sort_values("throughput", ascending=False)
-        real = real_hardware(group)["throughput"]  # an emulated row is never the fastest
-        group["vs_fastest"] = group["throughput"] / (real.max() if not real.empty else group["throughput"].max())
+        # comparable rows first, fastest first; the rest after them, never ranked among them
+        group = group.sort_values(["comparable", "throughput"], ascending=[False, False], kind="stable")
+        fastest = group.loc[group["comparable"], "throughput"].max()
+        group["vs_fastest"] = (group["throughput"] / fastest).where(group["comparable"] & (fastest > 0))
         unit = group["throughput_unit"].iloc[0]
         section = Section(problem, f"problem-{index}", text=[
             f"Throughput in {unit} from the median step (rankings and noise use it); 'sustained' is the same "
             f"figure at seconds timed / steps timed, what a long run keeps up, and costs use it. Sorted fastest "
-            f"first; 'of fastest' is against the fastest row on real hardware (an emulated row badged 'emulated' "
-            f"measures the emulation). Click a column header to sort."])
+            f"first; 'of fastest' is against the fastest comparable row. Rows that are not comparable (emulated, "
+            f"contended, starved, bimodal, launch- or host-bound, above a peak) come after, with no 'of fastest' "
+            f"and no cost; the 'not comparable' column says why. Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
@@ -214,8 +251,9 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         why_no_energy = energy_text(group)
         if why_no_energy:
             section.text.append(why_no_energy)
+        why_not = ([("not comparable", "why_not_text", fmt_text)] if not group["comparable"].all() else [])
         section.tables.append(build(with_devices(group), [
-            *CONFIG_SPEC, ("device name", "device_name", fmt_text),
+            *CONFIG_SPEC, ("device name", "device_name", fmt_text), *why_not,
             (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
             *limits, ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
             ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
@@ -231,6 +269,13 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
                                     f"peak memory against throughput on {problem}"))
         sections.append(section)
     return sections
+
+
+#: How every speedup section says it pairs rows (rule C5), and why a pair may give no ratio.
+PAIRING_TEXT = ("Within a machine a ratio pairs rows of one run; failing that, a row of another run in the same "
+                "environment, labelled 'across runs'; never another environment. No ratio is drawn from a "
+                "contended, starved or bimodal row or one above a peak; an emulated row pairs only within its "
+                "machine, labelled 'emulation'. Where no pair can be made, 'no ratio' says why.")
 
 
 def default_baseline(frame: pd.DataFrame, reference_machine: str | None) -> tuple[dict[str, str], list[str]]:
@@ -252,16 +297,26 @@ def versus_baseline(frame: pd.DataFrame, baseline: dict[str, str], free: list[st
         f"Each configuration against the row that differs only in {', '.join([*baseline, *free])}; "
         f"speedup = throughput / baseline throughput. Choose another baseline with "
         f"`parbench report --baseline COLUMN=VALUE`."])
+    section.text.append(PAIRING_TEXT if "machine" not in baseline else
+                        "Across machines both rows must be comparable: real hardware, none contended, starved, "
+                        "bimodal, launch- or host-bound, or above a peak; where not, 'no ratio' says why.")
     if pairs.empty:
         section.text.append("No pairs: no usable row has a matching baseline row.")
         return section
     pairs["config"] = config_label(pairs)
     pairs["baseline_config"] = _baseline_labels(pairs)
-    section.tables.append(build(pairs.sort_values(["problem", "speedup"], ascending=[True, False]), [
+    section.tables.append(build(_ratio_order(pairs), [
         ("problem", "problem", fmt_text), ("configuration", "config", fmt_text),
         ("baseline", "baseline_config", fmt_text), ("speedup", "speedup", fmt_ratio),
-        ("noise", "noise_test", fmt_text), ("emulated", "emulated", fmt_flag)], css=_row_class))
+        ("noise", "noise_test", fmt_text), ("paired", "pairing", fmt_text), ("no ratio", "no_ratio", fmt_text),
+        ("emulated", "emulated", fmt_flag)], css=_row_class))
     return section
+
+
+def _ratio_order(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per problem, the pairs with a ratio by speedup, then those without (each saying why)."""
+    return pairs.assign(has_ratio=pairs["speedup"].notna()).sort_values(
+        ["problem", "has_ratio", "speedup"], ascending=[True, False, False], kind="stable")
 
 
 def scaling_section(frame: pd.DataFrame) -> Section:
@@ -269,7 +324,11 @@ def scaling_section(frame: pd.DataFrame) -> Section:
     section = Section("Scaling", "scaling", text=[
         "efficiency = thr(N) / (N · thr(1)), all points of a curve from one run on one machine. Weak scaling keeps the "
         "per-device batch fixed (global batch N · batch); strong scaling (declared by the case: scaling=strong) keeps "
-        "the global batch fixed. Emulated devices share one CPU: their curves measure the emulation, not hardware."])
+        "the global batch fixed. Emulated devices share one CPU: their curves measure the emulation, not hardware. "
+        "A contended, starved or bimodal point, or one above a peak, is left out of its curve."])
+    dropped = scaling_left_out(frame)
+    if not dropped.empty:
+        section.text.append(f"Left out of the scaling curves ({len(dropped)} rows): {counts_text(dropped)}.")
     if curves.empty:
         section.text.append("No scaling curves: no run measured the same case on 1 and more devices successfully.")
         return section
@@ -290,13 +349,16 @@ def precision_section(frame: pd.DataFrame) -> Section:
         "speedup = throughput in the lower precision / fp32 throughput of the same case on the same machine. "
         "The check column is the lower-precision case's numerics check (kernels: against float64 NumPy; training: "
         "against the fp32 loss trajectory); a case that fails it is a failed case and is listed below instead."])
+    section.text.append(PAIRING_TEXT)
     if pairs.empty:
         section.text.append("No pairs: no case ran in fp32 and in another precision on the same machine.")
         return section
-    section.figures.append((figures.precision(pairs), "speedup of each precision over fp32"))
-    section.tables.append(build(with_devices(pairs).sort_values(["problem", "speedup"], ascending=[True, False]), [
+    if pairs["speedup"].notna().any():
+        section.figures.append((figures.precision(pairs), "speedup of each precision over fp32"))
+    section.tables.append(build(with_devices(_ratio_order(pairs)), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("speedup vs fp32", "speedup", fmt_ratio),
-        ("noise", "noise_test", fmt_text), ("check", "check_passed", fmt_check),
+        ("noise", "noise_test", fmt_text), ("paired", "pairing", fmt_text), ("no ratio", "no_ratio", fmt_text),
+        ("check", "check_passed", fmt_check),
         ("check metric", "check_metric", fmt_text), ("check value", "check_value", fmt_number),
         ("emulated", "emulated", fmt_flag)], css=_row_class))
     return section
@@ -309,12 +371,14 @@ def compile_section(frame: pd.DataFrame) -> Section:
         f"speedup: {METRICS['compile_speedup'].formula}. compile s: first step − median step of the compiled case, "
         f"never part of its step time. break-even: {METRICS['compile_break_even_steps'].formula}. "
         f"recompiles: {METRICS['recompiles'].formula}. The check column is the compiled case's own numerics check."])
+    section.text.append(PAIRING_TEXT)
     if pairs.empty:
         section.text.append("No pairs: no case ran compiled and eager on the same machine.")
         return section
-    section.tables.append(build(with_devices(pairs).sort_values(["problem", "speedup"], ascending=[True, False]), [
+    section.tables.append(build(with_devices(_ratio_order(pairs)), [
         ("problem", "problem", fmt_text), *CONFIG_SPEC, ("speedup vs eager", "speedup", fmt_ratio),
-        ("noise", "noise_test", fmt_text), ("median", "median_s", fmt_seconds),
+        ("noise", "noise_test", fmt_text), ("paired", "pairing", fmt_text), ("no ratio", "no_ratio", fmt_text),
+        ("median", "median_s", fmt_seconds),
         ("eager median", "median_s_base", fmt_seconds), ("compile s", "compile_s", fmt_number),
         ("break-even steps", "break_even", fmt_text), ("recompiles", "recompiles", fmt_number),
         ("check", "check_passed", fmt_check), ("check value", "check_value", fmt_number),
@@ -323,7 +387,7 @@ def compile_section(frame: pd.DataFrame) -> Section:
 
 
 def peak_section(frame: pd.DataFrame) -> Section:
-    rows = usable(latest(frame))
+    rows = usable(latest(flagged(frame)))
     rows = rows[rows["pct_peak_table"].notna() | rows["pct_peak_measured"].notna()]
     section = Section("% of peak", "peak", text=[
         f"% of peak (table): {METRICS['pct_peak_table'].formula}.",
@@ -331,12 +395,25 @@ def peak_section(frame: pd.DataFrame) -> Section:
     if rows.empty:
         section.text.append("No row has a peak to compare with (no FLOP count, or no peak known for the device).")
         return section
-    if rows["pct_peak_table"].notna().any():
-        section.figures.append((figures.peak(rows[rows["pct_peak_table"].notna()]), "percent of peak per configuration"))
-    section.tables.append(build(with_devices(rows).sort_values("pct_peak_table", ascending=False), [
+    above = rows["pct_peak_table"].gt(100) | rows["pct_peak_measured"].gt(100)
+    if above.any():
+        devices = sorted(set(rows.loc[above, "machine"] + " · " + rows.loc[above, "device"] + " "
+                             + rows.loc[above, "device_name"].where(rows.loc[above, "device_name"].ne(""), "(unnamed)")))
+        section.text.append(
+            f"Above the peak ({int(above.sum())} rows, on {'; '.join(devices)}): the peak table is wrong for this "
+            f"device (or the timing is), so these figures are not ranked: they are listed last, drawn in no chart, "
+            f"and in no ratio, rank or price.")
+    ranked = rows[~above]
+    if ranked["pct_peak_table"].notna().any():
+        section.figures.append((figures.peak(ranked[ranked["pct_peak_table"].notna()]),
+                                "percent of peak per configuration (rows above a peak left out)"))
+    ordered = rows.assign(above=above).sort_values(["above", "pct_peak_table"], ascending=[True, False], kind="stable")
+    ordered["peak_note"] = ordered["above"].map({True: "above the peak: the peak table is wrong for this device",
+                                                 False: ""})
+    section.tables.append(build(with_devices(ordered), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("TFLOP/s", "tflops", fmt_number),
         ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
-        ("device name", "device_name", fmt_text)], css=_row_class))
+        ("device name", "device_name", fmt_text), ("note", "peak_note", fmt_text)], css=_row_class))
     return section
 
 
@@ -382,12 +459,21 @@ def limits_section(frame: pd.DataFrame) -> Section:
     rows = usable(latest(frame))
     section = Section("What limits each figure", "limits", nav="Limits", text=[VERDICT_TEXT])
     judged = rows[rows["bound_by"].ne("")]
-    if judged.empty:
-        section.text.append("No row has a bound_by verdict (records older than it, or from asv / pytest-benchmark).")
+    unjudged = rows[rows["bound_by"].eq("")]
+    if not unjudged.empty:
+        machines = ", ".join(sorted(unjudged["machine"].unique()))
+        section.text.append(
+            f"{len(unjudged)} of {len(rows)} rows have no bound_by verdict: {NOT_RECORDED} (records older than the "
+            f"field, or from asv / pytest-benchmark; machines: {machines}). They are listed below as '{NOT_RECORDED}', "
+            f"not dropped: what limits their figures is unknown.")
+    if not judged.empty:
+        section.figures.append((figures.bound_by(verdict_counts(judged)), "cases per bound_by verdict and device"))
+    if rows.empty:
+        section.text.append("No usable row.")
         return section
-    section.figures.append((figures.bound_by(verdict_counts(judged)), "cases per bound_by verdict and device"))
-    section.tables.append(build(with_devices(judged).sort_values(["bound_by", "machine", "problem"]), [
-        *CONFIG_SPEC, *verdict_table_columns(judged)], css=_row_class))
+    shown = with_devices(rows).assign(bound_by=rows["bound_by"].where(rows["bound_by"].ne(""), NOT_RECORDED))
+    section.tables.append(build(shown.sort_values(["bound_by", "machine", "problem"]), [
+        *CONFIG_SPEC, *verdict_table_columns(shown)], css=_row_class))
     return section
 
 
@@ -440,7 +526,7 @@ class ReportContent:
 
 
 def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
-    costed = add_costs(frame, options.prices)
+    costed = add_costs(flagged(frame), options.prices)
     currency = options.prices.currency
     head = summary(costed, currency)
     head.text += limits_summary(costed)
@@ -459,6 +545,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
         problems=per_problem(costed, currency),
         counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}
         | {"emulated": int(current["emulated"].fillna(False).sum()), "records": len(frame),
+           "not_comparable": len(not_comparable(current)),
            "superseded": len(frame) - len(current)},
         machines=sorted(frame["machine"].unique()),
         formulas={**metric_formulas(), **REPORT_FORMULAS},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suites.report.comparability import flagged
+
 
 def latest(frame: pd.DataFrame) -> pd.DataFrame:
     """The most recent row of every case on every machine, whichever front end measured it."""
@@ -29,3 +31,24 @@ def real_hardware(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows measured on real devices: emulated ones (several logical devices or ranks sharing one
     CPU) measure the emulation, so no hardware ranking or price comparison takes them."""
     return frame[~frame["emulated"].fillna(False).astype(bool)]
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows that may stand in a cross-machine ratio, a rank, a price or a crown
+    (`comparability`: usable, on real hardware, none contended, starved, bimodal, launch- or
+    host-bound, or above a peak)."""
+    frame = flagged(frame)
+    return frame[frame["comparable"].astype(bool)]
+
+
+def pairable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows that may stand in a ratio within their own machine (`comparability`)."""
+    frame = flagged(frame)
+    return frame[frame["pairable"].astype(bool)]
+
+
+def not_comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Usable rows that are left out of every cross-machine ratio, rank and price, each with its
+    `why_not`: listed, never dropped silently."""
+    rows = usable(flagged(frame))
+    return rows[~rows["comparable"].astype(bool)]

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from suites.errors import UserError
 from suites.records.store import DEFAULT_RESULTS_DIR
+from suites.report.comparison import NO_WORK
 from suites.report.display import seconds, terminal
 
 SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
@@ -64,10 +65,14 @@ def _noise(row: Any) -> str:
         return f"p={row.p_value:.1g}"
     if not isinstance(row.noise_test, str) or not row.noise_test:
         return ""
+    if row.noise_test == NO_WORK:  # a side does no work per step (1-rank all-reduce): nothing was tested
+        return "n/a"
     return "IQRs apart" if _flag(row.beyond_noise) else "IQRs overlap"
 
 
-def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
+def table(pairs: pd.DataFrame, a: str, b: str, notes: pd.Series | None = None) -> Table:
+    """The pairs; with `notes` (a regression gate's `regression_notes`), each slowdown that is no
+    regression says why beside its verdict."""
     out = Table(title=f"A = {a}  vs  B = {b}", caption="B/A = throughput B / throughput A (> 1: B faster); "
                 "noise: Mann-Whitney p on raw samples, else IQR overlap")
     out.add_column("case", overflow="fold", min_width=20)
@@ -75,17 +80,20 @@ def table(pairs: pd.DataFrame, a: str, b: str) -> Table:
         out.add_column(column, justify="right", no_wrap=True)
     out.add_column("noise", no_wrap=True)
     out.add_column("verdict", min_width=9)
-    for row in pairs.itertuples(index=False):
+    for index, row in zip(pairs.index, pairs.itertuples(index=False)):
         verdict = Text(row.verdict, style=STYLES.get(row.verdict, "yellow"))
         if _flag(row.emulated) or _flag(row.emulated_base):
             verdict.append(" emulated", style="cyan")
+        note = notes.get(index, "") if notes is not None else ""
+        if note:
+            verdict.append(f"; no regression: {note}", style="dim")
         out.add_row(Text(row.case_id), _value(row.median_s_base, seconds), _value(row.median_s, seconds),
                     _value(row.ratio, lambda r: f"{r:.3f}"), _noise(row), verdict)
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    from suites.report.runs import compare, gate_problem, regressions, select
+    from suites.report.runs import compare, gate_problem, regression_notes, regressions, select
     from suites.strategies.jobs import case_work
 
     threshold = regression_threshold(args.fail_on_regression)
@@ -97,17 +105,23 @@ def run(args: argparse.Namespace) -> int:
                             f"machine label or run id with parbench, asv or pytest-benchmark records")
     pairs = compare(a.frame, b.frame)
     problem = gate_problem(pairs, "A", "B") if threshold is not None else None
+    notes = regression_notes(pairs, threshold) if threshold is not None else None
     console = terminal()
-    console.print(table(pairs, a.description, b.description))
+    console.print(table(pairs, a.description, b.description, notes))
     counts = pairs["verdict"].value_counts()
     console.print(", ".join(f"{count} {verdict}" for verdict, count in counts.items()), markup=False)
     if problem:
         raise UserError(problem)
+    slower = int(pairs["verdict"].eq("B slower").sum())
     if threshold is None:
+        if slower:
+            console.print(f"{slower} slower beyond noise; not judged as regressions: no --fail-on-regression "
+                          f"THRESHOLD given", markup=False)
         return 0
     regressed = regressions(pairs, threshold)
     if regressed.empty:
-        console.print(f"no regression beyond {threshold:.0%} and noise", markup=False)
+        why = f" ({slower} slower beyond noise, none by more than the threshold: see each verdict)" if slower else ""
+        console.print(f"no regression beyond {threshold:.0%} and noise{why}", markup=False)
         return 0
     console.print(f"{len(regressed)} regression(s) beyond {threshold:.0%} and noise: "
                   f"{', '.join(regressed['case_id'])}", style="bold red", markup=False)
