@@ -85,6 +85,12 @@ def path_list(value: str) -> list[str]:
     return [entry for entry in value.split(os.pathsep) if entry]
 
 
+def zero_or_one(value: str) -> bool:
+    if value not in ("0", "1"):
+        raise ValueError("1 or 0")
+    return value == "1"
+
+
 @dataclass(frozen=True)
 class Knob:
     name: str
@@ -117,6 +123,8 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "threads per rank process; set by the launcher where ranks share a CPU"),
     Knob("PARBENCH_CPUS", cpu_list, "comma-separated CPU numbers such as 0,1",
          "cores a rank process is pinned to; set by the launcher"),
+    Knob("PARBENCH_CASE_ROOT", positive_int, "a process id (a whole number >= 1)",
+         "the process that launched a case, whose process tree is the case's own CPU time; set by the launcher"),
     Knob("PARBENCH_RENDEZVOUS_TIMEOUT_S", positive_seconds, "a finite number of seconds > 0",
          "how long the tasks of a TF cluster wait for each other; default 120 s"),
     Knob("PARBENCH_GATE_THRESHOLD", fraction, "a fraction such as 0.2 (20%)",
@@ -129,6 +137,8 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "published reference figures read before suites/references.toml"),
     Knob("PARBENCH_ASV_SUITE", str, "a built-in suite name or a .toml grid path",
          "the suite asv benchmarks; default quick"),
+    Knob("PARBENCH_REHEARSAL", zero_or_one,
+         "1 or 0", "set by `parbench run --rehearse` in its processes: GPU cases on the CPU take CUDA's optimizer kernels"),
     Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/run/faults.py",
          "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
 )}
@@ -136,7 +146,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 
 #: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
 CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
-              "PARBENCH_CPUS", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
+              "PARBENCH_CPUS", "PARBENCH_CASE_ROOT", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
 
 
 def read(name: str) -> Any:

@@ -45,16 +45,22 @@ def test_calibrate_refuses_a_streaming_array_of_no_size(capsys):
 
 
 def test_peak_table_is_editable_through_an_environment_file(tmp_path, monkeypatch):
+    import suites.hardware.peaks as peaks
+
     own = tmp_path / "peaks.toml"
     own.write_text('[[cpu]]\nisa = "avx2"\nfp32 = 1000\n')
     monkeypatch.setenv("PARBENCH_PEAKS", str(own))
+    monkeypatch.setattr(peaks, "cpu_clock_ghz", lambda: 3.0)  # many VMs have no cpufreq to tell it
     cpu = discover(Framework.TORCH, DeviceKind.CPU)
     peak = PeakTable.load().peak_tflops(cpu, Precision.FP32)
     if "avx2" not in cpu.details["isa"]:
         pytest.skip("this CPU has no AVX2")
     monkeypatch.delenv("PARBENCH_PEAKS")
     default = PeakTable.load().peak_tflops(cpu, Precision.FP32)
-    assert peak is not None and default is not None and peak > 10 * default
+    if cpu.details.get("uarch") is None:  # the shipped table claims no peak for an unknown microarchitecture
+        assert peak is not None and default is None
+    else:
+        assert peak is not None and default is not None and peak > 10 * default
 
 
 def test_a_slow_precision_prints_a_figure_not_zero():

@@ -219,12 +219,17 @@ def test_a_cpu_has_no_table_bandwidth_it_is_measured(table):
     assert table.bandwidth_gbs(cpu) is None
 
 
-@pytest.mark.parametrize("isa, bf16_per_cycle", [(["avx2", "avx512f", "avx512_bf16", "amx_bf16"], 1024),
-                                                 (["avx2", "avx512f", "avx512_bf16"], 128), (["avx2"], 32)])
-def test_a_cpu_with_amx_has_the_tile_units_bf16_peak(table, monkeypatch, isa, bf16_per_cycle):
-    """A 4th-gen Xeon's bf16 GEMMs run on AMX: the AVX-512 peak would put them above 100% of peak."""
+@pytest.mark.parametrize("uarch, isa, bf16_per_cycle", [
+    ("sapphirerapids", ["avx2", "avx512f", "avx512_bf16", "amx_bf16"], 1024),
+    ("zen5", ["avx2", "avx512f", "avx512_bf16"], 128),  # two full-width units
+    ("zen4", ["avx2", "avx512f", "avx512_bf16"], 64),  # the same extensions, double-pumped: half
+    ("intel_avx2", ["avx2"], 32)])
+def test_a_cpu_with_amx_has_the_tile_units_bf16_peak(table, monkeypatch, uarch, isa, bf16_per_cycle):
+    """A 4th-gen Xeon's bf16 GEMMs run on AMX: the AVX-512 peak would put them above 100% of peak.
+    The microarchitecture, not the extensions, sets FLOP per cycle."""
     import suites.hardware.peaks as peaks
 
     monkeypatch.setattr(peaks, "cpu_clock_ghz", lambda: 2.0)
-    cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",), details={"isa": isa, "usable_cores": 2})
+    cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("some cpu",),
+                     details={"isa": isa, "uarch": uarch, "usable_cores": 2})
     assert table.peak_tflops(cpu, Precision.BF16) == pytest.approx(bf16_per_cycle * 2 * 2.0 / 1000)

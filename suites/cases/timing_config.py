@@ -23,6 +23,10 @@ class TimingConfig:
     #: Hard limit on one out-of-process case, start-up and rendezvous included, after which its
     #: processes are killed; None derives it from the budget (`suites.run.launchers.case_timeout`).
     case_timeout_s: float | None = None
+    #: A case measured while other processes took its cores (`contended`,
+    #: `suites.records.contention`) is measured again, at most this many more times; the record
+    #: keeps the first uncontended measurement, else the least contended, flagged as it was.
+    contention_retries: int = 2
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> "TimingConfig":

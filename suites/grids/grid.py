@@ -94,8 +94,10 @@ def parse_suite(text: str, source: str, name: str) -> Suite:
 TIMING_LIMITS: dict[str, float] = {
     "warmup_s": 600.0, "min_warmup_steps": 100_000, "block_min_s": 60.0, "min_samples": 100_000,
     "min_time_s": 3600.0, "target_rel_iqr": 1.0, "budget_s": 3600.0, "max_samples": 1_000_000,
-    "case_timeout_s": 86_400.0,
+    "case_timeout_s": 86_400.0, "contention_retries": 10,
 }
+#: Timing fields that may be 0 (any other must be positive): 0 retries measures each case once.
+TIMING_ZERO_ALLOWED = frozenset({"contention_retries"})
 
 
 def _timing(source: str, table: Any) -> TimingConfig:
@@ -104,7 +106,10 @@ def _timing(source: str, table: Any) -> TimingConfig:
     allowed = set(TimingConfig.__dataclass_fields__)
     _reject_unknown(source, "timing", table, allowed)
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        if key in TIMING_ZERO_ALLOWED:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise GridError(source, f"timing.{key}", f"must be a whole number >= 0, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise GridError(source, f"timing.{key}", f"must be a finite positive number, got {value!r}")
         if value > TIMING_LIMITS[key]:
             raise GridError(source, f"timing.{key}", f"{value!r} is past the most parbench allows, "

@@ -12,6 +12,7 @@ import glob
 import importlib.util
 import os
 import platform
+import re
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -140,10 +141,91 @@ def cpu_model() -> str:
 
 def cpu_info(framework: Framework) -> DeviceInfo:
     flags = _cpu_flags()
+    uarch, why = cpu_microarchitecture()
     return DeviceInfo(framework, DeviceKind.CPU, 1, (cpu_model(),), details={
         "logical_cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
         "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
+        "uarch": uarch, **({} if uarch else {"uarch_reason": why}),
         "llc_bytes": cpu_last_level_cache_bytes()})
+
+
+def _first_processor(text: str) -> dict[str, str]:
+    """/proc/cpuinfo's first processor block as {field: value}."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
+#: Intel family-6 models with AVX-512 whose cores all have two 512-bit FMA units (server parts):
+#: Ice Lake-SP/D, Sapphire and Emerald Rapids (AMX), Granite Rapids (AMX with fp16).
+INTEL_TWO_FMA_MODELS = {0x6A: "icelake_server", 0x6C: "icelake_server", 0x8F: "sapphirerapids",
+                        0xCF: "sapphirerapids", 0xAD: "graniterapids", 0xAE: "graniterapids"}
+#: Intel family-6 client models with AVX-512 on one 512-bit FMA unit (ports 0 and 1 fused):
+#: Cannon Lake, Ice Lake client, Tiger Lake, Rocket Lake.
+INTEL_ONE_FMA_MODELS = {0x66, 0x7D, 0x7E, 0x8C, 0x8D, 0xA7}
+#: Model 0x55 (Skylake-SP, Cascade Lake, Cooper Lake): the SKU decides, and its name says it.
+#: Platinum, Gold 6xxx, Gold 5122 and Xeon W have two 512-bit FMA units per core; other Gold
+#: 5xxx, Silver and Bronze one (Intel's product specifications, "# of AVX-512 FMA Units").
+SKYLAKE_SP_TWO_FMA = re.compile(r"Platinum|Gold 6\d{3}|Gold 5122|Xeon\(R\) W-|Xeon W-")
+SKYLAKE_SP_ONE_FMA = re.compile(r"Gold 5\d{3}|Silver|Bronze")
+
+
+def cpu_microarchitecture(cpuinfo: str | None = None) -> tuple[str | None, str]:
+    """The CPU's microarchitecture, as far as it decides FLOP per cycle (the name of a peaks-table
+    `[[cpu]]` entry), from /proc/cpuinfo's vendor, family, model, model name and flags; or
+    (None, why) where it cannot be told: then no table peak is claimed, and `% of peak` uses the
+    peak `parbench calibrate` measured.
+
+    What decides it is how many FMA units of what width a core has: AVX-512 on two full-width
+    units (Intel server cores, AMD Zen 5) doubles AVX-512 on 256-bit units (Zen 4, double-pumped)
+    or on one fused unit (Intel client cores), and Skylake-SP/Cascade Lake parts have one or
+    two by SKU. AMD: family 0x17 Zen/Zen 2, 0x19 Zen 3 (no AVX-512) or Zen 4, 0x1a Zen 5.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None, "/proc/cpuinfo is unreadable"
+    info = _first_processor(cpuinfo)
+    vendor, name, flags = info.get("vendor_id", ""), info.get("model name", ""), set(info.get("flags", "").split())
+    try:
+        family, model = int(info.get("cpu family", "")), int(info.get("model", ""))
+    except ValueError:
+        return None, f"/proc/cpuinfo gives no CPU family and model (vendor {vendor or 'unknown'})"
+    where = f"{vendor} family {family:#x} model {model:#x} ({name or 'no model name'})"
+    if vendor in ("AuthenticAMD", "HygonGenuine"):
+        if family == 0x17 or (vendor == "HygonGenuine" and family == 0x18):
+            return ("zen2" if family == 0x17 and model >= 0x30 else "zen"), ""
+        if family == 0x19:
+            return ("zen4" if "avx512f" in flags else "zen3"), ""
+        if family == 0x1A:
+            return "zen5", ""
+        return None, f"{where}: not a microarchitecture parbench knows the FMA units of"
+    if vendor == "GenuineIntel" and family == 6:
+        if "avx512f" in flags:
+            if model in INTEL_TWO_FMA_MODELS:
+                return INTEL_TWO_FMA_MODELS[model], ""
+            if model in INTEL_ONE_FMA_MODELS:
+                return "intel_avx512_one_fma", ""
+            if model == 0x55:
+                if "avx512_bf16" in flags:
+                    return "cooperlake", ""
+                if SKYLAKE_SP_TWO_FMA.search(name):
+                    return "skylake_avx512_two_fma", ""
+                if SKYLAKE_SP_ONE_FMA.search(name):
+                    return "skylake_avx512_one_fma", ""
+                return None, (f"{where}: Skylake-SP/Cascade Lake parts have one or two AVX-512 FMA units "
+                              "per core by SKU, and the model name does not say which")
+            return None, f"{where}: an AVX-512 part parbench does not know the FMA units of"
+        if {"avx2", "fma"} <= flags:
+            return "intel_avx2", ""
+    return None, f"{where}: not a microarchitecture parbench knows the FMA units of"
 
 
 CPU_CACHE_SYSFS = "/sys/devices/system/cpu/cpu0/cache"

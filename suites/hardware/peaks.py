@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
@@ -89,17 +89,41 @@ class PeakTable:
                 return PeakLookup(None, match, f"the peaks-table entry {match!r} gives no {key} peak")
             return PeakLookup(float(entry[key]), match)
         if device.kind is DeviceKind.CPU:
-            isa = device.details.get("isa", [])
-            ghz = cpu_clock_ghz()
-            if not ghz:
-                return PeakLookup(None, reason="the CPU clock is unknown (no cpufreq, no MHz in /proc/cpuinfo)")
-            cores = device.details.get("usable_cores") or os.cpu_count() or 1
-            for entry in self.cpu:
-                if entry["isa"] in isa and key in entry:
-                    return PeakLookup(entry[key] * cores * ghz / 1000.0, str(entry["isa"]))
-            return PeakLookup(None, reason=f"no CPU entry of the peaks table has a {key} figure for "
-                                           f"this CPU's vector extensions ({', '.join(isa) or 'none known'})")
+            return self._cpu_lookup(device, key)
         return PeakLookup(None, reason=f"the peaks table has no {device.kind} entries")
+
+    def cpu_entry(self, device: DeviceInfo) -> dict[str, Any] | None:
+        """The CPU entry for this CPU: the first whose `uarch` is its microarchitecture
+        (`suites.hardware.devices.cpu_microarchitecture`), or whose `isa` is one of its vector
+        extensions (a user's entry may name one; the shipped ones name microarchitectures, as
+        an extension alone does not say how many FMA units run it). PARBENCH_PEAKS's come first."""
+        uarch, isa = device.details.get("uarch"), device.details.get("isa", [])
+        for entry in self.cpu:
+            if (uarch and entry.get("uarch") == uarch) or ("isa" in entry and entry["isa"] in isa):
+                return entry
+        return None
+
+    def _cpu_lookup(self, device: DeviceInfo, key: str) -> PeakLookup:
+        """FLOP per cycle per core (the CPU's entry) x usable cores x the highest clock a core
+        reaches (`cpu_clock_ghz`): an upper bound, as a peak must be. Where the entry or the clock
+        is unknown there is no table peak, and why: `parbench calibrate` measures one."""
+        entry = self.cpu_entry(device)
+        calibrate = "; `parbench calibrate` measures this machine's peak, which % of peak then uses"
+        if entry is None:
+            uarch = device.details.get("uarch")
+            what = (f"its microarchitecture {uarch!r} has no entry" if uarch else
+                    f"its microarchitecture is not known ({device.details.get('uarch_reason') or 'not detected'})")
+            return PeakLookup(None, reason=f"the CPU's FLOP per cycle is unknown: {what}{calibrate}")
+        name = str(entry.get("uarch") or entry.get("isa"))
+        if key not in entry:
+            return PeakLookup(None, name, f"the CPU entry {name!r} gives no {key} figure")
+        ghz = cpu_clock_ghz()
+        if not ghz:
+            return PeakLookup(None, name, (
+                "the highest clock this CPU reaches is unknown (no cpufreq cpuinfo_max_freq readable; "
+                f"/proc/cpuinfo's MHz is the current or base clock, which a core exceeds){calibrate}"))
+        cores = device.details.get("usable_cores") or os.cpu_count() or 1
+        return PeakLookup(entry[key] * cores * ghz / 1000.0, name)
 
     def bandwidth_gbs(self, device: DeviceInfo) -> float | None:
         """Peak memory bandwidth of one GPU or TPU chip from the table, GB/s; None elsewhere (a
@@ -144,19 +168,29 @@ def best_match(name: str, entries: tuple[dict[str, Any], ...], user_entries: int
     return best[1] if best else None
 
 
-def cpu_clock_ghz() -> float | None:
-    """The highest clock /proc/cpuinfo or sysfs reports (boost where cpufreq tells it)."""
-    try:
-        max_khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
-        return int(max_khz) / 1e6
-    except (OSError, ValueError):
-        pass
-    try:
-        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("cpu MHz")]
-    except OSError:
-        return None
-    return max(mhz) / 1000.0 if mhz else None
+#: Where Linux's cpufreq tells each core's clock range.
+CPU_SYSFS = Path("/sys/devices/system/cpu")
+
+
+def cpu_clock_ghz(sysfs: Path = CPU_SYSFS, cpus: Iterable[int] | None = None) -> float | None:
+    """The highest clock a core of `cpus` (default: this process's usable cores) reaches, GHz:
+    the largest cpufreq `cpuinfo_max_freq` (kHz, boost included). None where no core's is
+    readable (many VMs have no cpufreq): /proc/cpuinfo's "cpu MHz" is the current clock (often
+    the base clock on a VM), which a core may exceed, so a peak from it is no upper bound."""
+    if cpus is None:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except (OSError, AttributeError):
+            cpus = range(os.cpu_count() or 1)
+    highest = None
+    for cpu in cpus:
+        try:
+            khz = int((Path(sysfs) / f"cpu{cpu}" / "cpufreq" / "cpuinfo_max_freq").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if khz > 0 and (highest is None or khz > highest):
+            highest = khz
+    return highest / 1e6 if highest else None
 
 
 def calibration_path(results_dir: Path) -> Path:

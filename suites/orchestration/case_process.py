@@ -27,7 +27,7 @@ from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.records.contention import Contention, judge, read_cpu
 from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.recording import RunContext, store_outcome
+from suites.run.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.run.process_env import STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.run.capabilities import ServesCluster
@@ -149,7 +149,9 @@ def main() -> None:
     if stores:
         try:
             path = store_record(job, outcome, timing, args.results, args.suite or launcher_name(), args.label,
-                                judge(before, read_cpu(), os.cpu_count() or 1))
+                                judge(before, read_cpu(), os.cpu_count() or 1,
+                                      outcome.measurement.cpu if outcome.measurement else None,
+                                      keeps_cores_busy(job)))
         except UserError as error:  # a full disk: the record is not stored, and one line says so
             print(f"parbench worker: {error}", file=sys.stderr, flush=True)
             sys.stdout.flush()

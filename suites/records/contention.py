@@ -1,29 +1,80 @@
-"""Whether other work competed for the CPU while a case ran: load average and steal time.
+"""Whether other work competed for the case's cores while it was timed: measured, not guessed.
 
 A busy machine makes a case slow without making it noisy (every block is slow alike), so the
-spread alone cannot say so. The runner reads the 1-minute load average (os.getloadavg) and the
-CPU counters of /proc/stat (their `steal` column: time a hypervisor gave this VM's CPUs to
-someone else) before and after each case; `judge` turns the two readings into the record's
-`contention`, with the one rule that marks it `contended`.
+spread alone cannot say so. Over the case's timed blocks (`suites.run.timing`) a `CpuMeter`
+reads, just before the first block and just after the last:
+
+- /proc/stat's per-CPU counters of the cores the case may run on (the affinity of its root
+  process): their busy time, user + nice + system + irq + softirq + steal (guest time is inside
+  user and nice already; idle and iowait are not busy). Steal is time the hypervisor gave those
+  cores to someone else: it counts as others' time;
+- the CPU time of the case's own process tree: utime + stime of its root process and of every
+  descendant (its ranks, a TF cluster's servers, their children), plus cutime + cstime
+  (children reaped during the window), from /proc/<pid>/stat. The root is the process that
+  launched the case, named by `$PARBENCH_CASE_ROOT` (parbench's launcher sets it: itself), else
+  under torchrun the elastic agent (this process's parent), else this process;
+- the wall time between the two readings.
+
+Then `others = busy - own`, and both are shared over `wall x cores`: `others_core_share` is
+the part of the case's cores that other processes (or the hypervisor) took, `own_core_share`
+the part the case's processes ran; `own_thread_share` is the case's CPU time over wall x its
+threads (at most its cores), on which starvation is judged. `judge` turns that into the record's `contention`, with the
+one rule that marks it `contended` (`CONTENDED_SHARE`) and the one that marks it `starved`
+(`STARVED_SHARE`). A case without such a measurement (no timed blocks: failed; a system
+without /proc) falls back to the 1-minute load average and the steal column, which lag and
+count parbench itself; the record's `method` says which.
+
+Both counters tick at USER_HZ (100/s): over W seconds on C cores one tick per core and two per
+process of the tree are the counters' resolution, stored as `resolution` (a share).
 """
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-PROC_STAT = Path("/proc/stat")
-#: Load above the machine's cores by more than this means runnable tasks waited for a core.
+from suites import knobs
+from suites.errors import UserError
+
+PROC = Path("/proc")
+PROC_STAT = PROC / "stat"
+#: Load above the machine's cores by more than this means runnable tasks waited for a core
+#: (the fallback rule, where the CPU time over the timed blocks could not be read).
 LOAD_SLACK = 0.5
-#: Share of the CPU time over the case that the hypervisor stole, above which the case is contended.
+#: Share of the CPU time over the case that the hypervisor stole, above which the case is
+#: contended (the fallback rule; the measured rule counts steal among the others' time).
 STEAL_LIMIT = 0.05
+#: Other processes (and the hypervisor's steal) took more than this share of the case's cores
+#: over its timed blocks: the case is `contended`. A quarter of a core per core: a compute-bound
+#: case that had at most 3/4 of its cores runs a third slower or worse, far past the spread
+#: parbench aims for (2-5%), while what is always there stays far below it: kernel threads, a
+#: shell, the parbench process that waits for the case (its own tree's, not others', where it
+#: launched the case), and the counters' tick resolution (0.01-0.05 of a core per core over the
+#: >= 0.3 s a case is timed). Two busy loops on a 2-core machine take about half of each core.
+CONTENDED_SHARE = 0.25
+#: A CPU case whose processes ran less than this share of wall x its threads (its frameworks'
+#: intra-op threads, every rank's, at most its cores) over its timed blocks is `starved`: its
+#: threads spent more than half the time not running, because others took the cores
+#: (`others_core_share` says so) or because it idles by itself (single-threaded parts, waiting
+#: on its peers). Starved alone does not make a case contended.
+STARVED_SHARE = 0.5
+#: What a measured verdict says it was measured with; the fallback's method.
+METHOD = "proc_stat: case's cores busy - case's process tree, over the timed blocks"
+FALLBACK_METHOD = "load_average: 1-minute load average and steal, before and after the case"
+#: /proc/stat's busy columns: user nice system (idle iowait) irq softirq steal.
+BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+STEAL_COLUMN = 7
+#: Environment variable naming the root process of a case's process tree (the launcher's pid).
+CASE_ROOT_ENV = "PARBENCH_CASE_ROOT"
 
 
 @dataclass(frozen=True)
 class CpuReading:
     """One reading: the 1-minute load average and /proc/stat's all-CPU jiffies (total, steal);
-    None where the system does not offer it."""
+    None where the system does not offer it. The fallback rule's input."""
     load: float | None
     total_jiffies: int | None = None
     steal_jiffies: int | None = None
@@ -45,44 +96,298 @@ def read_cpu(stat_path: Path = PROC_STAT,
     return CpuReading(load, sum(counters), counters[7])
 
 
+# --- the measured rule's readings ----------------------------------------------------------------
+
+def clock_ticks_per_s() -> int:
+    """USER_HZ: the unit of /proc/stat and /proc/<pid>/stat times (100 on Linux)."""
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return 100
+
+
+def per_cpu_ticks(text: str, cpus: Iterable[int]) -> tuple[int, int] | None:
+    """(busy, steal) ticks summed over `cpus` from /proc/stat's `cpuN` lines; None where a
+    wanted line is missing or short."""
+    lines: dict[int, list[int]] = {}
+    for line in text.splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            lines[int(name[3:])] = [int(value) for value in values]
+    busy = steal = 0
+    for cpu in cpus:
+        counters = lines.get(cpu)
+        if counters is None or len(counters) <= STEAL_COLUMN:
+            return None
+        busy += sum(counters[column] for column in BUSY_COLUMNS)
+        steal += counters[STEAL_COLUMN]
+    return busy, steal
+
+
+def _stat_fields(text: str) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (which may hold spaces and
+    parentheses): state, ppid, ... (field 3 onwards of proc(5))."""
+    return text[text.rindex(")") + 2:].split()
+
+
+#: Offsets in `_stat_fields`: ppid (field 4), utime stime cutime cstime (fields 14-17).
+PPID, UTIME, STIME, CUTIME, CSTIME = 1, 11, 12, 13, 14
+
+
+def tree_ticks(root: int, proc: Path = PROC) -> tuple[int, int] | None:
+    """(CPU ticks, processes) of `root` and every descendant: utime + stime + cutime + cstime
+    of each (cutime/cstime: children already reaped, whose time has moved to their parent).
+    None where `root` cannot be read."""
+    stats: dict[int, list[str]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stats[int(entry.name)] = _stat_fields((entry / "stat").read_text())
+        except (OSError, ValueError, IndexError):  # a process that ended while we looked
+            continue
+    if root not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[PPID]), []).append(pid)
+    ticks, seen, todo = 0, set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        ticks += sum(int(stats[pid][i]) for i in (UTIME, STIME, CUTIME, CSTIME))
+        todo.extend(children.get(pid, ()))
+    return ticks, len(seen)
+
+
+def case_root() -> int:
+    """The root of this case's process tree: `$PARBENCH_CASE_ROOT` (the launcher), else under
+    torchrun the elastic agent (this rank's parent, which started the node's ranks), else this
+    process."""
+    try:
+        root = knobs.read(CASE_ROOT_ENV)
+    except UserError:  # not a process id: the case's own tree is this process's
+        root = None
+    if root:
+        return int(root)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return os.getppid()
+    return os.getpid()
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """One reading of a `CpuMeter`: wall clock, the case's cores' busy and steal ticks, its
+    process tree's ticks and size; None where unreadable."""
+    wall_s: float
+    busy_ticks: int | None
+    steal_ticks: int | None
+    own_ticks: int | None
+    processes: int = 0
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    """CPU time over a case's timed blocks: the case's own, and everyone's on its cores."""
+    wall_s: float
+    #: CPU seconds of the case's process tree.
+    own_s: float
+    #: CPU seconds any process spent on the case's cores (steal included).
+    busy_s: float
+    #: Seconds the hypervisor stole from the case's cores.
+    steal_s: float
+    #: The cores the case may run on (its root process's affinity).
+    cores: int
+    #: Share of wall x cores one clock tick per core and two per process amount to.
+    resolution: float = 0.0
+    #: What the window spans: the timed blocks, or (a case cut short) its warm-up steps.
+    span: str = "timed blocks"
+    #: Threads the case computes on, every rank's together (its frameworks' intra-op threads);
+    #: None where unknown.
+    threads: int | None = None
+
+    @property
+    def others_s(self) -> float:
+        return max(0.0, self.busy_s - self.own_s)
+
+    @property
+    def others_core_share(self) -> float | None:
+        """Share of the case's cores that other processes (and steal) took; None without a span."""
+        capacity = self.wall_s * self.cores
+        return self.others_s / capacity if capacity > 0 else None
+
+    @property
+    def own_core_share(self) -> float | None:
+        capacity = self.wall_s * self.cores
+        return self.own_s / capacity if capacity > 0 else None
+
+    @property
+    def busy_threads(self) -> int:
+        """The threads the case should keep busy: its threads, at most its cores (its cores
+        where its threads are unknown)."""
+        return min(self.threads, self.cores) if self.threads else self.cores
+
+    @property
+    def own_thread_share(self) -> float | None:
+        """The case's CPU time over wall x its busy threads: 1 where every thread ran all along."""
+        capacity = self.wall_s * self.busy_threads
+        return self.own_s / capacity if capacity > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_s": self.wall_s, "own_s": self.own_s, "busy_s": self.busy_s, "steal_s": self.steal_s,
+                "cores": self.cores, "resolution": self.resolution, "span": self.span, "threads": self.threads}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CpuUsage":
+        return cls(float(data["wall_s"]), float(data["own_s"]), float(data["busy_s"]),
+                   float(data.get("steal_s") or 0.0), int(data["cores"]), float(data.get("resolution") or 0.0),
+                   str(data.get("span", "timed blocks")), data.get("threads"))
+
+
+@dataclass
+class CpuMeter:
+    """Reads `CpuSnapshot`s of one case: the tree of `root` (default `case_root()`) and the
+    cores of `cpus` (default the root's affinity). `proc`, `clock` and `hz` are injectable, so
+    tests read a fake /proc and a controlled clock."""
+    root: int | None = None
+    cpus: tuple[int, ...] | None = None
+    proc: Path = PROC
+    clock: Callable[[], float] = time.monotonic
+    hz: int = field(default_factory=clock_ticks_per_s)
+
+    def __post_init__(self) -> None:
+        if self.root is None:
+            self.root = case_root()
+        if self.cpus is None:
+            try:
+                self.cpus = tuple(sorted(os.sched_getaffinity(self.root)))
+            except (OSError, AttributeError):
+                try:
+                    self.cpus = tuple(sorted(os.sched_getaffinity(0)))
+                except (OSError, AttributeError):
+                    self.cpus = tuple(range(os.cpu_count() or 1))
+
+    def read(self) -> CpuSnapshot:
+        """Never raises: what cannot be read is None."""
+        # The tree first: the scan of /proc then falls before the cores' reading (outside the
+        # window) at the start, and inside both readings at the end, never counted as others'.
+        try:
+            tree = tree_ticks(int(self.root or 0), self.proc)
+        except (OSError, ValueError):
+            tree = None
+        wall = self.clock()
+        try:
+            cores = per_cpu_ticks((self.proc / "stat").read_text(), self.cpus or ())
+        except (OSError, ValueError):
+            cores = None
+        return CpuSnapshot(wall, cores[0] if cores else None, cores[1] if cores else None,
+                           tree[0] if tree else None, tree[1] if tree else 0)
+
+    def usage(self, before: CpuSnapshot, after: CpuSnapshot, span: str = "timed blocks") -> CpuUsage | None:
+        """CPU time between two snapshots; None where either could not read the cores or the tree."""
+        if None in (before.busy_ticks, after.busy_ticks, before.own_ticks, after.own_ticks):
+            return None
+        wall = after.wall_s - before.wall_s
+        cores = len(self.cpus or ())
+        if wall <= 0 or not cores:
+            return None
+        tick = 1.0 / self.hz
+        resolution = (cores + 2 * max(before.processes, after.processes)) * tick / (wall * cores)
+        return CpuUsage(wall, (after.own_ticks - before.own_ticks) * tick,
+                        (after.busy_ticks - before.busy_ticks) * tick,
+                        ((after.steal_ticks or 0) - (before.steal_ticks or 0)) * tick,
+                        cores, resolution, span)
+
+
+# --- the verdict -----------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Contention:
     """What competed for the CPU over one case, and the verdict."""
     load_before: float | None
     load_after: float | None
     steal_fraction: float | None  # stolen / all CPU time between the readings; None where unreadable
-    cores: int  # logical cores of the machine: what the load average is compared with
+    cores: int  # the case's cores (measured), else the machine's logical cores (fallback)
     contended: bool
     why: str  # '' when not contended
+    #: Share of the case's cores other processes (and steal) took over its timed blocks; None: not measured.
+    others_core_share: float | None = None
+    #: Share of the case's cores its own process tree ran; None: not measured.
+    own_core_share: float | None = None
+    #: A CPU case whose threads ran less than STARVED_SHARE of the time; None: not judged.
+    starved: bool | None = None
+    method: str = FALLBACK_METHOD
+    #: The counters' resolution, as a share of the case's cores (see the module's docstring).
+    resolution: float | None = None
+    #: Wall seconds the shares were measured over, and what that span was.
+    wall_s: float | None = None
+    span: str = ""
+    #: How many times the case was measured (re-measured while contended), and the
+    #: others_core_share of every measurement, in order; the record keeps one of them.
+    attempts: int = 1
+    attempt_shares: tuple[float | None, ...] = ()
+    threshold: float = CONTENDED_SHARE
+    #: The threads the case should keep busy (at most its cores), and the share of wall x those
+    #: threads its processes ran: what `starved` is judged on. None: not measured.
+    threads: int | None = None
+    own_thread_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"load_before": self.load_before, "load_after": self.load_after,
                 "steal_fraction": self.steal_fraction, "cores": self.cores, "contended": self.contended,
-                "why": self.why}
+                "why": self.why, "others_core_share": self.others_core_share,
+                "own_core_share": self.own_core_share, "starved": self.starved, "method": self.method,
+                "resolution": self.resolution, "wall_s": self.wall_s, "span": self.span,
+                "attempts": self.attempts, "attempt_shares": list(self.attempt_shares),
+                "threshold": self.threshold, "threads": self.threads, "own_thread_share": self.own_thread_share}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Contention":
         return cls(data.get("load_before"), data.get("load_after"), data.get("steal_fraction"),
-                   int(data.get("cores") or 0), bool(data.get("contended")), str(data.get("why", "")))
+                   int(data.get("cores") or 0), bool(data.get("contended")), str(data.get("why", "")),
+                   data.get("others_core_share"), data.get("own_core_share"), data.get("starved"),
+                   str(data.get("method") or FALLBACK_METHOD), data.get("resolution"), data.get("wall_s"),
+                   str(data.get("span") or ""), int(data.get("attempts") or 1),
+                   tuple(data.get("attempt_shares") or ()), float(data.get("threshold") or CONTENDED_SHARE),
+                   data.get("threads"), data.get("own_thread_share"))
 
 
-def judge(before: CpuReading, after: CpuReading, cores: int) -> Contention:
-    """The contention rule, the only one: a case is `contended` when
+def judge(before: CpuReading, after: CpuReading, cores: int, usage: CpuUsage | None = None,
+          busy_expected: bool = False) -> Contention:
+    """The contention rule, the only one.
 
-    - the 1-minute load average, before or after it, exceeds the machine's logical cores by more
-      than LOAD_SLACK: the case's own threads can keep at most every core busy (parbench sizes
-      its thread pools and ranks to the cores), so more runnable tasks than cores means others
-      wanted them too and someone waited — the load average counts the whole machine, so it is
-      compared with the whole machine's cores; or
-    - the hypervisor stole more than STEAL_LIMIT of the CPU time between the readings.
+    Measured (`usage`, the CPU time over the case's timed blocks): the case is `contended` when
+    other processes and the hypervisor took more than CONTENDED_SHARE of its cores; a case
+    whose threads should be busy (`busy_expected`: a CPU case that computes, not a collective,
+    not a GPU case whose host thread waits on the device) is `starved` when its processes ran
+    less than STARVED_SHARE of wall x its threads (at most its cores).
 
-    The load average is smoothed over a minute: a short case after a busy minute reads that
-    minute, which is what its caches and clocks felt too.
+    Fallback, without `usage`: `contended` when the 1-minute load average before or after the
+    case exceeds the machine's `cores` by more than LOAD_SLACK, or the hypervisor stole more
+    than STEAL_LIMIT of the CPU time between the readings. The load average lags a minute and
+    counts the case's own threads: a coarse verdict, named as such in `method`.
     """
     steal = None
     if None not in (before.total_jiffies, after.total_jiffies, before.steal_jiffies, after.steal_jiffies):
         elapsed = after.total_jiffies - before.total_jiffies
         steal = (after.steal_jiffies - before.steal_jiffies) / elapsed if elapsed > 0 else None
+    others = usage.others_core_share if usage is not None else None
+    if usage is not None and others is not None:
+        own, ran = usage.own_core_share, usage.own_thread_share
+        steal = usage.steal_s / (usage.wall_s * usage.cores)
+        contended = others > CONTENDED_SHARE
+        starved = (ran is not None and ran < STARVED_SHARE) if busy_expected else None
+        reasons = []
+        if contended:
+            reasons.append(f"others took {others:.0%} of its {usage.cores} cores"
+                           + (f" ({steal:.0%} stolen by the hypervisor)" if steal >= 0.01 else ""))
+        if contended and starved:
+            reasons.append(f"its {usage.busy_threads} threads ran {ran:.0%} of the time")
+        return Contention(before.load, after.load, steal, usage.cores, contended, "; ".join(reasons),
+                          others, own, starved, METHOD, usage.resolution, usage.wall_s, usage.span,
+                          attempt_shares=(others,), threads=usage.busy_threads, own_thread_share=ran)
     reasons = []
     loads = [load for load in (before.load, after.load) if load is not None]
     if loads and max(loads) > cores + LOAD_SLACK:
@@ -90,3 +395,31 @@ def judge(before: CpuReading, after: CpuReading, cores: int) -> Contention:
     if steal is not None and steal > STEAL_LIMIT:
         reasons.append(f"{steal:.0%} of CPU time stolen by the hypervisor")
     return Contention(before.load, after.load, steal, cores, bool(reasons), "; ".join(reasons))
+
+
+def with_attempts(kept: Contention, shares: Iterable[float | None]) -> Contention:
+    """`kept` (the verdict of the measurement a record keeps), saying how many measurements
+    were taken and every one's others_core_share."""
+    shares = tuple(shares)
+    return replace(kept, attempts=len(shares), attempt_shares=shares)
+
+
+def bimodal(samples: Iterable[float], gap: float = 1.5, share: float = 0.2, fewest: int = 5) -> bool:
+    """Two modes: sorted, the samples split into a fast and a slow cluster, each holding at least
+    `share` of them (at least one sample), whose nearest members differ by more than `gap` times.
+
+    A case that ran part of its blocks beside other work (or switched kernels, or lost a boost
+    clock) shows two clusters; its median is one of them, or between them, and its IQR may
+    still look tight within each. 1.5x is far past any spread a case is kept for (2-5%), and
+    far past the tail of a quiet case's blocks; 20% keeps a few outliers (a collection, a page
+    fault) from reading as a mode. Fewer than `fewest` samples: not judged (False)."""
+    ordered = sorted(float(s) for s in samples)
+    n = len(ordered)
+    if n < fewest:
+        return False
+    least = max(1, math.ceil(n * share - 1e-9))
+    for split in range(least, n - least + 1):
+        low, high = ordered[split - 1], ordered[split]
+        if low > 0 and high / low > gap:
+            return True
+    return False

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from suites.records.contention import CpuUsage, bimodal as two_modes
 from suites.records.energy_readings import EnergyMeasurement
 from suites.records.peak_memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
@@ -54,6 +55,10 @@ class Measurement:
     #: and the device's kernel time per step (`suites.records.gpu_telemetry`); None where the timer
     #: read none (older records, asv, pytest).
     telemetry: Telemetry | None = None
+    #: CPU time over the timed blocks (a cut-short case: its warm steps): the case's own process
+    #: tree's and everyone's on its cores (`suites.records.contention.CpuMeter`), from which the
+    #: record's `contention` is judged; None where unreadable (no /proc) and in older records.
+    cpu: CpuUsage | None = None
 
     @cached_property
     def median(self) -> float:
@@ -81,6 +86,14 @@ class Measurement:
     def noisy(self) -> bool:
         """The spread stayed above target: compare this case's figures with care."""
         return self.rel_iqr > self.target_rel_iqr
+
+    @property
+    def bimodal(self) -> bool:
+        """The samples fall into two clusters (`suites.records.contention.bimodal`: each holds
+        >= 20% of them, and their nearest members differ by over 1.5x): part of the case ran in
+        another mode (beside other work, another kernel or clock), so its median describes
+        neither cleanly, however tight its IQR."""
+        return two_modes(self.samples)
 
     @property
     def cut_short(self) -> bool:
@@ -155,11 +168,12 @@ class Measurement:
             "energy": self.energy.to_dict() if self.energy else None,
             "recompiles": self.recompiles,
             "telemetry": self.telemetry.to_dict() if self.telemetry else None,
+            "cpu": self.cpu.to_dict() if self.cpu else None,
             # Derived, stored for readers that do not recompute:
             "median_s": self.median, "iqr_s": self.iqr, "n": self.n, "noisy": self.noisy,
             "straggler": self.straggler, "cut_short": self.cut_short,
             "compile_s": self.compile_s, "sustained_step_s": self.sustained_step_s,
-            "burst_gain": self.burst_gain,
+            "burst_gain": self.burst_gain, "bimodal": self.bimodal,
         }
 
     @classmethod
@@ -173,4 +187,5 @@ class Measurement:
                    timed_s=data.get("timed_s"), recompiles=data.get("recompiles"),
                    memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()),
                    energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None,
-                   telemetry=Telemetry.from_dict(data["telemetry"]) if data.get("telemetry") else None)
+                   telemetry=Telemetry.from_dict(data["telemetry"]) if data.get("telemetry") else None,
+                   cpu=CpuUsage.from_dict(data["cpu"]) if data.get("cpu") else None)

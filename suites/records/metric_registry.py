@@ -281,3 +281,27 @@ _REGISTRY = (
 METRICS: dict[str, Metric] = {metric.name: metric for metric in _REGISTRY}
 #: Names of the metrics that are columns of the report's tidy table.
 TIDY_METRICS: tuple[str, ...] = tuple(metric.name for metric in _REGISTRY if metric.tidy)
+
+#: A record's flags beside its metrics (true/false, not numbers): stored in ``metrics`` by the run,
+#: never a column of the tidy table.
+#: above_peak: the case's TFLOP/s per physical device exceeds a peak it is compared with (the peaks
+#: table's, or `parbench calibrate`'s). A peak is an upper bound, so the peak is wrong: its % of peak
+#: stays the true figure (over 100), this flag says so, the record's details say which peak, and the
+#: roofline's roof for that record is the measured figure instead. False where a peak was compared
+#: and not exceeded; absent where the case has no FLOP count or no peak.
+FLAGS: dict[str, str] = {
+    "above_peak": "TFLOP/s per physical device above a peak it is compared with (table or calibrated): "
+                  "the peak is wrong; % of peak over 100 only with this flag",
+}
+ABOVE_PEAK = "above_peak"
+#: The %-of-peak metrics, and the peak each compares with (for the record's details).
+PCT_OF_PEAK = {"pct_peak_table": "peak table", "pct_peak_measured": "calibrated peak (`parbench calibrate`)",
+               "mfu_pct": "peak MFU compares with (the table's, else the calibrated)"}
+
+
+def above_peak_note(metrics: dict[str, object]) -> str:
+    """What the record's details say where its figure is above a peak: '' where it is not."""
+    over = [f"{PCT_OF_PEAK[name]} below the measured figure ({name} {value:.0f}%)"
+            for name in PCT_OF_PEAK
+            for value in [metrics.get(name)] if isinstance(value, (int, float)) and value > 100]
+    return f"{'; '.join(over)}: the peak is wrong" if over else ""

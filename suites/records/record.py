@@ -25,14 +25,26 @@ Schema version 1, one JSON object per line:
                  mem_clock_mhz, power_w, temperature_c, utilization_pct (each {min, median, max}),
                  power_limit_w, max_sm_clock_mhz, reasons[] (NVML clock-event reasons seen)},
                  kernel_s_per_step (profiler), reason}: suites.records.gpu_telemetry), burst_gain (first
-                 timed block's speed over the median's - 1, where beyond the spread)} or null
+                 timed block's speed over the median's - 1, where beyond the spread), cpu (over the
+                 timed blocks: {wall_s, own_s (the case's process tree), busy_s (every process on the
+                 case's cores, steal included), steal_s, cores, threads (every rank's intra-op
+                 threads together), resolution, span}: the contention's
+                 input; absent in older records), bimodal (the samples form two clusters:
+                 suites.records.contention.bimodal)} or null
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.records.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
                 check held beyond what was held when it began; both null in older records)} or null
-  contention    {load_before, load_after (1-minute load averages), steal_fraction, cores, contended,
-                why}: whether other work competed for the CPU over the case (suites.records.contention);
-                null where the case did not run here or in older records
+  contention    {others_core_share (share of the case's cores other processes and steal took over
+                its timed blocks), own_core_share (share its own process tree ran), threads and
+                own_thread_share (its CPU time over wall x its threads, at most its cores), starved
+                (a CPU case whose threads ran under half the time; null: not judged), contended (others took
+                more than `threshold`, 0.25), why, method, resolution, wall_s, span, cores,
+                attempts and attempt_shares (measurements taken, re-measured while contended, and
+                each one's others_core_share), steal_fraction, load_before, load_after (1-minute
+                load averages: the fallback rule's, where the CPU time was not measured)}: whether
+                other work competed for the case's cores (suites.records.contention); null where
+                the case did not run here or in older records
   bound_by      ok records: what limits the figure, {verdict (compute | memory | power | launch |
                 communication | unknown), reason, evidence {figure: value}}: suites.records.bound_by;
                 absent in older records

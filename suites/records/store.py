@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator
 
 from suites.errors import UserError
 from suites.knobs import MAX_LABEL_CHARS
+from suites.records.metric_registry import FLAGS
 from suites.records.record import Record
 from suites.records.run_summary import RunSummary
 
@@ -126,7 +127,10 @@ def _problem(error: OSError) -> str:
 
 
 def _store_error(path: Path, error: OSError, what: str) -> UserError:
-    return UserError(f"results file {path}: {_problem(error)} ({error.strerror}); {what}; {WAY_OUT}")
+    if error.errno in DISK_PROBLEMS:
+        return UserError(f"results file {path}: {_problem(error)} ({error.strerror}); {what}; {WAY_OUT}")
+    return UserError(f"results file {path}: {error.strerror or type(error).__name__}; {what}; "
+                     f"pass --results DIR with a writable directory")
 
 
 def _check_appendable(path: Path) -> None:
@@ -253,7 +257,10 @@ def check(record: Record) -> None:
     for name, value in record.case.params:
         _require(isinstance(value, (int, float, str, bool)), f"case.params.{name} is {type(value).__name__}, "
                                                              f"not a number or text")
-    _optional_numbers("metrics", record.metrics, record.metrics)
+    _optional_numbers("metrics", record.metrics, [name for name in record.metrics if name not in FLAGS])
+    for name in FLAGS:
+        _require(record.metrics.get(name) is None or isinstance(record.metrics[name], bool),
+                 f"metrics.{name} is {record.metrics.get(name)!r:.40}, not true/false")
     if record.check is not None:
         _require(isinstance(record.check.passed, bool), f"check.passed is {record.check.passed!r:.40}, not true/false")
         _optional_numbers("check", vars(record.check), ("value", "tolerance", "check_s", "memory_bytes"))

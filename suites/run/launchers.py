@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Status
+from suites.records.contention import CASE_ROOT_ENV
 from suites.run.bounds import Bound, Probe, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.launch import Launch
@@ -152,7 +153,8 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
                     processes.append((subprocess.Popen(
                         _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                        env={**os.environ, TMPDIR_ENV: tmp, **extra_env}, start_new_session=True), log))
+                        env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()), **extra_env},
+                        start_new_session=True), log))
             deadline = time.monotonic() + case_timeout(timing, job)
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
             if timed_out:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
+from suites.cases.vocabulary import DeviceKind, Status
 from suites.records.bound_by import diagnose, signals_of
 from suites.records.contention import Contention
+from suites.records.metric_registry import ABOVE_PEAK, above_peak_note
 from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
@@ -36,6 +37,13 @@ class RunContext:
         self.peaks = PeakTable.load()
 
 
+def keeps_cores_busy(job: "Job") -> bool:
+    """Whether the case's threads should keep its cores busy, so that running on few of them is
+    starvation (`suites.records.contention.judge`): a CPU case that computes. Not a collective
+    (its ranks wait for each other's bytes) nor a GPU case (its host thread waits on the device)."""
+    return job.case.device is DeviceKind.CPU and job.workload.kind != "collective"
+
+
 def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
     """Attach provenance and derived metrics to what running the job's case produced; store the record."""
@@ -51,6 +59,9 @@ def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
         if energy is not None and energy.measured:
             details = {**details, "energy_per_device": energy.per_device(
                 work["samples_per_step"], case.n_devices)}
+        note = above_peak_note(metrics)
+        if note:  # a peak is an upper bound: the record says which one its figure is above
+            details = {**details, ABOVE_PEAK: note}
         if outcome.status is Status.OK:
             bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),

@@ -5,12 +5,13 @@ import contextlib
 import gc
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
 
 from suites.cases.timing_config import TimingConfig
+from suites.records.contention import CpuMeter, CpuSnapshot, CpuUsage
 from suites.records.energy_readings import EnergyMeasurement, absent
 from suites.records.measurement import OUT_OF_TIME, Measurement
 from suites.records.peak_memory import MemoryPeak
@@ -219,7 +220,7 @@ def settled_heap() -> Iterator[None]:
 
 
 def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
-            clock: Clock = time.perf_counter) -> Measurement:
+            clock: Clock = time.perf_counter, cpu_meter: CpuMeter | None = None) -> Measurement:
     """Time `runnable` (already set up). The device is synchronised before every clock read.
 
     Every decision that changes the number of steps goes through `runnable.agree`, so the
@@ -230,13 +231,52 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     from every rank into `memory`. The runnable's energy meter reads its devices from just
     before the first timed block to just after the last (`energy`; or why it could not); its
     telemetry sampler reads the GPUs' clocks and power over the same span, and the runnable's
-    kernel time per step is taken after it (`telemetry`).
+    kernel time per step is taken after it (`telemetry`). A `cpu_meter` (default: this case's
+    process tree and cores, `suites.records.contention.CpuMeter`) reads the CPU time the case and
+    everyone else took over the same span (`cpu`, from which the record's contention is judged;
+    each rank reads its own, and the record keeps rank 0's: its tree holds every rank where one
+    launcher started them all).
     """
     probe = runnable.memory_probe()
     meter = runnable.energy_meter()
     sampler = runnable.telemetry_sampler()
+    cpu = cpu_meter or _cpu_meter()
     with settled_heap(), _stopped_on_error(probe, meter, sampler):
-        return _measure(runnable, config, clock, probe, meter, sampler)
+        return _measure(runnable, config, clock, probe, meter, sampler, cpu)
+
+
+def _cpu_meter() -> CpuMeter | None:
+    """This case's CPU meter; None where it cannot be built (a system without affinity)."""
+    try:
+        return CpuMeter()
+    except Exception:  # the meter costs a case its contention figures, never its timing
+        return None
+
+
+def _cpu_usage(cpu: CpuMeter | None, before: CpuSnapshot | None, span: str = "timed blocks") -> CpuUsage | None:
+    """The CPU time since `before` (a snapshot of `cpu`); None where either is missing."""
+    if cpu is None or before is None:
+        return None
+    try:
+        return cpu.usage(before, cpu.read(), span)
+    except Exception:
+        return None
+
+
+def _with_threads(runnable: Runnable, usage: CpuUsage | None) -> CpuUsage | None:
+    """`usage` with the threads the case computes on, every rank's together (gathered: every
+    rank calls this alike). A rank's are its case framework's intra-op threads."""
+    case = getattr(runnable, "case", None)
+    threads = 0
+    if case is not None:
+        try:
+            from suites.hardware.devices import descriptor
+
+            threads = int(descriptor(case.framework).cpu_threads())
+        except Exception:  # a framework that cannot say: starvation is judged on the cores
+            threads = 0
+    total = int(sum(runnable.gather(float(threads))))
+    return None if usage is None else replace(usage, threads=total or None)
 
 
 @contextlib.contextmanager
@@ -253,8 +293,9 @@ def _stopped_on_error(*running: MemoryProbe | EnergyMeter | TelemetrySampler | N
 
 
 def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None,
-             meter: EnergyMeter, sampler: TelemetrySampler) -> Measurement:
+             meter: EnergyMeter, sampler: TelemetrySampler, cpu: CpuMeter | None = None) -> Measurement:
     agree = runnable.agree
+    cpu_warm = cpu.read() if cpu is not None else None
     warm = warm_up(runnable, config, clock, probe)
     if warm.out_of_time:
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
@@ -262,7 +303,9 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
                            memory=_peaks(runnable, probe), recompiles=warm.recompiles,
                            energy=absent(meter.reason or "cut short: no timed blocks to read energy over"),
-                           telemetry=Telemetry(reason=sampler.reason or "cut short: no timed blocks to sample"))
+                           telemetry=Telemetry(reason=sampler.reason or "cut short: no timed blocks to sample"),
+                           cpu=_with_threads(runnable, _cpu_usage(cpu, cpu_warm,
+                                                                  "warm-up (cut short: no timed blocks)")))
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
@@ -272,6 +315,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
     samples: list[float] = []
     busy: list[float] = []
     stop_reason = "max samples"
+    cpu_start = cpu.read() if cpu is not None else None
     start = clock()
     while len(samples) < config.max_samples:
         block = _timed(runnable, block_size, clock)
@@ -290,6 +334,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
+    cpu_usage = _cpu_usage(cpu, cpu_start)
     gpus: list = []
     sampler_failed = sampler_failed or _meter_error(lambda: gpus.extend(sampler.stop()),
                                                     "the GPU telemetry sampler")
@@ -303,6 +348,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
     telemetry = gather_telemetry(runnable, [] if sampler_failed else gpus, sampler_failed or sampler.reason,
                                  _kernel_seconds(runnable, block_size))
     rank_medians = runnable.gather(float(np.median(busy)))
+    cpu_usage = _with_threads(runnable, cpu_usage)
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
         rank_compute = runnable.gather(_local_step_median(runnable, block_size, clock))
@@ -311,7 +357,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
                        rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
-                       energy=energy, recompiles=warm.recompiles, telemetry=telemetry)
+                       energy=energy, recompiles=warm.recompiles, telemetry=telemetry, cpu=cpu_usage)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
