@@ -1,5 +1,5 @@
 """What a launcher and the worker processes it starts agree on: the signal that dumps a worker's
-stacks, and the cores a rank process pins itself to."""
+stacks, the cores a rank process pins itself to, and whether the case is a rehearsal."""
 from __future__ import annotations
 
 import os
@@ -22,3 +22,13 @@ def pin_from_env() -> list[int] | None:
         return None
     os.sched_setaffinity(0, cpus)
     return cpus
+
+
+#: Set to 1 in a rehearsal's processes (`suites.orchestration.rehearsal`), inherited by its rank
+#: processes: a training step builds its optimizer with the implementation CUDA would pick.
+REHEARSAL_ENV = "PARBENCH_REHEARSAL"
+
+
+def rehearsing() -> bool:
+    """Whether this process runs a rehearsal of a GPU case on the CPU (`REHEARSAL_ENV`)."""
+    return bool(knobs.read(REHEARSAL_ENV))

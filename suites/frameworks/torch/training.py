@@ -33,6 +33,7 @@ from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run import faults
 from suites.run.memory_probes import MemoryProbe
+from suites.run.process_env import rehearsing
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.run.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
@@ -163,7 +164,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.trained = compiling.compiled(self.job, self.wrapped)
         self.devices_in_use = self.plugin.devices_in_use(self.job, self.device)
         # After `wrap`: a strategy that shards the model replaces its parameters.
-        self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters())
+        self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters(),
+                                        cuda_kernels=rehearsing())
         self.loss = torch_models.loss_function(self.spec)
         self.autocast_dtype = backend.AUTOCAST_DTYPES.get(self.case.precision)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.

@@ -16,6 +16,7 @@ from suites.cases.filters import select
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, load_suite
+from suites.frontends.rehearse import rehearse
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
@@ -51,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-minutes", type=float,
                         help="cap the run: start a case only while the time spent plus its estimate "
                              "fits; the cases left out are listed at the end and in the run's summary")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="rehearse the suite's GPU/TPU cases on this CPU at small sizes through their "
+                             "device code path (gloo ranks, logical devices, CUDA's optimizer kernels); "
+                             "nothing is stored")
     parser.add_argument("--yes", action="store_true",
                         help=f"start a run estimated past {LONG_RUN_S // 3600:g} h without --max-minutes "
                              "(refused otherwise)")
@@ -72,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--budget {args.budget:g} is past the most parbench allows per case, "
                             f"{TIMING_LIMITS['budget_s']:g} s")
         timing = replace(timing, budget_s=args.budget)
+    if args.rehearse:
+        return rehearse(suite.name, cases, timing, terminal())
     store = ResultsStore(args.results)
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()

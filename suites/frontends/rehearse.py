@@ -1,0 +1,89 @@
+"""`parbench run --rehearse`: every GPU (and TPU) case of a suite, rehearsed on this CPU
+(`suites.orchestration.rehearsal`), one line each as it ends, then a table and the counts.
+Nothing is stored: the records go to a temporary folder, removed at the end."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import replace
+from typing import Iterable, Iterator
+
+from rich.console import Console
+from rich.table import Table
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Status
+from suites.errors import UserError
+from suites.orchestration.rehearsal import rehearsal_of
+from suites.orchestration.runner import RunContext, run_case
+from suites.records.store import ResultsStore
+from suites.run.process_env import REHEARSAL_ENV
+
+#: A rehearsal checks the path and the numerics, not the speed: a short timing.
+REHEARSAL_TIMING = {"budget_s": 0.3, "warmup_s": 0.05, "min_samples": 3, "min_time_s": 0.05}
+
+
+@contextlib.contextmanager
+def _rehearsal_env() -> Iterator[None]:
+    previous = os.environ.get(REHEARSAL_ENV)
+    os.environ[REHEARSAL_ENV] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(REHEARSAL_ENV, None)
+        else:
+            os.environ[REHEARSAL_ENV] = previous
+
+
+def rehearsal_timing(timing: TimingConfig) -> TimingConfig:
+    return replace(timing, **{key: min(getattr(timing, key), value) for key, value in REHEARSAL_TIMING.items()})
+
+
+def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: Console) -> int:
+    """Rehearse the device cases among `cases`; exit status 1 if any failed."""
+    devices = [case for case in cases if case.device in (DeviceKind.GPU, DeviceKind.TPU)]
+    if not devices:
+        raise UserError(f"{suite}: no GPU or TPU cases (after --filter): nothing to rehearse; "
+                        f"run the suite as it is, or pick a suite with device cases (gpu, standard, parallel)")
+    console.print(f"rehearsal of {suite}: {len(devices)} GPU/TPU cases on this CPU at small sizes, through "
+                  f"their device code path; not results, nothing stored", markup=False)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="parbench-rehearsal-") as folder, _rehearsal_env():
+        context = RunContext(suite=f"rehearsal:{suite}", store=ResultsStore(folder),
+                             timing=rehearsal_timing(timing), label="rehearsal")
+        context.store.ensure_writable(context.environment["machine"])
+        for case in devices:
+            rehearsal = rehearsal_of(case)
+            if rehearsal.case is None:
+                row = (case.id, "-", "not rehearsed", rehearsal.reason)
+            else:
+                record = run_case(rehearsal.case, context)
+                row = (case.id, rehearsal.case.id, str(record.status), _what_happened(record))
+            rows.append(row)
+            console.print(f"{row[2]:>13}  {row[0]}" + (f"  ({row[3]})" if row[2] != str(Status.OK) else ""),
+                          markup=False, soft_wrap=True)
+    console.print(_table(suite, rows))
+    counts = {status: sum(row[2] == status for row in rows)
+              for status in (str(Status.OK), str(Status.UNAVAILABLE), str(Status.FAILED), "not rehearsed")}
+    console.print(", ".join(f"{n} {status}" for status, n in counts.items()) + " (rehearsal: nothing stored)",
+                  markup=False)
+    return 1 if counts[str(Status.FAILED)] else 0
+
+
+def _what_happened(record) -> str:  # noqa: ANN001 - a Record
+    if record.status is not Status.OK:
+        return record.reason or ""
+    check = record.check
+    return f"check {'pass' if check.passed else 'FAIL'} ({check.metric}={check.value:.3g})" if check else "ok"
+
+
+def _table(suite: str, rows: list[tuple[str, str, str, str]]) -> Table:
+    table = Table(title=f"rehearsal of {suite} (GPU/TPU cases on the CPU; not results)", show_lines=False)
+    for column in ("device case", "rehearsed as", "status", "check or reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table

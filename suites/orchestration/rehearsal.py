@@ -1,0 +1,75 @@
+"""Rehearse before renting: a GPU case run on this CPU, at small sizes, through the code path it
+takes on the device, so that what would break on the first real run breaks here first.
+
+What stays as on the device: the framework, workload, strategy (FSDP2 and DTensor wrapping, the
+same rank processes over gloo, TF's logical devices), precision (fp16 with its loss scaling, bf16
+autocast), compilation, the model's layout (channels_last) and its architecture (fewer, smaller
+layers), and the optimizer implementation CUDA picks (`suites.run.process_env.REHEARSAL_ENV`: fused AdamW, foreach for
+the rest, where the CPU's default is a per-parameter loop that hides CUDA-only failures). What
+changes: the device (cpu), the sizes (`SMALL_SIZES`), tf32 (a tensor-core mode: rehearsed as
+fp32, which takes the same path but for one flag). A rehearsal is never a result: its records go
+to a temporary folder that is removed, and nothing is ranked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from suites.cases.case import Case, ParamValue
+from suites.cases.vocabulary import DeviceKind, Precision
+
+_TRANSFORMER = {"layers": 2, "seq": 32, "d_model": 128, "heads": 8, "ffn": 256}
+#: Sizes a rehearsal sets per model (only those the case's model has; heads divide over 2, 4
+#: and 8 tensor-parallel ranks) and per kernel workload.
+SMALL_SIZES: dict[str, dict[str, ParamValue]] = {
+    "resnet50": {"image": 64, "width": 16, "resnet_depth": 14},
+    "bert_base": {**_TRANSFORMER, "vocab": 512},
+    "gpt2_small": {**_TRANSFORMER, "vocab": 512},
+    "transformer": _TRANSFORMER,
+    "llama_block": {"layers": 2, "seq": 32, "d_model": 256, "heads": 16, "kv_heads": 8, "ffn": 512, "vocab": 512},
+    "mlp": {"hidden": 256},
+    "matmul": {"m": 64, "n": 64, "k": 64},
+    "conv2d": {"batch": 2, "h": 16, "w": 16, "cin": 16, "cout": 16},
+    "allreduce": {"bytes": 65536},
+}
+#: The most samples per device a rehearsed training step takes (weak scaling; strong keeps its
+#: global batch, which must split over the ranks as on the device).
+REHEARSAL_BATCH = 2
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """One device case and what rehearses it: `case` on the CPU, or the `reason` it cannot be."""
+    of: Case
+    case: Case | None
+    reason: str = ""
+
+
+def rehearsal_of(case: Case) -> Rehearsal:
+    """The CPU case that rehearses the GPU case `case` (`Rehearsal.reason` says why none does)."""
+    if case.device is DeviceKind.TPU:
+        return Rehearsal(case, None, "a TPU case is not rehearsed: TPUStrategy runs only against a TPU "
+                                     "runtime (`parbench ready` on the TPU VM checks it)")
+    if case.device is not DeviceKind.GPU:
+        return Rehearsal(case, None, "not a GPU case: run it as it is")
+    params = dict(case.param_dict)
+    params.update(_small(case.workload, params))
+    precision = Precision.FP32 if case.precision is Precision.TF32 else case.precision
+    return Rehearsal(case, Case.make(case.workload, case.framework, DeviceKind.CPU, case.strategy,
+                                     precision, case.n_devices, params, case.compile))
+
+
+def _small(workload: str, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+    if workload != "train_step":
+        return dict(SMALL_SIZES.get(workload, {}))
+    from suites.workloads.training import MODELS, SIZE_PARAMS
+
+    model = str(params.get("model"))
+    sized = {}
+    if model in MODELS:
+        own = MODELS[model]().size_fields()
+        sized = {key: value for key, value in SMALL_SIZES.get(model, {}).items()
+                 if key in own and key in SIZE_PARAMS}
+    if params.get("scaling", "weak") == "weak" and "batch" in params:
+        sized["batch"] = min(int(params["batch"]), REHEARSAL_BATCH)
+    return sized

@@ -1,0 +1,112 @@
+"""Rehearse before renting: GPU cases on the CPU through their device code path (issue 32).
+
+N1 and N2 passed every CPU test before they were found: N1 because the CPU's optimizers take a
+per-parameter loop where CUDA's take foreach/fused kernels, N2 because no CPU suite sharded a
+channels_last conv net with FSDP2. The rehearsal runs both paths here."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind, Precision, Status
+from suites.grids.grid import load_suite
+from suites.orchestration.rehearsal import rehearsal_of
+from suites.orchestration.runner import RunContext, run_case
+from suites.records.store import ResultsStore
+from suites.run.process_env import REHEARSAL_ENV
+from tests.conftest import FAST
+
+torch = pytest.importorskip("torch")
+
+
+def test_a_gpu_case_is_rehearsed_on_the_cpu_small_but_on_its_device_path():
+    case = Case.make("train_step", "torch", "gpu", "fsdp", "tf32", 8,
+                     {"model": "resnet50", "optimizer": "momentum", "batch": 256})
+    rehearsed = rehearsal_of(case).case
+    assert rehearsed.device is DeviceKind.CPU and rehearsed.n_devices == 8
+    assert rehearsed.strategy == case.strategy and rehearsed.compile == case.compile
+    assert rehearsed.precision is Precision.FP32  # tf32 is a tensor-core flag on the same path
+    params = rehearsed.param_dict
+    assert params["batch"] == 2 and params["resnet_depth"] == 14 and params["optimizer"] == "momentum"
+    assert "memory_format" not in params  # channels_last, the model's default, as on the GPU
+
+
+def test_a_tpu_case_says_why_it_is_not_rehearsed():
+    case = Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8, {"model": "mlp", "batch": 32})
+    assert "TPU runtime" in rehearsal_of(case).reason
+
+
+def test_strong_scaling_keeps_its_global_batch_so_it_still_splits_over_the_ranks():
+    case = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2,
+                     {"model": "mlp", "batch": 16, "scaling": "strong", "hidden": 4096, "depth": 4})
+    params = rehearsal_of(case).case.param_dict
+    assert params["batch"] == 16 and params["hidden"] == 256
+
+
+def test_the_rehearsal_builds_the_optimizer_cuda_would(monkeypatch):
+    from suites.frameworks.torch.training import make_optimizer
+
+    layer = torch.nn.Linear(4, 4)
+    assert make_optimizer("adamw", layer.parameters(), cuda_kernels=True).defaults["fused"] is True
+    assert make_optimizer("momentum", layer.parameters(), cuda_kernels=True).defaults["foreach"] is True
+    assert not make_optimizer("momentum", layer.parameters()).defaults["foreach"]
+
+
+@pytest.fixture
+def one_rank_group():
+    import torch.distributed as dist
+
+    from suites.run.launchers import free_ports
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(free_ports(1)[0])
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", ["adamw", "momentum", "adam"])
+def test_n1_tensor_parallel_parameters_beside_replicated_ones_step_with_cuda_kernels(one_rank_group, name):
+    """Issue 32, N1: foreach/fused kernels refuse a list mixing DTensor and Tensor parameters,
+    which tensor parallelism leaves (split layers beside a replicated norm). One rank is enough
+    to make DTensors; the parameters are kept apart in groups."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    from suites.frameworks.torch.training import make_optimizer
+
+    model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    parallelize_module(model, init_device_mesh("cpu", (1,)), {"1": ColwiseParallel(), "3": RowwiseParallel()})
+    optimizer = make_optimizer(name, model.parameters(), cuda_kernels=True)
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()  # raised "got mixed torch.Tensor and DTensor" with one group
+    assert len(optimizer.param_groups) == 2
+
+
+def _standard_gpu_case(strategy: str, model: str, precision: str, n: int) -> Case:
+    matches = [case for case in load_suite("standard").cases
+               if case.device is DeviceKind.GPU and case.framework.value == "torch" and case.strategy.value == strategy
+               and case.param_dict.get("model") == model and case.precision.value == precision
+               and case.n_devices == n and "batchnorm" not in case.param_dict]
+    assert matches, (strategy, model, precision, n)
+    return matches[0]
+
+
+#: The device paths that broke, or never ran, before the rehearsal: FSDP2 over a channels_last
+#: conv net (N2), tensor parallelism over a transformer with CUDA's optimizer kernels (N1), and
+#: fp16 loss scaling under FSDP's mixed precision.
+REHEARSED = [("fsdp", "resnet50", "bf16", 2), ("tensor", "llama_block", "bf16", 2), ("fsdp", "llama_block", "fp16", 2),
+             ("ddp", "gpt2_small", "fp16", 2), ("single", "resnet50", "fp16", 1)]
+
+
+@pytest.mark.parametrize("strategy, model, precision, n", REHEARSED)
+def test_the_standard_suites_gpu_cases_rehearse_ok(tmp_path, monkeypatch, strategy, model, precision, n):
+    monkeypatch.setenv(REHEARSAL_ENV, "1")
+    rehearsed = rehearsal_of(_standard_gpu_case(strategy, model, precision, n)).case
+    context = RunContext(suite="rehearsal", store=ResultsStore(tmp_path), timing=FAST, label="rehearsal")
+    context.store.ensure_writable()
+    record = run_case(rehearsed, context)
+    assert record.status is Status.OK, record.reason
+    assert record.check.passed
