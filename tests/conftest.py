@@ -3,6 +3,8 @@ started."""
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,21 @@ def results_dir(tmp_path):
 def our_processes(monkeypatch):
     """Lists the still-running processes this test started (other tests run workers too)."""
     return mark_processes(monkeypatch)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path) -> Path:
+    """A 256 KiB tmpfs, unmounted afterwards: a disk that really fills up (root only; skipped
+    where a tmpfs cannot be mounted)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -199,12 +199,16 @@ def test_report_with_a_bad_prices_file_is_one_error_line(tmp_path, monkeypatch, 
 # --- 3. calibrate --stream-mib: three arrays that must fit in memory ---
 
 def test_calibrate_refuses_a_streaming_array_larger_than_memory(tmp_path, capsys):
+    import re
+
     from suites.frontends.commands.calibrate import available_memory_bytes, max_stream_mib
 
     most = max_stream_mib(available_memory_bytes() or 0)
     code = main(["calibrate", "--device", "cpu", "--stream-mib", "1000000", "--results", str(tmp_path)])
     line = one_error_line(capsys)
-    assert code == 2 and "--stream-mib 1000000 is too large" in line and line.endswith(f"at most --stream-mib {most}")
+    assert code == 2 and "--stream-mib 1000000 is too large" in line
+    said = int(re.search(r"at most --stream-mib (\d+)$", line).group(1))
+    assert abs(said - most) <= most // 20  # what is available moves a little between two readings
     assert not any(tmp_path.iterdir())  # refused before any GEMM was measured or stored
 
 

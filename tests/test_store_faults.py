@@ -69,23 +69,6 @@ def one_line(message: str) -> str:
     return message
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A 200 KiB tmpfs, unmounted afterwards: a disk that really fills up."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
 def fill(disk: Path, leave: int) -> Path:
     """A filler file that leaves about `leave` bytes free on `disk`."""
     free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize

@@ -3,11 +3,9 @@
 Nothing is stored: the records go to a temporary folder, removed at the end."""
 from __future__ import annotations
 
-import contextlib
-import os
 import tempfile
 from dataclasses import replace
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from rich.console import Console
 from rich.table import Table
@@ -19,23 +17,10 @@ from suites.errors import UserError
 from suites.orchestration.rehearsal import rehearsal_of
 from suites.orchestration.runner import RunContext, run_case
 from suites.records.store import ResultsStore
-from suites.run.process_env import REHEARSAL_ENV
+from suites.run.process_env import REHEARSAL_ENV, env_set
 
 #: A rehearsal checks the path and the numerics, not the speed: a short timing.
 REHEARSAL_TIMING = {"budget_s": 0.3, "warmup_s": 0.05, "min_samples": 3, "min_time_s": 0.05}
-
-
-@contextlib.contextmanager
-def _rehearsal_env() -> Iterator[None]:
-    previous = os.environ.get(REHEARSAL_ENV)
-    os.environ[REHEARSAL_ENV] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(REHEARSAL_ENV, None)
-        else:
-            os.environ[REHEARSAL_ENV] = previous
 
 
 def rehearsal_timing(timing: TimingConfig) -> TimingConfig:
@@ -51,7 +36,7 @@ def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: C
     console.print(f"rehearsal of {suite}: {len(devices)} GPU/TPU cases on this CPU at small sizes, through "
                   f"their device code path; not results, nothing stored", markup=False)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="parbench-rehearsal-") as folder, _rehearsal_env():
+    with tempfile.TemporaryDirectory(prefix="parbench-rehearsal-") as folder, env_set(REHEARSAL_ENV, "1"):
         context = RunContext(suite=f"rehearsal:{suite}", store=ResultsStore(folder),
                              timing=rehearsal_timing(timing), label="rehearsal")
         context.store.ensure_writable(context.environment["machine"])

@@ -20,13 +20,13 @@ near it is run where it can be stopped.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.run.timing import first_step_limit_s
+from suites.run.process_env import env_set
 from suites.workloads.kernels import ROTATION_ENV
 
 if TYPE_CHECKING:
@@ -87,15 +87,8 @@ def hot_cache() -> Iterator[None]:
     """Kernels set up in here use one copy of their inputs: a small GEMM's inputs rotated
     through a large cache are thousands of copies, and drawing them took minutes (bf16 on a
     busy 2-core VM), where the probe needs a rough rate in a second."""
-    before = os.environ.get(ROTATION_ENV)
-    os.environ[ROTATION_ENV] = "0"
-    try:
+    with env_set(ROTATION_ENV, "0"):
         yield
-    finally:
-        if before is None:
-            del os.environ[ROTATION_ENV]
-        else:
-            os.environ[ROTATION_ENV] = before
 
 
 def predicted_step_s(job: "Job", probe: Probe) -> float | None:

@@ -2,8 +2,10 @@
 stacks, the cores a rank process pins itself to, and whether the case is a rehearsal."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from typing import Iterator
 
 from suites import knobs
 
@@ -32,3 +34,18 @@ REHEARSAL_ENV = "PARBENCH_REHEARSAL"
 def rehearsing() -> bool:
     """Whether this process runs a rehearsal of a GPU case on the CPU (`REHEARSAL_ENV`)."""
     return bool(knobs.read(REHEARSAL_ENV))
+
+
+@contextlib.contextmanager
+def env_set(name: str, value: str) -> Iterator[None]:
+    """`name`=`value` in this process's environment (and so in every process started from it)
+    for the block; the previous value, or its absence, afterwards."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before

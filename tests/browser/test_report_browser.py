@@ -65,7 +65,10 @@ def test_figures_are_decoded_images(page):
 def test_tables_summary_and_sections_are_there(page):
     assert page.locator("table.sortable").count() >= 8
     summary = page.inner_text("#summary")
-    assert "is fastest" in summary and "is cheapest" in summary
+    # each problem gets a sentence; a crown only beyond noise on comparable rows, and none for
+    # "cheapest": the only price of these CPU runs is the shipped, illustrative per-core one
+    assert summary.count("On ") >= 1 and ("is fastest" in summary or "no fastest" in summary)
+    assert "is cheapest" not in summary and "illustrative" in summary
     for anchor in ("relative", "baseline", "scaling", "precision", "peak", "not-ok", "environments", "method"):
         assert page.locator(f"section#{anchor}").count() == 1, anchor
     failures = page.inner_text("#not-ok")
