@@ -71,6 +71,8 @@ def cpu_list(value: str) -> list[int]:
     cpus = [int(cpu) for cpu in value.split(",")]
     if any(cpu < 0 for cpu in cpus):
         raise ValueError("CPU numbers >= 0")
+    if not set(cpus) <= os.sched_getaffinity(0):  # pinning to a core it may not use fails every rank
+        raise ValueError(f"CPUs this process may use: {','.join(map(str, sorted(os.sched_getaffinity(0))))}")
     return cpus
 
 
@@ -121,7 +123,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "span of a kernel's rotated input copies; 0 turns rotation off"),
     Knob("PARBENCH_THREADS", positive_int, "a whole number >= 1",
          "threads per rank process; set by the launcher where ranks share a CPU"),
-    Knob("PARBENCH_CPUS", cpu_list, "comma-separated CPU numbers such as 0,1",
+    Knob("PARBENCH_CPUS", cpu_list, "comma-separated numbers of CPUs this process may use, such as 0,1",
          "cores a rank process is pinned to; set by the launcher"),
     Knob("PARBENCH_CASE_ROOT", positive_int, "a process id (a whole number >= 1)",
          "the process that launched a case, whose process tree is the case's own CPU time; set by the launcher"),

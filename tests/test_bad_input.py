@@ -40,8 +40,8 @@ class BadInput:
     #: What the one line must say (a regular expression).
     says: str
     env: dict[str, str] = field(default_factory=dict)
-    #: Files written under the test's folder first: relative path -> text.
-    files: dict[str, str] = field(default_factory=dict)
+    #: Files written under the test's folder first: relative path -> text (or bytes).
+    files: dict[str, str | bytes] = field(default_factory=dict)
 
 
 RUN = ("run", "--suite", "{tmp}/tiny.toml", "--results", "{tmp}/results")
@@ -50,6 +50,12 @@ CASES = [
     BadInput("budget nan", (*RUN, "--budget", "nan"), r"--budget must be a finite positive number"),
     BadInput("budget inf", (*RUN, "--budget", "inf"), r"--budget must be a finite positive number"),
     BadInput("budget a day", (*RUN, "--budget", "86400"), r"--budget 86400 is past the most parbench allows"),
+    BadInput("grid file not UTF-8", ("list", "--suite", "{tmp}/latin.toml"), r"latin\.toml is not UTF-8 text",
+             files={"latin.toml": "description = \"caf\u00e9\"\n".encode("latin-1")}),
+    BadInput("suite name of 5000 characters", ("list", "--suite", "a" * 5000),
+             r"--suite 'a{60}\.\.\. \(5000 characters\)' is neither a built-in suite nor a readable path"),
+    BadInput("pinned to a CPU that is not there", RUN, r"\$PARBENCH_CPUS='99' is not valid: expected .*CPUs this process may use",
+             env={"PARBENCH_CPUS": "99"}),
     BadInput("a run of 18 hours", ("run", "--suite", "{tmp}/huge.toml", "--results", "{tmp}/results"),
              r"huge: 10648 cases, about \d+ h .*past 12 h, so not started; .*--max-minutes.*--yes",
              files={"huge.toml": TINY_GRID.replace("[timing]\nbudget_s = 0.2\n", "").replace(
@@ -114,7 +120,10 @@ def test_bad_input_is_one_line_and_a_nonzero_exit_with_records_untouched(bad, tm
     before = kept.read_bytes()
     for relative, text in bad.files.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / relative).write_text(text)
+        if isinstance(text, bytes):
+            (tmp_path / relative).write_bytes(text)
+        else:
+            (tmp_path / relative).write_text(text)
     for name, value in bad.env.items():
         monkeypatch.setenv(name, filled(value))
     code = main([filled(arg) for arg in bad.argv])

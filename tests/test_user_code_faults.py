@@ -1,9 +1,11 @@
 """User code cannot end the run, and every case stops at its limit: a user's model that hangs,
 exits (sys.exit, os._exit), segfaults, runs out of memory or forks is stored `failed` with what
-happened, the run goes on to the next case, and no process is left behind."""
+happened, the run goes on to the next case, and no process is left behind. A model whose outputs
+do not match its targets' shape fails too, rather than training on broadcast targets."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -39,6 +41,8 @@ class Faulty(torch.nn.Module):
             os.kill(os.getpid(), signal.SIGSEGV)
         elif self.fault == "oom":
             raise MemoryError("the user's forward asked for too much")
+        elif self.fault == "wrong_shape":  # (batch, 5) against (batch, 1) targets
+            return self.linear(x).repeat(1, 5)
         elif self.fault == "fork":
             if os.fork() == 0:
                 time.sleep(100000)
@@ -50,12 +54,12 @@ def data(batch, seed):
     x = rng.standard_normal((batch, 3)).astype(np.float32)
     return x, x.sum(axis=1, keepdims=True)
 
-for fault in ("hang", "sys_exit", "os_exit", "segfault", "oom", "fork", "none"):
+for fault in ("hang", "sys_exit", "os_exit", "segfault", "oom", "fork", "wrong_shape", "none"):
     suites.user_model(f"faulty_{fault}", input_shape=(3,), loss="mse", data=data,
                       torch=lambda fault=fault: Faulty(fault))
 '''
 
-FAULTS = ("hang", "sys_exit", "os_exit", "segfault", "oom", "fork")
+FAULTS = ("hang", "sys_exit", "os_exit", "segfault", "oom", "fork", "wrong_shape")
 
 GRID = """
 description = "user models that misbehave, then one that does not"
@@ -95,6 +99,7 @@ def test_misbehaving_user_models_fail_their_case_and_the_run_goes_on(tmp_path, m
     assert "did not finish within 25 s" in records["faulty_hang"]["reason"]
     assert "faulty.py" in records["faulty_hang"]["reason"]  # where it hung
     assert "MemoryError" in records["faulty_oom"]["reason"]
+    assert re.search(r"outputs have shape \(\d+, 5\) but its targets \(\d+, 1\)", records["faulty_wrong_shape"]["reason"])
     assert records["faulty_none"]["status"] == "ok"  # the run went on after all of them
     assert done.returncode == 1  # failed cases: non-zero, but the run finished
     end = time.monotonic() + 15

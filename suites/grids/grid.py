@@ -59,14 +59,27 @@ def builtin_suite_names() -> list[str]:
 
 def load_suite(name_or_path: str) -> Suite:
     """A built-in suite by name, or a user's grid file by path."""
+    shown = name_or_path if len(name_or_path) <= 80 else f"{name_or_path[:60]}... ({len(name_or_path)} characters)"
     path = Path(name_or_path)
-    if name_or_path.endswith(".toml") or path.exists():
-        if not path.is_file():
-            raise UserError(f"grid file {name_or_path} does not exist; pass a built-in suite "
+    try:
+        is_file = path.is_file()
+    except OSError as error:  # a name longer than the file system takes, ...
+        raise UserError(f"--suite {shown!r} is neither a built-in suite nor a readable path "
+                        f"({error.strerror}); built-in suites: {', '.join(builtin_suite_names())}") from None
+    if name_or_path.endswith(".toml") or is_file:
+        if not is_file:
+            raise UserError(f"grid file {shown} does not exist; pass a built-in suite "
                             f"({', '.join(builtin_suite_names())}) or the path of a .toml grid")
-        return parse_suite(path.read_text(), source=str(path), name=path.stem)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise UserError(f"grid file {shown} is not UTF-8 text (byte {error.start}); a grid is a TOML "
+                            f"file: save it as UTF-8") from None
+        except OSError as error:
+            raise UserError(f"grid file {shown} cannot be read ({error.strerror})") from None
+        return parse_suite(text, source=str(path), name=path.stem)
     if name_or_path not in builtin_suite_names():
-        raise UserError(f"unknown suite {name_or_path!r}; built-in suites: "
+        raise UserError(f"unknown suite {shown!r}; built-in suites: "
                         f"{', '.join(builtin_suite_names())} (or pass the path of a .toml grid)")
     text = resources.files("suites.grids").joinpath(f"{name_or_path}.toml").read_text()
     return parse_suite(text, source=f"suites/grids/{name_or_path}.toml", name=name_or_path)

@@ -197,10 +197,20 @@ def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return F.cross_entropy(logits.flatten(0, -2), targets.flatten())
 
 
+def squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of outputs and targets of one shape. `F.mse_loss` would broadcast a
+    (batch, 5) output against (batch, 1) targets with only a warning, and train a wrong model
+    that passes its check; here that is an error naming both shapes."""
+    if outputs.shape != targets.shape:
+        raise ValueError(f"the model's outputs have shape {tuple(outputs.shape)} but its targets "
+                         f"{tuple(targets.shape)}: mse compares them element by element")
+    return F.mse_loss(outputs, targets)
+
+
 def loss_function(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Mean over the batch, as the spec declares: softmax cross-entropy (per sample or per
     token) or squared error."""
-    return {"mse": F.mse_loss, "token_cross_entropy": token_cross_entropy}.get(spec.loss, F.cross_entropy)
+    return {"mse": squared_error, "token_cross_entropy": token_cross_entropy}.get(spec.loss, F.cross_entropy)
 
 
 @dataclass(frozen=True)
