@@ -159,3 +159,22 @@ def test_a_cpu_case_asking_for_more_emulated_devices_than_the_machine_holds_is_u
     too_many = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 100_000, {"model": "mlp", "batch": 8})
     assert emulation_reason(fits) is None
     assert f"100000 emulated CPU devices are more than this machine can hold: at most {EMULATED_DEVICES_PER_CORE} per core, {most} on its {cores} cores" == emulation_reason(too_many)
+
+
+@pytest.mark.parametrize("device, in_process", [(DeviceKind.GPU, False), (DeviceKind.CPU, True)])
+def test_the_rate_probe_times_gpu_gemms_in_a_process_of_its_own(monkeypatch, device, in_process):
+    """Issue 32, N5: a GPU probe in the parbench process left both frameworks' CUDA state on
+    GPU 0 for the whole run, and had no deadline."""
+    from suites.cases.vocabulary import Framework, Precision
+    from suites.orchestration import cases
+    from suites.records.measurement import Measurement
+    from suites.run.execute import Outcome
+
+    ran = []
+    timed = Outcome(Status.OK, measurement=Measurement(samples=(2e-3, 1e-3, 3e-3)))
+    monkeypatch.setattr(cases, "unavailable_reason", lambda case: None)
+    monkeypatch.setattr(cases, "execute_in_process", lambda case, timing: ran.append("in process") or timed)
+    monkeypatch.setattr(cases.launchers, "run_isolated",
+                        lambda job, timing, worker: ran.append(f"isolated {worker}") or timed)
+    assert cases._fastest_step_s(Framework.TORCH, device, Precision.BF16, 256) == 1e-3
+    assert ran == (["in process"] if in_process else [f"isolated {cases.WORKER}"])

@@ -46,8 +46,10 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
 @functools.lru_cache(maxsize=None)
 def probe_flops_per_s(framework: Framework, device: DeviceKind, precision: Precision) -> float | None:
     """FLOP/s of this framework's GEMMs on this device and precision here, from the fastest step
-    of each `PROBE_SIZES` GEMM timed in this process (`suites.run.bounds.gemm_rate`); None
-    where those GEMMs are unavailable or fail. Once per process and combination."""
+    of each `PROBE_SIZES` GEMM (`suites.run.bounds.gemm_rate`), timed in this process on a CPU
+    and in a process of its own on a GPU or TPU (so that no framework's device state stays in
+    the parbench process: issue 32, N5); None where those GEMMs are unavailable or fail. Once
+    per process and combination."""
     timings = [_fastest_step_s(framework, device, precision, size) for size in PROBE_SIZES]
     if None in timings:
         return None
@@ -60,7 +62,10 @@ def _fastest_step_s(framework: Framework, device: DeviceKind, precision: Precisi
     if unavailable_reason(probe):
         return None
     with hot_cache():
-        outcome = execute_in_process(probe, PROBE_TIMING)
+        if device is DeviceKind.CPU:
+            outcome = execute_in_process(probe, PROBE_TIMING)
+        else:  # a process of its own: its CUDA state goes with it, and a hang meets a deadline (N5)
+            outcome = launchers.run_isolated(job_for(probe), PROBE_TIMING, WORKER)
     if outcome.status is not Status.OK or outcome.measurement is None:
         return None
     return min(outcome.measurement.samples)
