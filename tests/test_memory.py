@@ -375,3 +375,35 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
     older = add_throughput(fill_metrics(tidy([report_row(TRAIN, "box", SMALL_BOX)]), case_work))
     (plain,) = per_problem(add_costs(older, PriceTable.load()), PriceTable.load().currency)
     assert "peak memory" not in plain.tables[0].headers and len(plain.figures) == 1
+
+
+def test_the_checks_cached_memory_is_released_before_the_timed_steps():
+    """Issue 32, N8: on CUDA the check's fp32 reference leaves cached blocks that counted in the
+    bf16 timed steps' peak reserved memory; the probe releases them once the check is done."""
+    from suites.records.check import Check
+    from suites.run.execute import measured_check
+    from suites.run.memory_probes import MemoryProbe
+
+    calls = []
+
+    class Probe(MemoryProbe):
+        def start(self):
+            calls.append("start")
+
+        def stop(self):
+            calls.append("stop")
+            return []
+
+        def release_cached(self):
+            calls.append("release")
+
+    class Runnable:
+        def memory_probe(self):
+            return Probe()
+
+        def check(self):
+            calls.append("check")
+            return Check(True, "none", 0.0, 1.0)
+
+    measured_check(Runnable())
+    assert calls[calls.index("check"):] == ["check", "stop", "release"]

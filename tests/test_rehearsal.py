@@ -110,3 +110,6 @@ def test_the_standard_suites_gpu_cases_rehearse_ok(tmp_path, monkeypatch, strate
     record = run_case(rehearsed, context)
     assert record.status is Status.OK, record.reason
     assert record.check.passed
+    # N24: fsdp's bf16/fp16 (FSDP's policy) and the others' (autocast) are named apart
+    expected = "MixedPrecisionPolicy" if strategy == "fsdp" else "torch.autocast"
+    assert expected in record.details["mixed_precision"]

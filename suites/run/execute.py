@@ -81,6 +81,8 @@ def measured_check(runnable: Runnable) -> Check:
     check = runnable.check()
     seconds = time.perf_counter() - start
     peak = largest_peak(probe.stop()) if probe is not None else None
+    if probe is not None:
+        probe.release_cached()  # the timed steps' peak is theirs, not the check's cache
     added = None if peak is None or held is None else max(0, peak - held)
     return replace(check, check_s=seconds, memory_bytes=added)
 

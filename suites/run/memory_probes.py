@@ -59,6 +59,11 @@ class MemoryProbe(ABC):
     def stop(self) -> list[MemoryPeak]:
         """The peaks since `start`, one per device of this process (rank 0 until gathered)."""
 
+    def release_cached(self) -> None:
+        """Give back what an allocator keeps cached but no tensor uses (after the check: its
+        fp32 reference's blocks would otherwise count in the timed steps' reserved peak).
+        Nothing to do where the peak is the process's resident set."""
+
 
 def rss_bytes() -> int | None:
     """This process's resident set now, bytes; None where /proc is not there."""

@@ -168,6 +168,11 @@ class TorchTrainStep(ProfiledKernels, Runnable):
                                         cuda_kernels=rehearsing())
         self.loss = torch_models.loss_function(self.spec)
         self.autocast_dtype = backend.AUTOCAST_DTYPES.get(self.case.precision)
+        if self.autocast_dtype is not None:  # one label, two numerics (issue 32, N24): say which
+            self.details["mixed_precision"] = (
+                "the strategy's own (FSDP MixedPrecisionPolicy: parameters gathered and computed in "
+                f"{self.case.precision}, gradients reduced in fp32)" if self.plugin.handles_precision(self.job)
+                else f"torch.autocast({self.case.precision}) over fp32 parameters")
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
