@@ -323,3 +323,19 @@ def test_readiness_is_the_cli_subcommand_parbench_ready(monkeypatch, tmp_path, c
     assert json.loads(out.read_text())["not_ready"] == ["gpu discovery torch", "gpu discovery tf"]
     assert cli.main(["ready", "--minutes", "0"]) == 2
     assert "--minutes must be positive" in capsys.readouterr().err
+
+
+def test_a_torchrun_world_that_does_not_match_the_case_is_refused_with_the_way_out(monkeypatch):
+    """Issue 32, N15: torchrun's WORLD_SIZE must be the case's rank count."""
+    from suites.orchestration.case_process import launched_world_problem
+
+    case = Case.make("train_step", "torch", "gpu", "ddp", "bf16", 16, {"model": "mlp", "batch": 32})
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run")
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    assert launched_world_problem(job_for(case)) is None
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert launched_world_problem(job_for(case)) == (
+        f"torchrun started 8 processes, but {case.id} runs 16: start torchrun with --nnodes x "
+        "--nproc-per-node = 16, or pick the case for 8 devices")
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")  # parbench's own launcher: its world is the case's
+    assert launched_world_problem(job_for(case)) is None

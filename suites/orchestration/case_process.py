@@ -47,6 +47,20 @@ def launcher_name() -> str:
     if "TORCHELASTIC_RUN_ID" in os.environ:
         return TORCHRUN_SUITE
     return TF_CONFIG_SUITE if "TF_CONFIG" in os.environ else "worker"
+def launched_world_problem(job: Job) -> str | None:
+    """Under torchrun, why its WORLD_SIZE cannot run the case (issue 32, N15: a mismatch left
+    every rank waiting in the rendezvous for ranks that never come, or ran a smaller world
+    under the case's label), else None."""
+    world = os.environ.get("WORLD_SIZE", "")
+    if launcher_name() != TORCHRUN_SUITE or not world.isdigit():
+        return None
+    needed = job.strategy.processes(job)
+    if int(world) == needed:
+        return None
+    return (f"torchrun started {world} processes, but {job.case.id} runs {needed}: start torchrun with "
+            f"--nnodes x --nproc-per-node = {needed}, or pick the case for {world} devices")
+
+
 #: Exit status of a worker that wrote (or stored) a failed outcome.
 CASE_FAILED_EXIT = 1
 
@@ -129,6 +143,9 @@ def main() -> None:
         load_plugins()  # user models and workloads registered by the parent process
         job = job_for(case)
         plugin = job.strategy
+        world = launched_world_problem(job)
+        if world:
+            raise UserError(world)
         rank = plugin.this_rank(job)
         stores = args.results is not None and rank == 0
         if stores:
