@@ -290,3 +290,42 @@ def test_gpu_readiness_says_each_paths_energy_or_why_it_was_not_read():
     unread = summarise(path, record(EnergyMeasurement(reason="no GPU energy reading: nvidia-ml-py is not installed")))
     assert unread["energy"] == {"reason": "no GPU energy reading: nvidia-ml-py is not installed"}
     assert summarise(path, None, "budget spent")["energy"] is None
+
+
+def test_ranks_sharing_a_gpu_count_its_energy_once_and_other_machines_gpus_count_too():
+    """Issue 32, N7: two emulated ranks on GPU 0 each read its whole counter; summing them made
+    the step's energy twice what the GPU used. GPU 0 of another node is another GPU."""
+    from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement
+    from suites.run.energy_meters import once_per_device
+
+    shared = [DeviceEnergy("gpu", 0, 100.0, 1.0, "nvml_counter", rank=1),
+              DeviceEnergy("gpu", 0, 101.0, 1.0, "nvml_counter", rank=0),
+              DeviceEnergy("gpu", 0, 99.0, 1.0, "nvml_counter", rank=2, node=1)]
+    kept = once_per_device(shared)
+    assert [(r.rank, r.node) for r in kept] == [(0, 0), (2, 1)]
+    assert EnergyMeasurement(kept, steps=10).joules_per_step == 20.0
+
+
+def test_a_gpu_reading_names_the_gpu_by_its_nvml_index_whatever_cuda_visible_devices_says():
+    """N16: under CUDA_VISIBLE_DEVICES=3 the process's cuda:0 is NVML's GPU 3."""
+    from suites.run.energy_meters import NvmlMeter
+
+    class Nvml:
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetHandleByIndex(self, index):
+            return ("handle", index)
+
+        def nvmlDeviceGetIndex(self, handle):
+            return handle[1]
+
+        def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+            return 1000
+
+        def nvmlDeviceGetPowerUsage(self, handle):
+            return 100_000
+
+    meter = NvmlMeter([0], nvml=Nvml(), visible="3")
+    meter.start()
+    assert [reading.device for reading in meter.stop()] == [3]

@@ -27,7 +27,8 @@ class DeviceEnergy:
     """What one device (GPU) or CPU package used while the timed steps ran."""
 
     kind: Literal["gpu", "cpu"]
-    #: GPU: its ordinal in its process (cuda:N); CPU: the RAPL package number.
+    #: GPU: its NVML index (the same in every process of its machine; the CUDA ordinal where
+    #: NVML gives none); CPU: the RAPL package number.
     device: int
     joules: float
     #: Wall seconds between the two readings (or the first and last power sample).
@@ -35,6 +36,8 @@ class DeviceEnergy:
     method: EnergyMethod
     #: The rank process that read it (0 in a single-process case).
     rank: int = 0
+    #: The machine it is on, among the case's (torchrun's GROUP_RANK; 0 on one machine).
+    node: int = 0
 
     @property
     def label(self) -> str:
@@ -50,7 +53,8 @@ class DeviceEnergy:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DeviceEnergy":
         return cls(kind=data["kind"], device=int(data["device"]), joules=float(data["joules"]),
-                   seconds=float(data["seconds"]), method=data["method"], rank=int(data.get("rank", 0)))
+                   seconds=float(data["seconds"]), method=data["method"], rank=int(data.get("rank", 0)),
+                   node=int(data.get("node", 0)))
 
 
 @dataclass(frozen=True)

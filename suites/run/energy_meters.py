@@ -181,6 +181,8 @@ def nvml_handles(nvml: ModuleType, ordinals: Sequence[int],
 class _Gpu:
     ordinal: int
     handle: Any
+    #: NVML's index of the GPU: the same for every rank that shares it.
+    physical: int
     method: EnergyMethod
     start_mj: int = 0
     powers: list[tuple[float, float]] = field(default_factory=list)  # (seconds, watts)
@@ -220,7 +222,7 @@ class NvmlMeter(EnergyMeter):
                 except Exception as error:
                     problems.append(f"GPU {ordinal}: {read.__name__} failed ({type(error).__name__})")
                     continue
-                self.gpus.append(_Gpu(ordinal, handle, method))  # type: ignore[arg-type]
+                self.gpus.append(_Gpu(ordinal, handle, _nvml_index(nvml, handle, ordinal), method))  # type: ignore[arg-type]
                 break
         return "" if self.gpus else "no GPU energy reading: " + ("; ".join(problems) or "no GPU")
 
@@ -259,12 +261,21 @@ class NvmlMeter(EnergyMeter):
         readings = []
         for gpu in self.gpus:
             if gpu.method == "nvml_counter":
-                readings.append(DeviceEnergy("gpu", gpu.ordinal, (ends[id(gpu)] - gpu.start_mj) / 1000.0,
+                readings.append(DeviceEnergy("gpu", gpu.physical, (ends[id(gpu)] - gpu.start_mj) / 1000.0,
                                              seconds, "nvml_counter"))
             elif len(gpu.powers) >= 2:
-                readings.append(DeviceEnergy("gpu", gpu.ordinal, integrate(gpu.powers),
+                readings.append(DeviceEnergy("gpu", gpu.physical, integrate(gpu.powers),
                                              gpu.powers[-1][0] - gpu.powers[0][0], "nvml_power"))
         return readings
+
+
+def _nvml_index(nvml: ModuleType, handle: Any, ordinal: int) -> int:
+    """NVML's index of the GPU behind `handle` (whatever CUDA_VISIBLE_DEVICES renumbered), the
+    CUDA ordinal where NVML cannot say."""
+    try:
+        return int(nvml.nvmlDeviceGetIndex(handle))
+    except Exception:  # pynvml's NVMLError, or a fake without it
+        return ordinal
 
 
 def integrate(powers: Sequence[tuple[float, float]]) -> float:
@@ -294,11 +305,32 @@ def gather_energy(runnable: "Runnable", readings: list[DeviceEnergy], steps: int
     """Every rank's readings, in rank order, through the runnable's float `gather` (a collective:
     every rank calls it). `reason` (this rank's meter's, which rank 0 stores) says why there are
     none where no rank read any."""
-    rows = [(_KINDS.index(r.kind), r.device, r.joules, r.seconds, _METHODS.index(r.method)) for r in readings]
+    node = this_node()
+    rows = [(_KINDS.index(r.kind), r.device, r.joules, r.seconds, _METHODS.index(r.method), node) for r in readings]
     gathered = [DeviceEnergy(_KINDS[int(kind)], int(device), joules, seconds,  # type: ignore[arg-type]
-                             _METHODS[int(method)], rank)
-                for rank, (kind, device, joules, seconds, method) in gather_rows(runnable, rows, 5)
-                if None not in (kind, device, joules, seconds, method)]
+                             _METHODS[int(method)], rank, int(node))
+                for rank, (kind, device, joules, seconds, method, node) in gather_rows(runnable, rows, 6)
+                if None not in (kind, device, joules, seconds, method, node)]
     if not gathered:
         return absent(reason or "no energy reading")
-    return EnergyMeasurement(tuple(gathered), steps)
+    return EnergyMeasurement(once_per_device(gathered), steps)
+
+
+def this_node() -> int:
+    """This process's machine among the case's: torchrun's GROUP_RANK (the node rank), else 0."""
+    group = os.environ.get("GROUP_RANK", "")
+    return int(group) if group.isdigit() else 0
+
+
+def once_per_device(readings: list[DeviceEnergy]) -> tuple[DeviceEnergy, ...]:
+    """One reading per physical device, the lowest rank's: ranks sharing a GPU (the shared-GPU
+    emulation) each read its whole counter, and summing them counted it once per rank (issue
+    32, N7)."""
+    seen: set[tuple[int, str, int]] = set()
+    kept = []
+    for reading in sorted(readings, key=lambda r: r.rank):
+        key = (reading.node, reading.kind, reading.device)
+        if key not in seen:
+            seen.add(key)
+            kept.append(reading)
+    return tuple(kept)
