@@ -129,3 +129,13 @@ def test_the_report_shows_the_verdicts_and_its_summary_names_host_bound_and_powe
     problem = next(p for p in content.problems if p.title.startswith("train_step"))
     headers = problem.tables[0].headers
     assert "bound by" in headers and "GPU power" in headers and "SM MHz" in headers
+
+
+def test_no_profiled_kernels_is_no_evidence_of_an_idle_gpu_and_nccl_waiting_is_not_work():
+    """Issue 32, N10."""
+    from suites.frameworks.torch.profiling import is_collective_kernel
+    from suites.records.bound_by import Signals, busy_share
+
+    assert busy_share(Signals(device="gpu", n_devices=1, median_s=1e-3, kernel_s_per_step=0.0)) == (None, "")
+    assert is_collective_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+    assert not is_collective_kernel("ampere_sgemm_128x64_tn")

@@ -114,7 +114,7 @@ def _gpu_evidence(signals: Signals) -> Evidence:
 def busy_share(signals: Signals) -> tuple[float | None, str]:
     """The device's busy share of a step and where it comes from: the profiler's kernel time,
     else NVML's median utilization; (None, "") where neither was measured."""
-    if signals.kernel_s_per_step is not None and signals.median_s > 0:
+    if signals.kernel_s_per_step and signals.median_s > 0:  # 0: no kernels recorded, no evidence
         return min(1.0, signals.kernel_s_per_step / signals.median_s), "profiler kernel time / median step"
     utilization = _median([gpu.utilization_pct.median if gpu.utilization_pct else None for gpu in signals.gpus])
     if utilization is not None:
