@@ -339,3 +339,17 @@ def test_a_torchrun_world_that_does_not_match_the_case_is_refused_with_the_way_o
         "--nproc-per-node = 16, or pick the case for 8 devices")
     monkeypatch.delenv("TORCHELASTIC_RUN_ID")  # parbench's own launcher: its world is the case's
     assert launched_world_problem(job_for(case)) is None
+
+
+def test_a_real_size_case_over_eight_ranks_on_one_gpu_is_unavailable_not_out_of_memory(monkeypatch):
+    """Issue 32, N14: the shared-GPU emulation is for sizes whose ranks' training state fits."""
+    pretend(monkeypatch, gpu_count=1)
+    one_h100 = DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1, (H100,),
+                          details={"compute_capability": ["9.0"], "memory_bytes": [80 * 2**30]})
+    plugin = find_plugin(Framework.TORCH, Strategy.DDP)
+    llama = Case.make("train_step", "torch", "gpu", "ddp", "bf16", 8,
+                      {"model": "llama_block", "layers": 4, "batch": 2, "optimizer": "adamw"})
+    reason = plugin.unavailable_reason(job_for(llama), one_h100)
+    assert reason.startswith("8 ranks sharing each GPU would hold") and "run it on 8 GPUs" in reason
+    small = Case.make("train_step", "torch", "gpu", "ddp", "bf16", 8, {"model": "mlp", "batch": 32})
+    assert plugin.unavailable_reason(job_for(small), one_h100) is None

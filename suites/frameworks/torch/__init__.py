@@ -42,10 +42,12 @@ class TorchDescriptor(FrameworkDescriptor):
         names = tuple(torch.cuda.get_device_name(i) for i in range(count))
         capability = [".".join(map(str, torch.cuda.get_device_capability(i))) for i in range(count)]
         # L2 sizes size the kernels' input rotation (suites.workloads.kernels.rotation_count).
-        l2 = [torch.cuda.get_device_properties(i).L2_cache_size for i in range(count)]
+        properties = [torch.cuda.get_device_properties(i) for i in range(count)]
         return DeviceInfo(self.framework, DeviceKind.GPU, count, names, details={
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "compute_capability": capability, "nccl": _nccl_version(torch), "l2_cache_bytes": l2})
+            "compute_capability": capability, "nccl": _nccl_version(torch),
+            "l2_cache_bytes": [p.L2_cache_size for p in properties],
+            "memory_bytes": [p.total_memory for p in properties]})
 
     def tpus(self) -> DeviceInfo:
         return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=(

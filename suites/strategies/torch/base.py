@@ -120,7 +120,7 @@ class RankProcesses(TorchStrategy):
         if backend == "nccl" and device.count < here:
             return (f"NCCL needs one GPU per rank: {here} ranks on this machine need {here} "
                     f"visible GPUs, {device.count} visible (gloo can share a GPU)")
-        return None
+        return shared_gpu_memory_reason(job, device) if self.shares_gpus else None
 
     def join(self, job: "Job") -> "ProcessGroup":
         case = job.case
@@ -132,3 +132,30 @@ class RankProcesses(TorchStrategy):
         """Rank `rank`'s equal shard of the global batch."""
         size = job.workload.per_device_batch
         return slice(rank * size, (rank + 1) * size)
+
+
+def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:
+    """Why ranks sharing fewer GPUs than they are (the shared-GPU emulation) cannot hold the
+    case's training state, or None: each rank keeps its own state (ZeRO's estimate, activations
+    aside: a lower bound), and a real-size case over 8 ranks on one GPU only ran out of memory
+    (issue 32, N14)."""
+    case = job.case
+    memory = device.details.get("memory_bytes") or []
+    if case.device is not DeviceKind.GPU or not memory or not on_shared_gpus(job, device.count):
+        return None
+    state = (job.state_estimate() or {}).get("total")
+    if not state:
+        return None
+    ranks_per_gpu = -(-devices_on_this_node(job) // device.count)
+    needed, held = state * ranks_per_gpu, min(memory)
+    if needed <= SHARED_GPU_MEMORY_SHARE * held:
+        return None
+    return (f"{ranks_per_gpu} ranks sharing each GPU would hold {needed / 2**30:.1f} GiB of training state on it "
+            f"(parameters, gradients, optimizer; activations aside), more than {SHARED_GPU_MEMORY_SHARE:.0%} of its "
+            f"{held / 2**30:.0f} GiB: the shared-GPU emulation is for sizes that fit; run it on "
+            f"{case.n_devices} GPUs or with smaller sizes")
+
+
+#: The share of a GPU's memory the training state of the ranks sharing it may take: the rest is
+#: for activations, the allocator's cache and the CUDA context of each rank.
+SHARED_GPU_MEMORY_SHARE = 0.8
