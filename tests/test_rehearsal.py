@@ -113,3 +113,16 @@ def test_the_standard_suites_gpu_cases_rehearse_ok(tmp_path, monkeypatch, strate
     # N24: fsdp's bf16/fp16 (FSDP's policy) and the others' (autocast) are named apart
     expected = "MixedPrecisionPolicy" if strategy == "fsdp" else "torch.autocast"
     assert expected in record.details["mixed_precision"]
+
+
+def test_n17_a_pipeline_ranks_meta_parameters_do_not_decide_the_optimizer_kernels(monkeypatch):
+    from suites.frameworks.torch import training
+
+    on_gpu = torch.nn.Linear(4, 4)
+    other_stage = torch.nn.Linear(4, 4, device="meta")
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda t: torch.device("meta") if t.is_meta
+                                                          else torch.device("cuda", 0)))
+    captured = {}
+    monkeypatch.setattr(torch.optim, "AdamW", lambda groups, **options: captured.update(options))
+    training.make_optimizer("adamw", [*on_gpu.parameters(), *other_stage.parameters()])
+    assert captured["fused"] is True

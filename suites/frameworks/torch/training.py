@@ -99,7 +99,10 @@ def make_optimizer(name: str, parameters: Iterable[torch.nn.Parameter],
     spec = OPTIMIZERS[name]
     parameters = list(parameters)
     groups = parameter_groups(parameters)
-    on_cuda = cuda_kernels or all(p.device.type == "cuda" for p in parameters)
+    # A pipeline rank's other stages stay on the meta device: they neither hold data nor decide
+    # the kernels (issue 32, N17: pipeline ranks took foreach AdamW where ddp/fsdp took fused).
+    placed = [p.device.type for p in parameters if p.device.type != "meta"]
+    on_cuda = cuda_kernels or (bool(placed) and all(kind == "cuda" for kind in placed))
     foreach = True if cuda_kernels else None  # None: torch's own default for the device
     if name == "adam":
         return torch.optim.Adam(groups, lr=spec.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPSILON,
