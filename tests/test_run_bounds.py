@@ -167,6 +167,7 @@ def test_the_rate_probe_times_gpu_gemms_in_a_process_of_its_own(monkeypatch, dev
     GPU 0 for the whole run, and had no deadline."""
     from suites.cases.vocabulary import Framework, Precision
     from suites.orchestration import cases
+    from suites.run.bounds import PROBE_TIMING
     from suites.records.measurement import Measurement
     from suites.run.execute import Outcome
 
@@ -176,5 +177,7 @@ def test_the_rate_probe_times_gpu_gemms_in_a_process_of_its_own(monkeypatch, dev
     monkeypatch.setattr(cases, "execute_in_process", lambda case, timing: ran.append("in process") or timed)
     monkeypatch.setattr(cases.launchers, "run_isolated",
                         lambda job, timing, worker: ran.append(f"isolated {worker}") or timed)
-    assert cases._fastest_step_s(Framework.TORCH, device, Precision.BF16, 256) == 1e-3
-    assert ran == (["in process"] if in_process else [f"isolated {cases.WORKER}"])
+    assert cases._fastest_step_s(Framework.TORCH, device, Precision.BF16, 256) == 1e-3  # the probe (N5)
+    assert cases.execute_kernel(Case.make("matmul", "torch", device.value, precision="bf16",
+                                          params={"m": 64, "n": 64, "k": 64}), PROBE_TIMING) is timed  # calibrate (N18)
+    assert ran == (["in process"] * 2 if in_process else [f"isolated {cases.WORKER}"] * 2)

@@ -43,6 +43,16 @@ def execute_in_process(case: Case, timing: TimingConfig) -> Outcome:
     return execute.execute_in_process(job_for(case), timing)
 
 
+def execute_kernel(case: Case, timing: TimingConfig) -> Outcome:
+    """A kernel case timed for parbench's own use (the rate probe, `calibrate`): in this process
+    on a CPU, in a process of its own on a GPU or TPU, so that no framework's device state stays
+    in this process (two frameworks' CUDA contexts on GPU 0 for the rest of the run) and a hang
+    meets a deadline (issue 32, N5, N18)."""
+    if case.device is DeviceKind.CPU:
+        return execute_in_process(case, timing)
+    return launchers.run_isolated(job_for(case), timing, WORKER)
+
+
 @functools.lru_cache(maxsize=None)
 def probe_flops_per_s(framework: Framework, device: DeviceKind, precision: Precision) -> float | None:
     """FLOP/s of this framework's GEMMs on this device and precision here, from the fastest step
@@ -62,10 +72,7 @@ def _fastest_step_s(framework: Framework, device: DeviceKind, precision: Precisi
     if unavailable_reason(probe):
         return None
     with hot_cache():
-        if device is DeviceKind.CPU:
-            outcome = execute_in_process(probe, PROBE_TIMING)
-        else:  # a process of its own: its CUDA state goes with it, and a hang meets a deadline (N5)
-            outcome = launchers.run_isolated(job_for(probe), PROBE_TIMING, WORKER)
+        outcome = execute_kernel(probe, PROBE_TIMING)
     if outcome.status is not Status.OK or outcome.measurement is None:
         return None
     return min(outcome.measurement.samples)

@@ -18,7 +18,7 @@ from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.report.display import terminal
 from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.cases import execute_in_process
+from suites.orchestration.cases import execute_kernel
 from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
 
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                     if reason:
                         console.print(f"[yellow]skip[/] {case.id}: {reason}")
                         break
-                    outcome = execute_in_process(case, timing)
+                    outcome = execute_kernel(case, timing)
                     if outcome.status is not Status.OK or outcome.measurement is None:
                         console.print(f"[red]{case.id}[/]: {outcome.reason}")
                         continue
