@@ -144,3 +144,19 @@ def test_prepare_reports_wrong_numerics_and_missing_kernels_and_releases_the_cas
     with pytest.raises(error):
         prepare(case, TimingConfig())
     assert Scripted.torn_down == [case.id]
+
+
+def test_a_process_that_timed_one_framework_on_the_gpu_refuses_the_others(monkeypatch):
+    """Issue 32, N6: pytest-benchmark and asv time in their own process; TF keeps the GPU memory
+    it took, so a torch GPU case timed after a TF one (or the reverse) measured a squeezed GPU."""
+    from suites.cases.case import Case
+    from suites.frontends import prepared
+
+    monkeypatch.setattr(prepared, "_GPU_FRAMEWORK", [])
+    tf_gpu = Case.make("matmul", "tf", "gpu", params={"m": 64, "n": 64, "k": 64})
+    torch_gpu = Case.make("matmul", "torch", "gpu", params={"m": 64, "n": 64, "k": 64})
+    torch_cpu = Case.make("matmul", "torch", "cpu", params={"m": 64, "n": 64, "k": 64})
+    assert prepared.other_framework_on_gpu_reason(tf_gpu) is None
+    assert prepared.other_framework_on_gpu_reason(tf_gpu) is None
+    assert prepared.other_framework_on_gpu_reason(torch_cpu) is None
+    assert "already timed tf on the GPU" in prepared.other_framework_on_gpu_reason(torch_gpu)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Framework
 from suites.records.check import Check
 from suites.orchestration.cases import unavailable_reason
 from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
@@ -56,13 +57,35 @@ class PreparedCase:
         self.runnable.teardown()
 
 
+#: The framework whose GPU cases this process has timed: its CUDA context (and TensorFlow's
+#: claim on the whole GPU memory) stays for the life of the process.
+_GPU_FRAMEWORK: list[Framework] = []
+
+
+def other_framework_on_gpu_reason(case: Case) -> str | None:
+    """Why a GPU case of one framework cannot be timed in a process that has timed the other's
+    (issue 32, N6: TF keeps the GPU's memory it took and both CUDA contexts would compete, so
+    the second framework's figures were not its own), else None; notes the first."""
+    if case.device is not DeviceKind.GPU:
+        return None
+    if not _GPU_FRAMEWORK:
+        _GPU_FRAMEWORK.append(case.framework)
+        return None
+    first = _GPU_FRAMEWORK[0]
+    if case.framework is first:
+        return None
+    return (f"this process already timed {first} on the GPU, whose CUDA context and memory stay with it; "
+            f"time {case.framework} GPU cases in a session of their own (e.g. pytest -k {case.framework.value}) "
+            f"or with parbench run, which gives each GPU case its own process")
+
+
 def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     """Set up, check and warm up `case` in this process.
 
     Raises CaseUnavailable (not here, or a multi-process strategy, which a front end must run
     through `suites.run.launchers.launch_case` instead) or NumericsFailed.
     """
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(case) or other_framework_on_gpu_reason(case)
     if reason:
         raise CaseUnavailable(reason)
     if not runs_in_process(case):
