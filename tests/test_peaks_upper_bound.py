@@ -93,6 +93,68 @@ def test_a_microarchitecture_that_cannot_be_told_says_why(text, said):
     assert uarch is None and said in why
 
 
+# archspec (Spack's detection) names the microarchitecture first; /proc/cpuinfo decides where it cannot.
+THIS_VM = cpuinfo("AuthenticAMD", 26, 2, "AMD EPYC", AVX512 + " avx512_bf16")
+
+
+@pytest.mark.parametrize("archspec_name, text, uarch", [
+    ("zen4", None, "zen4"),
+    ("zen5", None, "zen5"),
+    ("haswell", None, "intel_avx2"),
+    ("alderlake", None, "intel_avx2"),
+    ("cannonlake", None, "intel_avx512_one_fma"),
+    # archspec gives a generic level: this VM hides flush_l1d, pku, rdseed, movdiri (archspec 0.2.7)
+    ("x86_64_v4", THIS_VM, "zen5"),
+    # archspec saw fewer features than the silicon has: family 0x1a is Zen 5, whatever it shows
+    ("zen4", THIS_VM, "zen5"),
+    # archspec's name spans one- and two-unit parts: the model decides
+    ("icelake", cpuinfo("GenuineIntel", 6, 106, "Intel(R) Xeon(R) Platinum 8375C", AVX512), "icelake_server"),
+    ("icelake", cpuinfo("GenuineIntel", 6, 140, "11th Gen Intel(R) Core(TM) i7-1185G7", AVX512),
+     "intel_avx512_one_fma"),
+    ("cascadelake", cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", AVX512),
+     "skylake_avx512_two_fma"),
+    ("sapphirerapids", cpuinfo("GenuineIntel", 6, 173, "Intel(R) Xeon(R) 6972P", AVX512 + " amx_fp16"),
+     "graniterapids"),
+])
+def test_archspec_names_the_microarchitecture_and_cpuinfo_refines_it(archspec_name, text, uarch):
+    assert cpu_microarchitecture(text, archspec_name=archspec_name) == (uarch, "")
+
+
+@pytest.mark.parametrize("archspec_name, text, said", [
+    ("zen6", None, "archspec names it zen6"),  # no row: not the Zen 5 row that family 0x1a would give
+    ("zen6", THIS_VM, "does not know the FMA units"),
+    ("icelake", None, "whose parts differ in FMA units"),
+    ("cascadelake", cpuinfo("GenuineIntel", 6, 85, "Intel Xeon Processor (Cascadelake)", AVX512), "by SKU"),
+    ("x86_64_v3", cpuinfo("CentaurHauls", 7, 59, "VIA", "avx avx2"), "generic level x86_64_v3"),
+])
+def test_what_archspec_cannot_tell_says_why(archspec_name, text, said):
+    uarch, why = cpu_microarchitecture(text, archspec_name=archspec_name)
+    assert uarch is None and said in why
+
+
+def test_every_cpu_row_is_reachable_and_every_archspec_name_is_archspecs(table):
+    from archspec.cpu import TARGETS
+
+    from suites.hardware.devices import ARCHSPEC_BY_MODEL, ARCHSPEC_ROWS, ROW_ARCHSPEC_TARGETS
+
+    rows = {entry["uarch"] for entry in table.cpu if "uarch" in entry}
+    assert set(ARCHSPEC_ROWS.values()) <= rows and set(ROW_ARCHSPEC_TARGETS) == rows
+    for name in (*ARCHSPEC_ROWS, *ARCHSPEC_BY_MODEL, *ROW_ARCHSPEC_TARGETS.values()):
+        assert name in TARGETS and TARGETS[name].vendor != "generic", name
+
+
+def test_this_host_is_named_by_archspec_or_cpuinfo(monkeypatch):
+    from suites.hardware import devices
+
+    name, why = devices.archspec_host()
+    assert name, why  # archspec is installed and answers (a generic level at least)
+    monkeypatch.setattr(devices, "archspec_host", lambda: ("zen6", ""))
+    assert devices.cpu_microarchitecture()[0] is None  # the host's answer is archspec's when it knows
+    monkeypatch.setattr(devices, "archspec_host", lambda: (None, "archspec is not installed"))
+    uarch, why = devices.cpu_microarchitecture()
+    assert uarch or "archspec is not installed" in why  # the /proc/cpuinfo rules, where they know
+
+
 def test_avx512_rows_differ_by_fma_units(table, monkeypatch):
     """The same extensions, two peaks: Zen 4 runs AVX-512 on 256-bit units, Zen 5 on 512-bit ones."""
     monkeypatch.setattr(peaks, "cpu_clock_ghz", lambda: 2.0)

@@ -176,22 +176,115 @@ SKYLAKE_SP_TWO_FMA = re.compile(r"Platinum|Gold 6\d{3}|Gold 5122|Xeon\(R\) W-|Xe
 SKYLAKE_SP_ONE_FMA = re.compile(r"Gold 5\d{3}|Silver|Bronze")
 
 
-def cpu_microarchitecture(cpuinfo: str | None = None) -> tuple[str | None, str]:
+#: archspec's microarchitecture names (`archspec.cpu.host().name`, Spack's detection) that decide
+#: a peaks-table `[[cpu]]` row on their own. archspec's Skylake covers the client cores to Comet
+#: Lake, its Alder Lake and Arrow Lake the hybrid ones (P-cores: two 256-bit FMA units).
+ARCHSPEC_ROWS = {
+    "zen": "zen", "zen2": "zen2", "zen3": "zen3", "zen4": "zen4", "zen5": "zen5",
+    "haswell": "intel_avx2", "broadwell": "intel_avx2", "skylake": "intel_avx2",
+    "alderlake": "intel_avx2", "arrowlake": "intel_avx2", "arrowlake_s": "intel_avx2",
+    "cannonlake": "intel_avx512_one_fma",
+}
+#: archspec names whose parts differ in FMA units or row, so the CPU's model (and Skylake-SP's
+#: SKU) decides, by the /proc/cpuinfo rules: skylake_avx512 and cascadelake (one or two 512-bit
+#: units by SKU; Cooper Lake is detected as cascadelake), icelake (the client parts, Tiger and
+#: Rocket Lake among them, have one fused unit, Ice Lake-SP two), sapphirerapids (also Emerald
+#: and Granite Rapids).
+ARCHSPEC_BY_MODEL = frozenset({"skylake_avx512", "cascadelake", "icelake", "sapphirerapids"})
+#: Each row's place in archspec's tree of targets: where the /proc/cpuinfo rules name a row whose
+#: target descends from archspec's answer, archspec saw fewer features than the CPU has.
+ROW_ARCHSPEC_TARGETS = {
+    "zen": "zen", "zen2": "zen2", "zen3": "zen3", "zen4": "zen4", "zen5": "zen5",
+    "intel_avx2": "haswell", "intel_avx512_one_fma": "cannonlake",
+    "skylake_avx512_one_fma": "skylake_avx512", "skylake_avx512_two_fma": "skylake_avx512",
+    "cooperlake": "cascadelake", "icelake_server": "icelake",
+    "sapphirerapids": "sapphirerapids", "graniterapids": "sapphirerapids",
+}
+
+
+def archspec_host() -> tuple[str | None, str]:
+    """archspec's name for this host's microarchitecture (zen4, sapphirerapids, ... or a generic
+    level such as x86_64_v4), or (None, why)."""
+    try:
+        import archspec.cpu
+    except ImportError:
+        return None, "archspec is not installed"
+    try:
+        return archspec.cpu.host().name, ""
+    except Exception as error:  # noqa: BLE001  (archspec reads the OS's own CPU reports)
+        return None, f"archspec could not tell ({type(error).__name__}: {error})"
+
+
+def _descends_from(row: str, archspec_name: str) -> bool:
+    """Whether the row's archspec target is a strict descendant of `archspec_name`'s."""
+    try:
+        from archspec.cpu import TARGETS
+    except ImportError:
+        return False
+    target, other = TARGETS.get(ROW_ARCHSPEC_TARGETS.get(row, "")), TARGETS.get(archspec_name)
+    return target is not None and other is not None and other < target
+
+
+def cpu_microarchitecture(cpuinfo: str | None = None, archspec_name: str | None = None) -> tuple[str | None, str]:
     """The CPU's microarchitecture, as far as it decides FLOP per cycle (the name of a peaks-table
-    `[[cpu]]` entry), from /proc/cpuinfo's vendor, family, model, model name and flags; or
-    (None, why) where it cannot be told: then no table peak is claimed, and `% of peak` uses the
-    peak `parbench calibrate` measured.
+    `[[cpu]]` entry); or (None, why) where it cannot be told: then no table peak is claimed, and
+    `% of peak` uses the peak `parbench calibrate` measured.
 
     What decides it is how many FMA units of what width a core has: AVX-512 on two full-width
     units (Intel server cores, AMD Zen 5) doubles AVX-512 on 256-bit units (Zen 4, double-pumped)
     or on one fused unit (Intel client cores), and Skylake-SP/Cascade Lake parts have one or
-    two by SKU. AMD: family 0x17 Zen/Zen 2, 0x19 Zen 3 (no AVX-512) or Zen 4, 0x1a Zen 5.
+    two by SKU.
+
+    archspec (`archspec.cpu.host()`) names it first (`ARCHSPEC_ROWS`). /proc/cpuinfo's vendor,
+    family, model and model name decide where archspec does not: it gives only a generic level
+    (x86_64_v4: a hypervisor hid a feature its targets require, as on this project's Zen 5 VM), a
+    name that spans parts with different FMA units (`ARCHSPEC_BY_MODEL`) or one with no row; and
+    where they name a later microarchitecture than archspec's (it detects by features, which a
+    hypervisor can hide; family and model name the silicon, and a peak must be an upper bound).
+
+    With no argument it describes this host. Given either argument it describes another CPU
+    (tests): `cpuinfo` the text of a /proc/cpuinfo, `archspec_name` archspec's answer; the one
+    not given is unknown.
     """
-    if cpuinfo is None:
+    archspec_why = ""
+    if cpuinfo is None and archspec_name is None:
+        archspec_name, archspec_why = archspec_host()
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return None, "/proc/cpuinfo is unreadable"
+            cpuinfo = None
+    by_cpuinfo, why = (_microarchitecture_from_cpuinfo(cpuinfo) if cpuinfo is not None
+                       else (None, "/proc/cpuinfo is unreadable"))
+    if archspec_name and _is_specific(archspec_name):
+        if by_cpuinfo and _descends_from(by_cpuinfo, archspec_name):
+            return by_cpuinfo, ""  # archspec saw fewer features than the silicon has
+        if archspec_name in ARCHSPEC_ROWS:
+            return ARCHSPEC_ROWS[archspec_name], ""
+        if archspec_name in ARCHSPEC_BY_MODEL:
+            return (by_cpuinfo, "") if by_cpuinfo else (
+                None, f"archspec names it {archspec_name}, whose parts differ in FMA units, and {why}")
+        return None, (f"archspec names it {archspec_name}, a microarchitecture parbench does not know the FMA "
+                      "units of")
+    if by_cpuinfo:
+        return by_cpuinfo, ""
+    if archspec_name:
+        return None, f"{why} (archspec names only the generic level {archspec_name})"
+    return None, f"{why} ({archspec_why})" if archspec_why else why
+
+
+def _is_specific(archspec_name: str) -> bool:
+    """Whether archspec knows the name as a vendor's microarchitecture, not a generic level."""
+    try:
+        from archspec.cpu import TARGETS
+    except ImportError:
+        return archspec_name in ARCHSPEC_ROWS or archspec_name in ARCHSPEC_BY_MODEL
+    target = TARGETS.get(archspec_name)
+    return target is not None and target.vendor != "generic"
+
+
+def _microarchitecture_from_cpuinfo(cpuinfo: str) -> tuple[str | None, str]:
+    """The rules from /proc/cpuinfo's vendor, family, model, model name and flags. AMD: family
+    0x17 Zen/Zen 2, 0x19 Zen 3 (no AVX-512) or Zen 4, 0x1a Zen 5."""
     info = _first_processor(cpuinfo)
     vendor, name, flags = info.get("vendor_id", ""), info.get("model name", ""), set(info.get("flags", "").split())
     try:

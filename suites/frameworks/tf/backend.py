@@ -1,6 +1,7 @@
 """TensorFlow specifics shared by every TF implementation: devices, dtypes, sync, precision flags.
 
-Importing it sets TensorFlow's environment (`suites.frameworks.tf.environment`) before TF loads:
+Importing it sets TensorFlow's environment (`suites.frameworks.tf.environment`) before TF loads, and
+keeps TF's start-up lines out of the output (`environment.quiet_import`):
 every module of this package that uses TensorFlow imports this one first.
 """
 from __future__ import annotations
@@ -14,7 +15,9 @@ from suites.frameworks.tf import environment
 environment.apply_defaults()  # before TF loads: TF reads these once
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+with environment.quiet_import():  # TF's start-up lines, which TF_CPP_MIN_LOG_LEVEL no longer stops
+    import tensorflow as tf  # noqa: E402
 
 from suites.cases.case import Case  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Precision  # noqa: E402
