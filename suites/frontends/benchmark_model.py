@@ -13,7 +13,7 @@ from suites.records.record import Record
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.orchestration.runner import RunContext, run_cases
 from suites.run.scratch import run_temp_dir
-from suites.strategies.registry import is_combination
+from suites.strategies.registry import find_plugin, is_combination
 from suites.workloads import workload_class
 from suites.workloads.user_model import UserModel
 
@@ -35,7 +35,7 @@ def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gp
         if not is_combination(framework, device, strategy, train_step):
             skipped.append(f"{framework}/{device}/{strategy}")
             continue
-        count = 1 if strategy is Strategy.SINGLE else n_devices
+        count = 1 if find_plugin(framework, strategy).one_device else n_devices
         cases += [Case.make("train_step", framework, device, strategy, precision, count,
                             {"model": model.model_name, "batch": batch}) for precision in chosen_precisions]
     if strategies and skipped:

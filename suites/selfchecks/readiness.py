@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import UserError
-from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.hardware.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence
 from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
@@ -51,7 +51,6 @@ from suites.orchestration.runner import RunContext, run_case
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin, strategies_of
 from suites.workloads import workload_class
-from suites.workloads.training import Mlp
 
 SUITE = "gpu_readiness"
 DEFAULT_OUT = Path("results") / "gpu_readiness.json"
@@ -70,8 +69,6 @@ KERNEL_PARAMS: dict[str, dict[str, Any]] = {
     "conv2d": {"batch": 16, "h": 56, "w": 56, "cin": 64, "cout": 64, "kernel": 3},
 }
 TRAINING_PARAMS = {"model": "mlp", "batch": 32}
-#: The mlp's default hidden layers (4 layers with the output's: a stage each on up to 4 devices).
-MLP_DEPTH = Mlp().depth
 ALLREDUCE_PARAMS = {"bytes": 16 * 2**20}
 #: The figure each workload kind is summarised by.
 HEADLINE = {"kernel": "tflops", "training": "samples_per_s", "collective": "busbw_gbs"}
@@ -89,28 +86,6 @@ class ReadinessPath:
     case: Case
     expected: bool = True
     why: str = ""
-
-
-def devices_for(strategy: Strategy, kind: DeviceKind, count: int) -> int:
-    """The devices a strategy's readiness case spans: `single` one; TPUStrategy every core; a
-    GPU strategy every GPU, and at least two (four for the DPxTP mesh of fsdp_tensor, whose TP
-    is 2): with fewer GPUs, strategies that can share them run on those, emulated."""
-    if strategy is Strategy.SINGLE or kind is DeviceKind.TPU:
-        return 1 if strategy is Strategy.SINGLE else count
-    if strategy is Strategy.FSDP_TENSOR:
-        return max(4, count - count % 2)
-    return max(count, 2)
-
-
-def sized_params(strategy: Strategy, params: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """`params` sized to `n` devices: an mlp deep enough for a stage per device (model_parallel,
-    pipeline) and fsdp_tensor's mesh n/2 x 2."""
-    sized = dict(params)
-    if params.get("model") == "mlp" and strategy in (Strategy.PIPELINE, Strategy.MODEL_PARALLEL):
-        sized["depth"] = max(MLP_DEPTH, n - 1)  # depth hidden layers + the output layer
-    if strategy is Strategy.FSDP_TENSOR:
-        sized["mesh"] = f"{n // 2}x2"
-    return sized
 
 
 def _precisions(kind: DeviceKind, workload_kind: str, single: bool) -> list[Precision]:
@@ -131,17 +106,17 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
         plugin = find_plugin(framework, strategy)
         if plugin is None or kind not in plugin.devices:
             continue
-        single = strategy is Strategy.SINGLE
+        single = plugin.one_device
         if single and kind is DeviceKind.TPU:
             continue  # TPUs run through TPUStrategy; `single` has no TPU path of its own
-        n = devices_for(strategy, kind, count)
+        n = plugin.devices_at_hand(kind, count)
         too_few = ("" if n <= count or plugin.shares_gpus else
                    f"{strategy} needs {n} or more {kind}s, one per device; {count} visible")
         for workload in ("matmul", "conv2d", "train_step", "allreduce"):
             workload_type = workload_class(workload)
             if not plugin.applies_to(workload_type):
                 continue
-            params = sized_params(strategy, KERNEL_PARAMS.get(workload) or (
+            params = plugin.sized_for(KERNEL_PARAMS.get(workload) or (
                 TRAINING_PARAMS if workload_type.kind == "training" else ALLREDUCE_PARAMS), n)
             for precision in _precisions(kind, workload_type.kind, single):
                 case = Case.make(workload, framework, kind, strategy, precision, n, params)

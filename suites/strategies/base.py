@@ -140,6 +140,20 @@ class StrategyPlugin:
         splits layers or micro-batches rescales it, or returns None where it cannot say."""
         return activation_bytes
 
+    # --- sizing a case to the devices at hand (readiness, sweeps) -----------------------------
+    #: Whether the strategy runs on one device whatever is at hand (`single`).
+    one_device: ClassVar[bool] = False
+
+    def devices_at_hand(self, kind: DeviceKind, count: int) -> int:
+        """The devices a case that checks this strategy's path on `count` visible devices of
+        `kind` spans: one for a one-device strategy, else every device and at least two."""
+        return 1 if self.one_device else max(count, 2)
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """Workload parameters `params` made splittable over `n` devices (a layer per stage, a
+        mesh); unchanged where the strategy splits anything."""
+        return dict(params)
+
     # --- launching ------------------------------------------------------------------------------
     #: How a case of the strategy is launched: in the parbench process, in a fresh one, or as
     #: rank processes (`suites.run.launchers`).
@@ -249,3 +263,12 @@ HOROVOD_UNSUPPORTED = (
     "HOROVOD_WITH_PYTORCH=1, horovod/torch/mpi_ops_v2.cc is compiled as C++14: "
     "torch/include/torch/csrc/api/include/torch/all.h:5: error: #error C++17 or later "
     "compatible compiler is required to use PyTorch")
+
+
+def deep_enough(params: Mapping[str, object], n: int, depth: int) -> dict[str, object]:
+    """`params` with an mlp deep enough for a layer group per device (its `depth` hidden layers
+    plus the output layer over `n` stages); other models as they are."""
+    sized = dict(params)
+    if params.get("model") == "mlp":
+        sized["depth"] = max(depth, n - 1)
+    return sized

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 
 class Single(TfStrategy):
+    one_device = True
     strategy = Strategy.SINGLE
     statistics_split = "whole"
     devices = frozenset(DeviceKind)

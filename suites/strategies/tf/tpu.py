@@ -39,6 +39,10 @@ class Tpu(DistributeStrategy):
     #: the check's XLA compiles come after (the first step has its own allowance).
     startup_allowance_s = 300.0
 
+    def devices_at_hand(self, kind: DeviceKind, count: int) -> int:
+        """Every TPU core at hand (one is a TPU case too: TPUStrategy over one core)."""
+        return count
+
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         case = job.case
         if case.device is not DeviceKind.TPU:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.options import option
@@ -59,6 +59,14 @@ def mesh_of(job: "Job") -> tuple[int, int] | None:
 class FsdpTensor(RankProcesses):
     strategy = Strategy.FSDP_TENSOR
     options_type = FsdpTensorOptions
+
+    def devices_at_hand(self, kind: "DeviceKind", count: int) -> int:
+        """An even count of at least four: a DP x TP mesh whose TP is 2 and DP at least 2."""
+        return max(4, count - count % 2)
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """The mesh n/2 x 2."""
+        return {**params, "mesh": f"{n // 2}x2"}
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         case = job.case

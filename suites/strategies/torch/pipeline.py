@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.options import option
@@ -38,7 +38,9 @@ from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, la
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
 from suites.run import faults
+from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import RankProcesses
+from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -88,6 +90,10 @@ class Pipeline(RankProcesses):
 
     def batch_parts(self, job: "Job") -> int:
         return math.lcm(job.case.n_devices, job.options.microbatches)
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """An mlp with a stage per device."""
+        return deep_enough(params, n, Mlp().depth)
 
     @staticmethod
     def microbatches(job: "Job") -> int:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 
 class Single(TorchStrategy):
+    one_device = True
     strategy = Strategy.SINGLE
     statistics_split = "whole"
     devices = frozenset(DeviceKind)

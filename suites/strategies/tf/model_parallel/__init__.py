@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Strategy
 from suites.run.launch import Launch
-from suites.strategies.base import too_few_gpus_reason
+from suites.strategies.base import deep_enough, too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy
+from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -32,6 +33,10 @@ class ModelParallel(TfStrategy):
     #: about before it initialises.
     replicas_in_process = True
     shares_gpus = True  # logical GPUs split from one where there are fewer
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """An mlp with a layer group per device (the pipeline's stages alike)."""
+        return deep_enough(params, n, Mlp().depth)
 
     def microbatches(self, job: "Job") -> int:
         return 1

@@ -11,13 +11,15 @@ rank per stage) is the emulated equivalent.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.run.launch import Launch
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
+from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import TorchStrategy
 from suites.strategies.torch.pipeline import stage_layers
+from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -43,6 +45,10 @@ def devices_of(job: "Job") -> list["torch.device"]:
 class ModelParallel(TorchStrategy):
     strategy = Strategy.MODEL_PARALLEL
     launch = Launch.ISOLATED
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """An mlp with a layer group per device."""
+        return deep_enough(params, n, Mlp().depth)
 
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
         case = job.case
