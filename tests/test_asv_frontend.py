@@ -110,8 +110,19 @@ def test_asv_check_passes():
     assert "No problems found" in result.stdout
 
 
+#: benchmarks/ modules that time parbench itself, not a suite's cases.
+OWN_BENCHMARKS = ("report_fleet.",)
+
+
 def discover(tmp_path: Path, suite: str | None) -> dict[str, dict]:
-    """What asv itself discovers: the discovery step `asv run` runs, with its JSON output."""
+    """What asv itself discovers for the suite's cases: the discovery step `asv run` runs,
+    with its JSON output, less parbench's own benchmarks (`OWN_BENCHMARKS`)."""
+    return {name: entry for name, entry in discover_all(tmp_path, suite).items()
+            if not name.startswith(OWN_BENCHMARKS)}
+
+
+def discover_all(tmp_path: Path, suite: str | None) -> dict[str, dict]:
+    """Everything asv discovers in benchmarks/."""
     out = tmp_path / "discovered.json"
     env = asv_env()
     if suite is not None:
@@ -158,6 +169,14 @@ def test_asv_discovers_exactly_the_suites_cases(tmp_path, suite):
     if suite is None:
         assert methods == {"Matmul.time_step", "Matmul.track_tflops", "Conv2d.time_step",
                            "Conv2d.track_tflops", "Conv2d.track_samples_per_s"}
+
+
+def test_asv_tracks_the_reports_own_speed_on_a_fleet(tmp_path):
+    """issue 31: the report's build time, memory and size on a 10-machine fleet, in asv."""
+    tracked = {name for name in discover_all(tmp_path, None) if name.startswith("report_fleet.")}
+    assert tracked == {"report_fleet.ReportFleet10.track_build_seconds",
+                       "report_fleet.ReportFleet10.track_peak_memory_mb",
+                       "report_fleet.ReportFleet10.track_written_mb"}
 
 
 def test_launched_strategies_get_their_own_classes(tmp_path):

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
+from PIL import Image
 
 from suites.report.columns import config_label
 
@@ -25,11 +26,38 @@ def plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-def png(figure: Figure) -> str:
+#: At most this many bars (configurations) in one bar chart, and points in one scatter: the
+#: fastest / first ones; the chart's title says how many more there are (all are in its table).
+#: Charts cost time and bytes per bar, so a fleet of machines would otherwise draw thousands.
+MAX_BARS = 16
+MAX_POINTS = 40
+#: Points of a scatter labelled with their configuration (labels cost the most to draw).
+MAX_LABELS = 12
+#: Curves in the scaling chart.
+MAX_SERIES = 8
+DPI = 80
+
+
+def png(figure: Figure, tight: bool = True) -> str:
+    """The figure as base64 PNG. `tight`: trim to what is drawn (one more layout pass); charts
+    that set their own margins (`_bars`) skip it."""
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight" if tight else None)
+    # a chart has few colours: a 256-colour palette PNG is a third of the size, and reads the same
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        small = io.BytesIO()
+        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
+            small, format="png", optimize=True)
+    return base64.b64encode(small.getvalue()).decode("ascii")
+
+
+def _top(rows: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, str]:
+    """The first `limit` rows, and the title's note on the rest ('' when none is left out)."""
+    if len(rows) <= limit:
+        return rows, ""
+    return rows.iloc[:limit], f" [first {limit} of {len(rows)}; all in the table]"
 
 
 def _colors(keys: pd.Series) -> list[str]:
@@ -44,7 +72,12 @@ def _labels(rows: pd.DataFrame, with_problem: bool = False) -> pd.Series:
 
 def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, title: str,
           xerr: np.ndarray | None = None, reference: float | None = None) -> Figure:
-    figure = Figure(figsize=(WIDTH_IN, 1.0 + BAR_IN * len(labels)))
+    height = 1.0 + BAR_IN * len(labels)
+    figure = Figure(figsize=(WIDTH_IN, height))
+    # margins set here, from the longest label (no tight-bbox pass: it draws every text twice)
+    longest = max((len(str(label)) for label in labels), default=0)
+    left = min(0.6, (0.15 + longest * 8 * 0.55 / 72) / WIDTH_IN)
+    figure.subplots_adjust(left=left, right=0.97, top=1 - 0.45 / height, bottom=0.55 / height)
     axes = figure.add_subplot()
     positions = np.arange(len(labels))
     axes.barh(positions, values, xerr=xerr, color=colors, capsize=3, error_kw={"elinewidth": 1})
@@ -63,6 +96,7 @@ def throughput(rows: pd.DataFrame, problem: str) -> str:
     (throughput at q3 .. at q1)."""
     ranked = rows["comparable"].astype(bool) if "comparable" in rows else pd.Series(True, index=rows.index)
     rows = rows.assign(ranked=ranked).sort_values(["ranked", "throughput"], ascending=[False, False], kind="stable")
+    rows, more = _top(rows, MAX_BARS)
     work = rows["throughput"] * rows["median_s"]
     low = (rows["throughput"] - work / rows["q3_s"]).clip(lower=0).fillna(0)
     high = (work / rows["q1_s"] - rows["throughput"]).clip(lower=0).fillna(0)
@@ -72,7 +106,7 @@ def throughput(rows: pd.DataFrame, problem: str) -> str:
                               for ok, code in zip(rows["ranked"], why)]
     unit = rows["throughput_unit"].iloc[0]
     return png(_bars(labels, rows["throughput"], _colors(rows["machine"]), unit,
-                     f"{problem}: throughput (bars: median; whiskers: IQR)", np.vstack([low, high])))
+                     f"{problem}: throughput (bars: median; whiskers: IQR){more}", np.vstack([low, high])), tight=False)
 
 
 def scaling(curves: pd.DataFrame) -> str:
@@ -80,6 +114,11 @@ def scaling(curves: pd.DataFrame) -> str:
     figure = Figure(figsize=(WIDTH_IN, 3.6))
     speed, efficiency = figure.subplots(1, 2)
     keys = ["machine", "framework", "device", "strategy", "precision", "compile", "workload", "params", "scaling"]
+    series = curves.groupby(keys, sort=True).ngroups
+    if series > MAX_SERIES:  # the first MAX_SERIES curves (all are in the table)
+        chosen = curves.groupby(keys, sort=True).ngroup() < MAX_SERIES
+        curves = curves[chosen]
+        figure.suptitle(f"first {MAX_SERIES} of {series} curves; all in the table", fontsize=8)
     for index, (key, curve) in enumerate(curves.groupby(keys, sort=True)):
         machine, framework, device, strategy, precision, compiler, workload, params, mode = key
         compiled = "" if compiler in ("", "none") else f"+{compiler}"
@@ -102,18 +141,19 @@ def scaling(curves: pd.DataFrame) -> str:
 def precision(pairs: pd.DataFrame) -> str:
     """Mixed/reduced precision speedup over fp32 on the same machine, device and strategy."""
     pairs = pairs[pairs["speedup"].notna()].sort_values("speedup", ascending=False)
+    pairs, more = _top(pairs, MAX_BARS)
     across = pairs["pairing"] if "pairing" in pairs else pd.Series("", index=pairs.index)
     labels = _labels(pairs, with_problem=True) + across.map(lambda how: " [across runs]" if "across runs" in how else "")
     return png(_bars(labels, pairs["speedup"], _colors(pairs["precision"]), "speedup over fp32 (throughput ratio)",
-                     "precision speedup vs fp32 (dashed: 1.0)", reference=1.0))
+                     f"precision speedup vs fp32 (dashed: 1.0){more}", reference=1.0), tight=False)
 
 
 def peak(rows: pd.DataFrame) -> str:
     """% of the peaks table's figure per configuration and problem."""
-    rows = rows.sort_values("pct_peak_table", ascending=False)
+    rows, more = _top(rows.sort_values("pct_peak_table", ascending=False), MAX_BARS)
     labels = _labels(rows, with_problem=True)
     return png(_bars(labels, rows["pct_peak_table"], _colors(rows["machine"]), "% of peak (peaks table)",
-                     "% of peak: 100 · TFLOP/s / (N · peak of one device in this precision)"))
+                     f"% of peak: 100 · TFLOP/s / (N · peak of one device in this precision){more}"), tight=False)
 
 
 def _minor_tick(value: float, _: object) -> str:
@@ -132,15 +172,22 @@ def memory(rows: pd.DataFrame, problem: str) -> str:
     precision on each machine and device count): colour by strategy, marker by precision. The
     memory of the rows' devices, where known, is drawn as dashed lines: a point right of its
     line does not fit."""
-    rows = rows.sort_values("peak_memory_bytes")
+    rows, more = _top(rows.sort_values("throughput", ascending=False, kind="stable"), MAX_POINTS)
+    rows = rows.sort_values("peak_memory_bytes", kind="stable")
     figure = Figure(figsize=(WIDTH_IN, 4.2))
+    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.13)  # set here: no tight-bbox pass
     axes = figure.add_subplot()
     strategies = {name: COLORS[i % len(COLORS)] for i, name in enumerate(sorted(rows["strategy"].unique()))}
     precisions = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(sorted(rows["precision"].unique()))}
     gib = rows["peak_memory_bytes"] / 2**30
-    for (x, y, strategy, precision, label) in zip(gib, rows["throughput"], rows["strategy"], rows["precision"],
-                                                  _labels(rows)):
-        axes.scatter([x], [y], color=strategies[strategy], marker=precisions[precision], s=40, zorder=3)
+    for (strategy, precision), index in rows.groupby(["strategy", "precision"], sort=True).groups.items():
+        axes.scatter(gib[index], rows.loc[index, "throughput"], color=strategies[strategy],
+                     marker=precisions[precision], s=40, zorder=3)
+    # a label per distinct configuration, at its fastest point, for the fastest few
+    labels = _labels(rows)
+    named = rows.assign(label=labels, gib=gib).sort_values("throughput", ascending=False, kind="stable")
+    for x, y, label in named.drop_duplicates("label").head(MAX_LABELS)[["gib", "throughput", "label"]].itertuples(
+            index=False):
         axes.annotate(plain(label), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
     memories = rows.dropna(subset=["device_memory_gib"]).groupby(["device", "device_memory_gib"]).size()
     for index, (device, size) in enumerate(memories.index[:4]):
@@ -156,10 +203,10 @@ def memory(rows: pd.DataFrame, problem: str) -> str:
     axes.xaxis.set_minor_formatter(FuncFormatter(_minor_tick))
     axes.set_xlabel("peak memory of one device, GiB (GPU: allocated; CPU: a rank process's resident set)")
     axes.set_ylabel(plain(rows["throughput_unit"].iloc[0]))
-    axes.set_title(plain(f"{problem}: peak memory against throughput (up and left is better)"), fontsize=10)
+    axes.set_title(plain(f"{problem}: peak memory against throughput (up and left is better){more}"), fontsize=10)
     axes.grid(alpha=0.3, which="both")
     axes.legend(fontsize=7, loc="best")
-    return png(figure)
+    return png(figure, tight=False)
 
 
 def roofline(rows: pd.DataFrame, device: str) -> str:
@@ -184,8 +231,9 @@ def roofline(rows: pd.DataFrame, device: str) -> str:
     kinds = (rows["framework"] + " " + rows["workload"])
     colors = {name: COLORS[i % len(COLORS)] for i, name in enumerate(sorted(kinds.unique()))}
     per_device = rows["tflops"] / rows["n_devices"].astype(float)
-    for x, y, kind, name in zip(intensity, per_device, kinds, rows["precision"]):
-        axes.scatter([x], [y], color=colors[kind], marker=precisions[name], s=28, alpha=0.85, zorder=3)
+    for (kind, name), index in rows.assign(kind=kinds).groupby(["kind", "precision"], sort=True).groups.items():
+        axes.scatter(intensity[index], per_device[index], color=colors[kind], marker=precisions[name], s=28,
+                     alpha=0.85, zorder=3)
     for name, color in colors.items():
         axes.scatter([], [], color=color, marker="o", label=plain(name))
     for name, marker in precisions.items():
@@ -208,6 +256,9 @@ VERDICT_COLORS = {"compute": "#3b6ea8", "memory": "#4c9a5a", "power": "#b5495b",
 def bound_by(counts: pd.DataFrame) -> str:
     """How many cases each verdict covers, one stacked bar per device (`counts`: one row per
     device label, one column per verdict)."""
+    if len(counts) > MAX_BARS:  # the devices with the most cases
+        counts = counts.loc[counts.sum(axis=1).sort_values(ascending=False, kind="stable").index]
+    counts, more = _top(counts, MAX_BARS)
     figure = Figure(figsize=(WIDTH_IN, 1.2 + BAR_IN * len(counts)))
     axes = figure.add_subplot()
     positions = np.arange(len(counts))
@@ -219,7 +270,7 @@ def bound_by(counts: pd.DataFrame) -> str:
     axes.set_yticks(positions, [plain(label) for label in counts.index], fontsize=8)
     axes.invert_yaxis()
     axes.set_xlabel("cases")
-    axes.set_title("what limits each figure (bound_by), cases per device", fontsize=10)
+    axes.set_title(f"what limits each figure (bound_by), cases per device{more}", fontsize=10)
     axes.legend(fontsize=7, loc="lower right")
     axes.grid(axis="x", alpha=0.3)
     return png(figure)

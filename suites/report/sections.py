@@ -102,7 +102,7 @@ def with_devices(frame: pd.DataFrame) -> pd.DataFrame:
 
 def not_ranked_text(frame: pd.DataFrame) -> list[str]:
     """One line per problem with emulated rows: they are named, and not ranked."""
-    ranked = set(choices(frame)["problem"])
+    ranked = set(candidates(frame)["problem"])  # = choices(frame)'s problems, without judging noise
     return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU (or fewer GPUs than "
             f"ranks), so they measure the emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
             for problem, labels in emulated_configs(frame).items()]
@@ -417,6 +417,8 @@ def peak_section(frame: pd.DataFrame) -> Section:
     return section
 
 
+#: Up to this many rooflines, one per machine's device; more: one per device type.
+MAX_ROOFLINES = 4
 ROOF = ["arithmetic_intensity", "tflops", "roof_peak_tflops", "roof_bandwidth_gbs"]
 
 
@@ -441,9 +443,19 @@ def roofline_section(frame: pd.DataFrame) -> Section:
     roofed = roofed.assign(ridge=roofed["roof_peak_tflops"] * 1000.0 / roofed["roof_bandwidth_gbs"])
     roofed = roofed.assign(ridge_side=roofed["arithmetic_intensity"].lt(roofed["ridge"]).map(
         {True: "memory", False: "compute"}))
-    for (machine, device, name), group in roofed.groupby(["machine", "device", "device_name"], sort=True):
-        label = f"{machine} · {device} · {name}" if name else f"{machine} · {device}"
-        section.figures.append((figures.roofline(group, label), f"roofline of {label}"))
+    by_machine = roofed.groupby(["machine", "device", "device_name"], sort=True)
+    if by_machine.ngroups <= MAX_ROOFLINES:
+        for (machine, device, name), group in by_machine:
+            label = f"{machine} · {device} · {name}" if name else f"{machine} · {device}"
+            section.figures.append((figures.roofline(group, label), f"roofline of {label}"))
+    else:  # a fleet: one chart per device type, its machines' points together, each precision's median roof
+        section.text.append(f"{roofed['machine'].nunique()} machines: one roofline per device type, the points of "
+                            f"all its machines together; each roof is the median of its machines' roofs.")
+        for (device, name), group in roofed.groupby(["device", "device_name"], sort=True):
+            roofs = group.groupby("precision")[["roof_peak_tflops", "roof_bandwidth_gbs"]].transform("median")
+            label = f"{device} · {name}" if name else device
+            label += f" ({group['machine'].nunique()} machines)"
+            section.figures.append((figures.roofline(group.assign(**roofs), label), f"roofline of {label}"))
     section.tables.append(build(with_devices(roofed).sort_values(["machine", "device", "arithmetic_intensity"]), [
         *CONFIG_SPEC, ("problem", "problem", fmt_text), ("FLOP/byte", "arithmetic_intensity", fmt_number),
         ("TFLOP/s", "tflops", fmt_number), ("bound TFLOP/s", "roofline_bound_tflops", fmt_number),

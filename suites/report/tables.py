@@ -108,9 +108,21 @@ def _sort_key(value: Any) -> str:
     return str(value)
 
 
+#: Rows of one table on the page: a fleet's tables would otherwise hold every machine's every
+#: row (tens of MB at 100 machines). The first MAX_ROWS in the table's order are shown, and its
+#: caption says how many more there are and where they all are (`parbench report --csv`).
+MAX_ROWS = 200
+
+
 def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str = "",
-          css: Callable[[pd.Series], str] | None = None) -> Table:
-    """spec: (header, column, formatter). `css` gives a class per row (e.g. 'emulated')."""
+          css: Callable[[pd.Series], str] | None = None, max_rows: int = MAX_ROWS) -> Table:
+    """spec: (header, column, formatter). `css` gives a class per row (e.g. 'emulated'). Only the
+    first `max_rows` rows are formatted and kept; the caption says how many were left out."""
+    if len(frame) > max_rows:
+        more = (f"first {max_rows} of {len(frame)} rows shown; all of them are in the CSV export "
+                f"(parbench report --csv)")
+        caption = f"{caption} ({more})" if caption else more
+        frame = frame.iloc[:max_rows]
     texts = pd.DataFrame({header: frame[column].map(fmt) for header, column, fmt in spec}, index=frame.index)
     keys = pd.DataFrame({header: frame[column].map(_sort_key) for header, column, _ in spec}, index=frame.index)
     classes = frame.apply(css, axis=1) if css is not None and not frame.empty else pd.Series("", index=frame.index)
