@@ -16,6 +16,7 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.errors import UserError
 from suites.orchestration.rehearsal import rehearsal_of
 from suites.orchestration.runner import RunContext, run_case
+from suites.records.record import Record
 from suites.records.store import ResultsStore
 from suites.run.process_env import REHEARSAL_ENV, env_set
 
@@ -58,7 +59,7 @@ def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: C
     return 1 if counts[str(Status.FAILED)] else 0
 
 
-def _what_happened(record) -> str:  # noqa: ANN001 - a Record
+def _what_happened(record: Record) -> str:
     if record.status is not Status.OK:
         return record.reason or ""
     check = record.check

@@ -17,6 +17,7 @@ from typing import Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import DeviceKind, Precision
+from suites.workloads.training import MODELS, SIZE_PARAMS
 
 _TRANSFORMER = {"layers": 2, "seq": 32, "d_model": 128, "heads": 8, "ffn": 256}
 #: Sizes a rehearsal sets per model (only those the case's model has; heads divide over 2, 4
@@ -62,8 +63,6 @@ def rehearsal_of(case: Case) -> Rehearsal:
 def _small(workload: str, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
     if workload != "train_step":
         return dict(SMALL_SIZES.get(workload, {}))
-    from suites.workloads.training import MODELS, SIZE_PARAMS
-
     model = str(params.get("model"))
     sized = {}
     if model in MODELS:

@@ -151,7 +151,7 @@ class StrategyPlugin:
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """Workload parameters `params` made splittable over `n` devices (a layer per stage, a
-        mesh); unchanged where the strategy splits anything."""
+        mesh); unchanged where the strategy needs nothing of them."""
         return dict(params)
 
     # --- launching ------------------------------------------------------------------------------

@@ -75,15 +75,12 @@ def blocks(module: "nn.Module") -> list["nn.Module"]:
     return units
 
 
-def make_parameters_contiguous(model: "nn.Module") -> int:
+def make_parameters_contiguous(model: "nn.Module") -> None:
     """Lay every parameter of `model` out contiguously (FSDP2 refuses others: "FSDP does not
-    support non-contiguous parameters yet", e.g. channels_last conv kernels); the number changed."""
-    changed = 0
+    support non-contiguous parameters yet", e.g. channels_last conv kernels)."""
     for parameter in model.parameters():
         if not parameter.is_contiguous():
             parameter.data = parameter.data.contiguous()
-            changed += 1
-    return changed
 
 
 def shard(model: "nn.Module", mesh: "DeviceMesh", reshard: bool, precision: Precision) -> None:
