@@ -42,11 +42,20 @@ def test_large_bf16_gemm_reaches_a_sane_fraction_of_peak():
     assert tflops > 50, f"{tflops:.1f} TFLOP/s is far below any data-centre GPU's bf16 rate"
 
 
-def test_ddp_with_nccl_needs_one_gpu_per_rank():
-    case = Case.make("train_step", "torch", "gpu", "ddp", "fp32", torch.cuda.device_count() + 1,
-                     {"model": "mlp", "batch": 8})
-    reason = unavailable_reason(case)
-    assert reason and "GPU" in reason
+def test_ranks_beyond_the_gpus_share_them_through_gloo_while_nccl_refuses():
+    """More ranks than GPUs: NCCL needs a GPU per rank (unavailable, saying so); gloo ranks share
+    the GPUs (the shared-GPU emulation) and the step passes its check, fp32 included, whose
+    gradient check gathers tensor-parallel shards (a segfault on an H200 until it went through
+    host copies)."""
+    ranks = torch.cuda.device_count() + 1
+    nccl = Case.make("allreduce", "torch", "gpu", "ddp", "fp32", ranks, {"bytes": 1024, "backend": "nccl"})
+    assert (unavailable_reason(nccl) or "").startswith("NCCL needs one GPU per rank")
+    for strategy in ("ddp", "tensor"):
+        shared = Case.make("train_step", "torch", "gpu", strategy, "fp32", ranks, {"model": "mlp", "batch": 8})
+        assert unavailable_reason(shared) is None
+        outcome = launch_case(shared, FAST)
+        assert outcome.status is Status.OK, outcome.reason
+        assert outcome.check.passed
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

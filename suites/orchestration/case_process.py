@@ -134,6 +134,9 @@ def main() -> None:
     # At a case's deadline the launcher asks for every thread's stack (into the log it keeps),
     # to say where the case hung.
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
+    # A crash in native code (a segfault in a collective or a kernel) leaves its Python stack in
+    # the log too, which the failed record's output_tail carries.
+    faulthandler.enable(all_threads=True)
     if args.out is None and args.results is None:
         parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
     try:

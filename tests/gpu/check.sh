@@ -6,6 +6,9 @@
 #   OUT=/some/folder bash tests/gpu/check.sh              # on the GPU machine (default budget 420 s)
 #   OUT=/some/folder bash tests/gpu/check.sh --dry-run    # on a CPU: the same steps at CPU sizes
 #   CHECK_BUDGET_S=300 CHECK_STEPS="ready parity" ...      # a shorter budget, or chosen steps only
+#   CHECK_PARITY_ARGS="--model gpt2_small --rounds 3" ...   # the parity step narrowed
+#   CHECK_SHARED_PARTS="tensor memory" CHECK_PARITY_PRECISIONS=tf32   # parts of steps 7 and 8 only
+#   CHECK_STANDARD_FILTER="model=bert_base"                 # added to step 6's filter
 #
 # What comes back in $OUT: summary.txt (one line per step: ok / failed rc / timed out / skipped,
 # with seconds; then the parity lines and the readiness verdict), logs.tgz (every step's log),
@@ -44,6 +47,9 @@ trap cleanup EXIT
 DEVICE=gpu
 PARITY_ARGS=()
 [ "$DRY_RUN" = 1 ] && PARITY_ARGS=(--device cpu --rounds 1 --steps 1)
+# CHECK_PARITY_ARGS narrows the parity step (e.g. "--model gpt2_small --rounds 3") when a session
+# only needs one model re-measured
+[ -n "${CHECK_PARITY_ARGS:-}" ] && read -ra PARITY_ARGS <<< "$CHECK_PARITY_ARGS"
 
 # step NAME LIMIT_S COMMAND...: runs COMMAND with its log in $LOGS/NAME.log under the smaller of
 # LIMIT_S and what is left of the budget; a step with under 20 s left is skipped, and says so.
@@ -116,17 +122,18 @@ step compile_pairs 180 run_cases compile "framework=torch device=$DEVICE strateg
 step ready 200 parbench ready --results "$RESULTS"
 # 6. the standard suite's torch single-GPU cases at the published sizes (fp32 apart: its ResNet-50 first
 #    step took 57 s on an H200)
-step standard_single 200 run_cases standard "framework=torch device=$DEVICE n_devices=1 precision=bf16,fp16,tf32"
+step standard_single 200 run_cases standard "framework=torch device=$DEVICE n_devices=1 precision=bf16,fp16,tf32 ${CHECK_STANDARD_FILTER:-}"
 # 7. the multi-GPU combinations on the one GPU (ranks sharing it, through gloo): ddp and fsdp x
 #    ResNet-50, ddp x GPT-2 and BERT, tensor and fsdp_tensor x a transformer, the memory suite's
 #    tensor-parallel mlp with Adam. Not the Llama block at its full size: two ranks' copies of it
 #    and its gradients through gloo took 134 GiB and over 100 s a step on an H200.
 shared_gpu() {  # every part runs; the step fails if any part did
   local rc=0
-  run_cases standard "framework=torch device=$DEVICE n_devices=2 precision=bf16 strategy=ddp,fsdp model=resnet50" || rc=$?
-  run_cases standard "framework=torch device=$DEVICE n_devices=2 precision=bf16 strategy=ddp model=gpt2_small,bert_base" || rc=$?
-  run_cases parallel "framework=torch device=$DEVICE strategy=fsdp_tensor,tensor precision=bf16 model=transformer" || rc=$?
-  run_cases memory "framework=torch device=$DEVICE strategy=tensor" || rc=$?
+  local parts=" ${CHECK_SHARED_PARTS:-resnet50 language tensor memory} "
+  [[ $parts == *" resnet50 "* ]] && { run_cases standard "framework=torch device=$DEVICE n_devices=2 precision=bf16 strategy=ddp,fsdp model=resnet50" || rc=$?; }
+  [[ $parts == *" language "* ]] && { run_cases standard "framework=torch device=$DEVICE n_devices=2 precision=bf16 strategy=ddp model=gpt2_small,bert_base" || rc=$?; }
+  [[ $parts == *" tensor "* ]] && { run_cases parallel "framework=torch device=$DEVICE strategy=fsdp_tensor,tensor precision=bf16 model=transformer" || rc=$?; }
+  [[ $parts == *" memory "* ]] && { run_cases memory "framework=torch device=$DEVICE strategy=tensor" || rc=$?; }
   return $rc
 }
 export -f shared_gpu
@@ -137,8 +144,10 @@ if [ "$DRY_RUN" = 1 ]; then
 else
   parity_precisions() {
     local rc=0
-    parbench parity --model resnet50 --precision fp16 --rounds 3 || rc=$?
-    parbench parity --model resnet50 --precision tf32 --rounds 3 || rc=$?
+    local precision
+    for precision in ${CHECK_PARITY_PRECISIONS:-fp16 tf32}; do
+      parbench parity --model resnet50 --precision "$precision" --rounds 3 || rc=$?
+    done
     return $rc
   }
   export -f parity_precisions

@@ -63,13 +63,36 @@ def canonical_array(canonical: str, array: np.ndarray) -> np.ndarray:
 
 def whole(gradient: torch.Tensor, gather: bool) -> torch.Tensor:
     """`gradient` itself, or with `gather` the full tensor of a DTensor gradient (FSDP's shards,
-    a tensor-parallel split): a collective, so every rank gathers the same tensors in order."""
+    a tensor-parallel split): a collective, so every rank gathers the same tensors in order.
+
+    The gather runs on host copies of the shards, over a CPU mesh of the same ranks: on an H200
+    (torch 2.11) `full_tensor()` of a CUDA DTensor through gloo (ranks sharing one GPU) crashed
+    the rank with a segfault in the all-gather's wait, though the training step's own collectives
+    on the same tensors ran. A check's gather is off the clock, so the copy costs nothing timed."""
     if gather:
         from torch.distributed.tensor import DTensor
 
         if isinstance(gradient, DTensor):
-            return gradient.full_tensor()
+            on_host = DTensor.from_local(gradient.to_local().detach().cpu(), host_mesh(gradient.device_mesh),
+                                         gradient.placements, run_check=False,
+                                         shape=gradient.shape, stride=gradient.stride())
+            return on_host.full_tensor()
     return gradient
+
+
+_HOST_MESHES: dict[int, tuple[object, object]] = {}
+
+
+def host_mesh(mesh):
+    """A CPU DeviceMesh over `mesh`'s ranks, in its layout, made once per mesh (building one is
+    a collective: every rank builds it at the same point, as `whole`'s callers do)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    known = _HOST_MESHES.get(id(mesh))
+    if known is None or known[0] is not mesh:
+        known = (mesh, DeviceMesh("cpu", mesh.mesh, mesh_dim_names=mesh.mesh_dim_names))
+        _HOST_MESHES[id(mesh)] = known
+    return known[1]
 
 
 class TorchModel(nn.Module):
