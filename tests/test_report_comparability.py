@@ -28,6 +28,7 @@ from suites.report.comparability import flag
 from suites.report.comparison import speedup
 from suites.report.compilation import compile_pairs
 from suites.report.html import render
+from suites.report.tables import whole
 from suites.report.loading import load_results
 from suites.report.prices import PriceTable, add_costs
 from suites.report.relative import relative_performance
@@ -48,11 +49,18 @@ def page(frame, prices: PriceTable | None = None) -> str:
 
 
 def cells(section, header: str, where: dict[str, str]) -> list[str]:
-    """The `header` cells of the rows of `section`'s first table whose columns hold `where`."""
-    result = section.tables[0]
+    """The `header` cells of the rows of `section`'s first table (its on-demand columns included)
+    whose columns hold `where`; "machine" is read from a problem table's configuration label."""
+    result = whole(section.tables[0])
     index = {name: i for i, name in enumerate(result.headers)}
+
+    def holds(cells, column: str, value: str) -> bool:
+        if column == "machine" and column not in index:
+            return cells[index["configuration"]].text.split(" · ")[0] == value
+        return cells[index[column]].text == value
+
     return [cells[index[header]].text for cells in result.rows
-            if all(cells[index[column]].text == value for column, value in where.items())]
+            if all(holds(cells, column, value) for column, value in where.items())]
 
 
 # --- C3 / C5: a contended or bimodal row is in no ratio, and the page says why ---------------------
@@ -165,7 +173,7 @@ def test_nothing_above_the_peak_is_ranked_and_the_page_says_the_peak_is_wrong():
     (problem,) = per_problem(costed, "USD")
     assert cells(problem, "of fastest", {"machine": "wrong-peak"}) == ["–"]
     assert cells(problem, "of fastest", {"machine": "a"}) == ["1.00×"]
-    (why,) = cells(problem, "not comparable", {"machine": "wrong-peak"})
+    (why,) = cells(problem, "flags / not comparable", {"machine": "wrong-peak"})
     assert why.startswith("above the peak (150% of the peak table): the peak table is wrong for this device")
     peak = peak_section(frame)
     assert [cells[0].text for cells in peak.tables[0].rows][-1] == "wrong-peak"  # listed last, not first

@@ -9,6 +9,7 @@ import pytest
 from suites.cases.case import Case
 from suites.records.metric_registry import METRICS, Work
 from suites.strategies.jobs import case_work
+from suites.report.tables import whole
 from suites.report.html import render
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import ReportOptions, build_content, per_problem, roofline_section
@@ -77,7 +78,7 @@ def test_energy_columns_beside_cost_and_why_a_row_has_none():
     frame = table(measured, unread)
     assert frame.set_index("machine").loc["gpu-box", "throughput_per_watt"] == pytest.approx(800 / 200)
     (section,) = per_problem(add_costs(frame, PriceTable.load()), "USD")
-    headers = section.tables[0].headers
+    headers = whole(section.tables[0]).headers
     assert {"energy / step", "power", "samples/J", "samples/s per W", "cost (USD)"} <= set(headers)
     assert any("Energy not measured for 1 of 2 rows" in line and "powercap does not exist" in line
                for line in section.text)

@@ -22,13 +22,14 @@ from suites.report.noise import ALPHA, MIN_SAMPLES
 from suites.hardware.references import ReferenceRow, load_references
 from suites.report.prices import NO_PRICE, PriceTable, add_costs
 from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
+from suites.report.overview import Overview, build_overview
 from suites.report.references import ModelSizes, reference_tables
 from suites.report.relative import NotComparableReference, relative_performance
 from suites.report.scaling import left_out as scaling_left_out
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_comparable, not_ok, usable
-from suites.report.tables import (Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag, fmt_fraction, fmt_gib,
-                                  fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
+from suites.report.tables import (MAX_COLUMNS, Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag,
+                                  fmt_fraction, fmt_gib, fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
                                   fmt_watts)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
@@ -68,6 +69,18 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (base64 PNG, alt text)
     nav: str = ""  # short name in the page's navigation bar ('' = title)
+
+
+def badges(frame: pd.DataFrame) -> pd.Series:
+    """Short flags of a row ('emulated · noisy · straggler'), then why it is not comparable."""
+    names = [(column, label) for column, label in (("emulated", "emulated"), ("noisy", "noisy"),
+                                                   ("contended", "contended"), ("straggler", "straggler"))
+             if column in frame]
+    flags = [" · ".join(label for column, label in names if row.get(column) is True)
+             for row in frame[[column for column, _ in names]].to_dict("records")] if names else [""] * len(frame)
+    why = frame["why_not_text"].fillna("").astype(str) if "why_not_text" in frame else pd.Series("", index=frame.index)
+    return pd.Series([f"{flag}: {reason}" if flag and reason else flag or reason for flag, reason in zip(flags, why)],
+                     index=frame.index, dtype=object)
 
 
 @dataclass
@@ -251,17 +264,26 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         why_no_energy = energy_text(group)
         if why_no_energy:
             section.text.append(why_no_energy)
-        why_not = ([("not comparable", "why_not_text", fmt_text)] if not group["comparable"].all() else [])
-        section.tables.append(build(with_devices(group), [
-            *CONFIG_SPEC, ("device name", "device_name", fmt_text), *why_not,
-            (f"{unit} (median)", "throughput", fmt_number), ("sustained", "sustained_throughput", fmt_number),
-            *limits, ("of fastest", "vs_fastest", fmt_ratio), ("median step", "median_s", fmt_seconds),
-            ("IQR", "iqr_s", fmt_seconds), ("n", "n", fmt_number), *tflops, *tokens,
-            ("% peak (table)", "pct_peak_table", fmt_pct), ("% peak (measured)", "pct_peak_measured", fmt_pct),
-            (f"cost ({currency})", "cost", fmt_number), ("per", "cost_unit", fmt_text),
-            ("price", "price_rule", fmt_text), (f"{unit} per W", "throughput_per_watt", fmt_number), *energy, *exchange, *memory, ("check", "check_passed", fmt_check), ("emulated", "emulated", fmt_flag),
-            ("noisy", "noisy", fmt_flag), ("contended", "contention", fmt_text), ("straggler", "straggler", fmt_flag),
-            ("source", "source", fmt_text), ("run", "run_id", fmt_text)], css=_row_class))
+        labelled = with_devices(group).assign(configuration=config_label(group), flags=badges(group))
+        verdict = [("bound by", "bound_by", fmt_text)] if group["bound_by"].ne("").any() else []
+        # The default table: at most 12 columns (report-guide T1); the rest are opt-in groups below it.
+        main = build(labelled, [
+            ("configuration", "configuration", fmt_text), (f"{unit} (median)", "throughput", fmt_number),
+            ("sustained", "sustained_throughput", fmt_number), ("of fastest", "vs_fastest", fmt_ratio),
+            ("median step", "median_s", fmt_seconds), ("IQR", "iqr_s", fmt_seconds),
+            ("% peak", "pct_peak_table", fmt_pct), (f"cost ({currency})", "cost", fmt_number),
+            ("per", "cost_unit", fmt_text), *verdict, ("check", "check_passed", fmt_check),
+            ("flags / not comparable", "flags", fmt_text)], css=_row_class)
+        extra = [*tflops, *tokens, *[column for column in limits if column not in verdict],
+                 ("% peak (measured)", "pct_peak_measured", fmt_pct), ("n", "n", fmt_number)]
+        for name, spec in (("work and limits", extra), ("memory", memory),
+                           ("energy", [*energy, (f"{unit} per W", "throughput_per_watt", fmt_number)]),
+                           ("provenance", [("device name", "device_name", fmt_text), ("price", "price_rule", fmt_text),
+                                           ("source", "source", fmt_text), ("run", "run_id", fmt_text)])):
+            if spec:
+                main.more.append(build(labelled, [("configuration", "configuration", fmt_text),
+                                                  *spec[:MAX_COLUMNS - 1]], css=_row_class))
+        section.tables.append(main)
         section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
         if memory:
             section.text.append(MEMORY_TEXT)
@@ -535,6 +557,7 @@ class ReportContent:
     formulas: dict[str, str]
     prices: str
     frame: pd.DataFrame
+    overview: Overview
 
 
 def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
@@ -546,6 +569,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
     baseline, free = (options.baseline, ["n_devices"] if "strategy" in options.baseline else []) \
         if options.baseline else default_baseline(costed, reference_machine)
     current = latest(costed)
+    prices = f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)"
     return ReportContent(
         sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
                   precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed),
@@ -561,6 +585,7 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
            "superseded": len(frame) - len(current)},
         machines=sorted(frame["machine"].unique()),
         formulas={**metric_formulas(), **REPORT_FORMULAS},
-        prices=f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)",
+        prices=prices,
         frame=costed,
+        overview=build_overview(costed, options.reference, prices),
     )

@@ -29,9 +29,25 @@ class Table:
     #: Columns of long unbroken identifiers (case ids, paths) that may wrap anywhere.
     identifier: list[bool] = field(default_factory=list)
     caption: str = ""
+    #: Columns past `MAX_COLUMNS`, as tables of the first column plus the rest, shown on demand.
+    more: list["Table"] = field(default_factory=list)
 
 
 Format = Callable[[Any], str]
+
+
+def whole(table: Table) -> Table:
+    """`table` with its on-demand columns (`Table.more`) put back beside its default ones: one
+    table of every column, for exports and for reading a cell by its header."""
+    headers, rows = list(table.headers), [list(row) for row in table.rows]
+    numeric, identifier = list(table.numeric), list(table.identifier)
+    for more in table.more:
+        headers += more.headers[1:]
+        numeric += more.numeric[1:]
+        identifier += more.identifier[1:]
+        for row, extra in zip(rows, more.rows):
+            row.extend(extra[1:])
+    return Table(headers, rows, numeric, identifier, table.caption)
 
 
 def missing(value: Any) -> bool:
@@ -112,12 +128,22 @@ def _sort_key(value: Any) -> str:
 #: row (tens of MB at 100 machines). The first MAX_ROWS in the table's order are shown, and its
 #: caption says how many more there are and where they all are (`parbench report --csv`).
 MAX_ROWS = 200
+#: Columns of a table shown by default (report-guide T1: no default table scrolls sideways at
+#: 1400 px); a longer spec's further columns go to `Table.more`, beside its first (label) column.
+MAX_COLUMNS = 12
 
 
 def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str = "",
           css: Callable[[pd.Series], str] | None = None, max_rows: int = MAX_ROWS) -> Table:
     """spec: (header, column, formatter). `css` gives a class per row (e.g. 'emulated'). Only the
     first `max_rows` rows are formatted and kept; the caption says how many were left out."""
+    if len(spec) > MAX_COLUMNS:
+        head, rest = spec[:MAX_COLUMNS], spec[MAX_COLUMNS:]
+        table = build(frame, head, caption, css, max_rows)
+        step = MAX_COLUMNS - 1
+        table.more.extend(build(frame, [spec[0], *rest[start:start + step]], "", css, max_rows)
+                          for start in range(0, len(rest), step))
+        return table
     if len(frame) > max_rows:
         more = (f"first {max_rows} of {len(frame)} rows shown; all of them are in the CSV export "
                 f"(parbench report --csv)")

@@ -6,6 +6,7 @@ chromium or playwright is missing (tests/browser/setup.sh installs both; CI runs
 """
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,11 @@ import pytest
 
 from suites.frontends.cli import main
 from tests.report_support import MACHINES, OK_CASES, XSS_LABEL, run_machine
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+#: The real H100 records and a CPU run (tests/data/*/README.md): two device types, no torch needed.
+SAMPLES = ("h100-sample", "epyc-cpu-sample")
+MAX_COLUMNS = 12
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -34,22 +40,59 @@ def report(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def page(report):
+def sample_report(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("samples")
+    for name in SAMPLES:
+        with gzip.open(DATA / name / "records.jsonl.gz", "rt", encoding="utf-8") as source:
+            (root / "results" / f"{name}.jsonl").parent.mkdir(exist_ok=True)
+            (root / "results" / f"{name}.jsonl").write_text(source.read(), encoding="utf-8")
+    assert main(["report", str(root / "results"), "-o", str(root / "reports")]) == 0
+    return root / "reports" / "index.html"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module (playwright's sync API allows one running instance at a time)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: run tests/browser/setup.sh")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
-                                             args=CHROMIUM_FLAGS, timeout=120_000)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.problems = []  # console errors/warnings, page errors, dialogs, requests off the page
-        page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}")
-                if m.type in ("error", "warning") else None)
-        page.on("pageerror", lambda e: page.problems.append(f"page error: {e}"))
-        page.on("dialog", lambda d: (page.problems.append(f"dialog: {d.message}"), d.dismiss()))
-        page.on("request", lambda r: page.problems.append(f"request: {r.url}")
-                if not r.url.startswith(("file:", "data:")) else None)
-        page.goto(report.as_uri(), wait_until="load")
-        yield page
-        browser.close()
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
+                                              args=CHROMIUM_FLAGS, timeout=120_000)
+        yield chromium
+        chromium.close()
+
+
+def _open(browser, report: Path, viewport: dict[str, int]):
+    """A page on `report` that records every console error, page error, dialog and request off it."""
+    page = browser.new_page(viewport=viewport)
+    page.problems = []  # console errors/warnings, page errors, dialogs, requests off the page
+    page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: page.problems.append(f"page error: {e}"))
+    page.on("dialog", lambda d: (page.problems.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on("request", lambda r: page.problems.append(f"request: {r.url}")
+            if not r.url.startswith(("file:", "data:")) else None)
+    page.goto(report.as_uri(), wait_until="load")
+    yield page
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, report):
+    yield from _open(browser, report, {"width": 1400, "height": 1000})
+
+
+@pytest.fixture(scope="module")
+def sample_page(browser, sample_report):
+    yield from _open(browser, sample_report, {"width": 1400, "height": 900})
+
+
+def open_views(page) -> None:
+    """Every on-demand view opened, as a reader clicking each one would."""
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+
+
+def close_views(page) -> None:
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
 
 
 def test_report_loads_without_console_errors_dialogs_or_network(page):
@@ -66,6 +109,7 @@ def test_figures_are_decoded_images(page):
 
 def test_tables_summary_and_sections_are_there(page):
     assert page.locator("table.sortable").count() >= 8
+    open_views(page)
     summary = page.inner_text("#summary")
     # each problem gets a sentence; a crown only beyond noise on comparable rows, and none for
     # "cheapest": the only price of these CPU runs is the shipped, illustrative per-core one
@@ -76,7 +120,7 @@ def test_tables_summary_and_sections_are_there(page):
             or "Not comparable, so in no ratio" in summary), summary[:500]
     assert "is cheapest" not in summary
     for anchor in ("relative", "baseline", "scaling", "precision", "peak", "not-ok", "environments", "method"):
-        assert page.locator(f"section#{anchor}").count() == 1, anchor
+        assert page.locator(f"#{anchor}").count() == 1, anchor
     failures = page.inner_text("#not-ok")
     assert "injected fault" in failures and "unavailable" in failures
     environments = page.inner_text("#environments")
@@ -85,10 +129,12 @@ def test_tables_summary_and_sections_are_there(page):
 
 def test_machine_label_with_script_tag_renders_as_text(page):
     assert page.locator("script").count() == 1  # the report's own sort script only
+    open_views(page)
     assert XSS_LABEL in page.inner_text("#environments")
 
 
 def test_clicking_a_numeric_header_sorts_the_table(page):
+    open_views(page)
     table = page.locator("#problems table.sortable").first
     headers = table.locator("thead th")
     names = [headers.nth(i).inner_text().strip() for i in range(headers.count())]
@@ -110,7 +156,62 @@ def test_screenshot(page, tmp_path):
 
 
 def test_summary_table_fits_a_1400_px_window(page):
-    """Every column of "what to choose" (the last is "configs") is in view without scrolling sideways."""
-    wrap = page.locator("#summary .table-wrap")
+    """Every column of "what to choose" is in view without scrolling sideways, once it is opened."""
+    open_views(page)
+    wrap = page.locator("#summary .table-wrap").first
     assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
     assert page.locator("#summary th").last.evaluate("h => h.getBoundingClientRect().right <= window.innerWidth")
+
+
+# --- the page built from the real H100 records and a CPU run (report-guide §7) --------------------
+
+def test_the_first_900_px_answer_which_device_type(sample_page):
+    """B2: the header's counts, a verdict sentence and the device-type matrix with its reference
+    row reading 1.00×, all above the fold; no warning block above them."""
+    close_views(sample_page)
+    def bottom(selector: str) -> float:
+        return sample_page.locator(selector).first.evaluate("e => e.getBoundingClientRect().bottom")
+    assert "2 device type(s)" in sample_page.inner_text("header") and "records:" in sample_page.inner_text("header")
+    assert bottom("#verdict p") <= 900 and "the reference H100 80GB HBM3 ×1" in sample_page.inner_text("#verdict")
+    reference_row = sample_page.locator(".mx:visible table.grid tbody tr").first
+    assert reference_row.inner_text().startswith("H100 80GB HBM3 ×1")
+    assert "1.00×" in reference_row.inner_text() and bottom(".mx:visible table.grid tbody tr") <= 900
+    assert "AMD EPYC · 2 cores" in sample_page.locator(".mx:visible").inner_text()
+
+
+def test_the_metric_and_precision_toggles_show_one_matrix_at_a_time(sample_page):
+    close_views(sample_page)
+    assert sample_page.locator(".mx:visible").count() == 1
+    sample_page.locator("label[for='p-p1']").click()  # the first single precision
+    visible = sample_page.locator(".mx:visible")
+    assert visible.count() == 1 and visible.get_attribute("id") == "mx-speed-p1"
+    sample_page.locator("label[for='p-p0']").click()
+
+
+def test_with_views_closed_the_page_is_short_and_nothing_scrolls_sideways(sample_page):
+    """B1 and B3: at most 3,000 px tall with every view closed; at 1400 px no view scrolls
+    sideways, closed or with every view opened."""
+    close_views(sample_page)
+    assert sample_page.evaluate("document.documentElement.scrollHeight") <= 3000
+    assert sample_page.evaluate("document.documentElement.scrollWidth") <= 1400
+    open_views(sample_page)
+    assert sample_page.evaluate("document.documentElement.scrollWidth") <= 1400
+    wide = sample_page.eval_on_selector_all(
+        ".table-wrap", "ws => ws.filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.innerText.slice(0, 80))")
+    assert wide == []
+    close_views(sample_page)
+
+
+def test_no_table_shows_more_than_12_columns(sample_page):
+    """T1: a table's further columns are an opt-in group ("more columns"), never a wider table."""
+    counts = sample_page.eval_on_selector_all("table", "ts => ts.map(t => t.tHead ? t.tHead.rows[0].cells.length : 0)")
+    assert counts and max(counts) <= MAX_COLUMNS
+
+
+def test_the_sample_page_loads_without_errors_and_keeps_a_screenshot(sample_page, tmp_path):
+    """B5 and B8: no console errors or requests; the first screen saved for looking at."""
+    assert sample_page.problems == []
+    close_views(sample_page)
+    path = tmp_path / "first-screen.png"
+    sample_page.screenshot(path=str(path), full_page=False)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

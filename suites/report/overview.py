@@ -1,0 +1,500 @@
+"""The report's first screen (report-guide.md §2): which device type, for which workloads, how sure.
+
+- A *device type* is the hardware a figure ran on, machines pooled: a GPU's name × how many of
+  them the case used (a 1-GPU and an 8-GPU system are different rows, as on Lambda's page), a
+  CPU's model × its usable cores (several ranks on one CPU are the same CPU).
+- A *family* is a column: each standard model, the small training steps, and each kernel
+  workload (matmul, conv2d, allreduce, ...).
+- A *cell* of the device-type × family matrix is the geometric mean, over the family's problems
+  both types measured, of the type's figure over the reference type's (rule C8). A type's figure
+  on a problem is its best comparable configuration (framework, strategy, compile) on each
+  machine, pooled over machines by the median (C7); the spread over machines is shown as the
+  ratio's min–max. Only `comparable` rows enter (C2, C3): emulated, contended, starved, bimodal,
+  launch- or host-bound rows and rows above a peak are in no cell.
+- Metrics: speed (throughput), cost (the reference's cost per unit of work over the type's, so
+  above 1 is cheaper; sourced prices only, C9) and energy (samples or GFLOP per joule, within one
+  energy scope, C10). Precision: each one alone, or each type's best passing precision.
+
+Nothing here writes HTML: `build_overview` returns data the template renders.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from suites.report.choice import cost_per_unit
+from suites.report.comparability import counts_text
+from suites.report.selection import comparable, latest, pairable, usable
+
+#: Families in the order a buyer reads them: standard models first, kernels last.
+STANDARD_MODELS = {"resnet50": "ResNet-50", "bert_base": "BERT-base", "gpt2_small": "GPT-2 small",
+                   "llama_block": "Llama block"}
+SMALL_TRAINING = "train steps (small)"
+FAMILY_ORDER = [*STANDARD_MODELS.values(), SMALL_TRAINING, "conv2d", "matmul", "allreduce"]
+#: Columns of the matrix: the device type, at most this many families, and "machines".
+MAX_FAMILIES = 9
+#: Below this many common problems a cell lists its single ratios instead of a mean (C8).
+MIN_PROBLEMS_FOR_MEAN = 3
+BEST = "best"
+METRICS = {"speed": "speed", "cost": "cost per unit of work", "energy": "work per joule"}
+#: One-device runs of a multi-device strategy measure the wrapper's overhead (C11).
+MULTI_DEVICE_STRATEGIES = {"ddp", "fsdp", "tensor", "fsdp_tensor", "dataparallel", "mirrored", "multiworker",
+                           "towers", "model_parallel", "pipeline", "parameter_server"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    title: str = ""
+    css: str = ""
+    note: str = ""
+
+
+@dataclass
+class Grid:
+    """A small matrix: a header row and rows of cells (the first cell the row's label)."""
+    key: str
+    title: str
+    headers: list[str]
+    rows: list[list[Cell]]
+    caption: str = ""
+
+
+@dataclass
+class Overview:
+    header: list[str]
+    verdict: list[str]
+    reference: str | None
+    matrices: list[Grid] = field(default_factory=list)
+    metric_choices: list[tuple[str, str]] = field(default_factory=list)
+    precision_choices: list[tuple[str, str]] = field(default_factory=list)
+    no_matrix: str = ""
+    strategy_grids: list[Grid] = field(default_factory=list)
+    not_comparable: str = ""
+
+
+def short_gpu_name(name: str) -> str:
+    return name.removeprefix("NVIDIA ").strip() or "GPU"
+
+
+def device_type(frame: pd.DataFrame) -> pd.Series:
+    """'H100 80GB HBM3 ×1', 'AMD EPYC · 2 cores': per row (see the module)."""
+    name = frame["device_name"].fillna("").astype(str)
+    cpu_model = frame["cpu_model"].fillna("").astype(str) if "cpu_model" in frame else name
+    cores = frame["cpu_cores"] if "cpu_cores" in frame else pd.Series(np.nan, index=frame.index)
+    count = frame["n_devices"].fillna(1).astype(int).astype(str)
+    labels = []
+    for device, dev_name, model, core_count, n in zip(frame["device"].astype(str), name, cpu_model, cores, count):
+        if device == "cpu":
+            cpu = (model or dev_name or "CPU").strip()
+            labels.append(f"{cpu} · {int(core_count)} cores" if pd.notna(core_count) else cpu)
+        elif device == "gpu":
+            labels.append(f"{short_gpu_name(dev_name)} ×{n}")
+        else:
+            labels.append(f"{dev_name or device.upper()} ×{n}")
+    return pd.Series(labels, index=frame.index, dtype=object)
+
+
+def host_type(frame: pd.DataFrame) -> pd.Series:
+    """A machine's hardware without the device count, for the strategy grids: 'H100 80GB HBM3 GPUs'."""
+    types = device_type(frame)
+    gpu = frame["device"].astype(str).eq("gpu")
+    return types.where(~gpu, frame["device_name"].fillna("").astype(str).map(short_gpu_name) + " GPUs")
+
+
+def family(frame: pd.DataFrame) -> pd.Series:
+    model = frame["param_model"].astype(object) if "param_model" in frame else pd.Series(None, index=frame.index)
+    out = []
+    for workload, name in zip(frame["workload"].astype(str), model):
+        if workload == "train_step":
+            out.append(STANDARD_MODELS.get(str(name), SMALL_TRAINING))
+        else:
+            out.append(workload)
+    return pd.Series(out, index=frame.index, dtype=object)
+
+
+def _ordered(families: set[str]) -> list[str]:
+    known = [name for name in FAMILY_ORDER if name in families]
+    return known + sorted(families - set(known))
+
+
+def fmt_ratio(value: float) -> str:
+    """'1.20×', '48×', '0.031×' (three significant figures at most)."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return "–"
+    if value >= 100:
+        return f"{value:,.0f}×"
+    if value >= 10:
+        return f"{value:.1f}×"
+    if value >= 0.1:
+        return f"{value:.2f}×"
+    return f"{value:.2g}×"
+
+
+# --- the matrix ---------------------------------------------------------------------------------
+
+def _figure_columns(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """The per-row figure of `metric`, higher is better (NaN where it does not apply)."""
+    if metric == "speed":
+        return rows["throughput"]
+    if metric == "cost":
+        cost, _ = cost_per_unit(rows)
+        sourced = rows["price_sourced"].astype("boolean").fillna(False).astype(bool) if "price_sourced" in rows \
+            else pd.Series(False, index=rows.index)
+        return (1.0 / cost).where(sourced & cost.gt(0))
+    per_joule = rows["samples_per_joule"].where(rows["samples_per_joule"].notna(), rows["gflop_per_joule"])
+    return per_joule.where(per_joule.gt(0))
+
+
+def type_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per device type, family, problem and precision (plus BEST): the median over machines of
+    each machine's best comparable figure, its min and max, how many machines, and which
+    configuration gave the best one."""
+    rows = comparable(latest(frame)).copy()
+    if rows.empty:
+        return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
+                                     "config", "scope"])
+    rows["type"], rows["family"] = device_type(rows), family(rows)
+    rows["value"] = _figure_columns(rows, metric)
+    rows["scope"] = rows["energy_scope"].fillna("").astype(str) if metric == "energy" else ""
+    rows = rows[rows["value"].notna()]
+    if rows.empty:
+        return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
+                                     "config", "scope"])
+    rows["config"] = (rows["framework"].astype(str) + " " + rows["strategy"].astype(str) + " "
+                      + rows["precision"].astype(str)
+                      + rows["compile"].astype(str).map(lambda c: "" if c in ("none", "", "nan") else f" +{c}"))
+    best_precision = rows.assign(precision=BEST)
+    both = pd.concat([rows, best_precision], ignore_index=True)
+    keys = ["type", "family", "problem", "precision", "scope"]
+    per_machine = (both.sort_values("value", ascending=False, kind="stable")
+                   .drop_duplicates(subset=[*keys, "machine"], keep="first"))
+    pooled = per_machine.groupby(keys, as_index=False, sort=False).agg(
+        value=("value", "median"), low=("value", "min"), high=("value", "max"), machines=("machine", "nunique"),
+        config=("config", "first"))
+    return pooled
+
+
+def pick_reference_type(figures: pd.DataFrame, frame: pd.DataFrame, wanted: str | None) -> str | None:
+    """`wanted` (a device type, or a machine label: that machine's best-covered type), else the
+    type that measured the most problems; ties alphabetical."""
+    if figures.empty:
+        return None
+    coverage = figures[figures["precision"].ne(BEST)].groupby("type")["problem"].nunique()
+    if wanted:
+        if wanted in coverage.index:
+            return wanted
+        machine_rows = frame[frame["machine"].eq(wanted)]
+        if not machine_rows.empty:
+            types = set(device_type(machine_rows))
+            mine = coverage[coverage.index.isin(types)]
+            if not mine.empty:
+                return sorted(mine.index, key=lambda label: (-mine[label], label))[0]
+    return sorted(coverage.index, key=lambda label: (-coverage[label], label))[0]
+
+
+def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> Cell:
+    if reference:
+        return Cell("1.00×", f"the reference: {reference_problems} problem(s)", "ref")
+    if ratios.empty:
+        return Cell("–", "no problem of this family measured by both this type and the reference", "none")
+    k = len(ratios)
+    lines = [f"{problem}: {fmt_ratio(r)} ({config}; {int(m)} machine(s))"
+             for problem, r, config, m in zip(ratios["problem"], ratios["ratio"], ratios["config"],
+                                              ratios["machines"])]
+    spread = ""
+    if (ratios["machines"] > 1).any():
+        low, high = (float(np.exp(np.log(ratios[c]).mean())) for c in ("ratio_low", "ratio_high"))
+        spread = f"{fmt_ratio(low)}–{fmt_ratio(high)} across machines"
+    if k >= MIN_PROBLEMS_FOR_MEAN:
+        mean = float(np.exp(np.log(ratios["ratio"]).mean()))
+        text = fmt_ratio(mean)
+        title = f"geometric mean of {k} ratios; " + "; ".join(lines)
+    else:
+        text = ", ".join(fmt_ratio(r) for r in ratios["ratio"])
+        title = f"{k} problem(s), too few for a mean: " + "; ".join(lines)
+    return Cell(text, title + (f"; {spread}" if spread else ""), "", f"{k}/{reference_problems}" +
+                (f" · {spread}" if spread else ""))
+
+
+def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, families: list[str],
+           machines: dict[str, int]) -> Grid:
+    """Device type × family for one precision (or BEST) and one metric."""
+    view = figures[figures["precision"].eq(precision)]
+    ref = view[view["type"].eq(reference)]
+    merged = view.merge(ref[["family", "problem", "scope", "value"]], on=["family", "problem", "scope"],
+                        suffixes=("", "_ref"))
+    merged["ratio"] = merged["value"] / merged["value_ref"]
+    merged["ratio_low"] = merged["low"] / merged["value_ref"]
+    merged["ratio_high"] = merged["high"] / merged["value_ref"]
+    types = sorted(set(view["type"]), key=lambda t: (t != reference, t))
+    rows = []
+    for device in types:
+        cells = [Cell(device, f"{machines.get(device, 0)} machine(s)", "label")]
+        for name in families:
+            reference_problems = int(ref[ref["family"].eq(name)]["problem"].nunique())
+            if reference_problems == 0:
+                cells.append(Cell("–", "the reference measured no problem of this family", "none"))
+                continue
+            mine = merged[merged["type"].eq(device) & merged["family"].eq(name)]
+            cells.append(_cell(mine, reference_problems, device == reference))
+        cells.append(Cell(str(machines.get(device, 0)), "", "num"))
+        rows.append(cells)
+    label = "best passing precision" if precision == BEST else precision
+    return Grid(f"{metric}-{precision}", f"{METRICS[metric]} · {label}", ["device type", *families, "machines"],
+                rows, caption=f"{METRICS[metric]} relative to {reference} (= 1.00×), {label}; a cell is the "
+                              f"geometric mean over the family's problems both measured (k/K below it; under "
+                              f"{MIN_PROBLEMS_FOR_MEAN}, the single ratios); hover a cell for its problems")
+
+
+# --- the verdict --------------------------------------------------------------------------------
+
+def _limits_unknown(frame: pd.DataFrame) -> dict[str, set[str]]:
+    """family -> the GPU device types whose comparable rows of it carry no `bound_by` verdict."""
+    rows = comparable(latest(frame))
+    rows = rows[rows["device"].astype(str).eq("gpu") & rows["bound_by"].fillna("").astype(str).eq("")]
+    if rows.empty:
+        return {}
+    rows = rows.assign(type=device_type(rows), family=family(rows))
+    return {name: set(group["type"]) for name, group in rows.groupby("family")}
+
+
+def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str],
+                      limits_unknown: dict[str, set[str]]) -> list[str]:
+    view = figures[figures["precision"].eq(BEST)]
+    ref = view[view["type"].eq(reference)]
+    merged = view.merge(ref[["family", "problem", "value"]], on=["family", "problem"], suffixes=("", "_ref"))
+    merged = merged[merged["type"].ne(reference)]
+    out = []
+    for name in families:
+        rows = merged[merged["family"].eq(name)]
+        if rows.empty:
+            continue
+        rows = rows.assign(log=np.log(rows["value"] / rows["value_ref"]))
+        per_type = rows.groupby("type").agg(log=("log", "mean"), k=("problem", "nunique"),
+                                            machines=("machines", "max"))
+        best_type = per_type["log"].idxmax()
+        total = int(ref[ref["family"].eq(name)]["problem"].nunique())
+        row = per_type.loc[best_type]
+        ratio = float(np.exp(row["log"]))
+        pooled = "geometric mean of" if row["k"] >= MIN_PROBLEMS_FOR_MEAN else "from"
+        unknown = sorted(set(limits_unknown.get(name, set())) & {best_type, reference})
+        caveat = (f"; what limited {' and '.join(unknown)} there was not recorded (records before bound_by), so a "
+                  f"launch-bound figure cannot be told apart" if unknown else "")
+        out.append(f"{name}, best passing precision: {best_type} is {fmt_ratio(ratio)} the reference {reference} "
+                   f"({pooled} {int(row['k'])}/{total} problem(s), up to {int(row['machines'])} machine(s) per "
+                   f"problem, comparable rows only{caveat}).")
+        if len(out) == 3:
+            break
+    return out
+
+
+def _precision_sentence(frame: pd.DataFrame) -> str | None:
+    """On the machine with the most training rows: the best precision against fp32 on one
+    training problem, paired within one run (C5), or why there is no fp32 baseline."""
+    rows = pairable(latest(frame))
+    training = rows[rows["workload"].eq("train_step") & rows["strategy"].eq("single")
+                    & rows["compile"].astype(str).isin(["none", "", "nan"])]
+    if training.empty:
+        return None
+    machine = training["machine"].value_counts().index[0]
+    mine = training[training["machine"].eq(machine)]
+    types = device_type(mine)
+    for problem, group in sorted(mine.groupby("problem"), key=lambda item: -len(item[1])):
+        fp32 = group[group["precision"].eq("fp32")]
+        others = group[group["precision"].ne("fp32")]
+        if others.empty:
+            continue
+        best = others.loc[others["throughput"].idxmax()]
+        if fp32.empty:
+            all_fp32 = latest(frame)
+            all_fp32 = all_fp32[all_fp32["machine"].eq(machine) & all_fp32["problem"].eq(problem)
+                                & all_fp32["precision"].eq("fp32") & all_fp32["strategy"].eq("single")]
+            why = ("failed its numerics check" if (all_fp32["check_passed"].eq(False)).any()
+                   else "did not run or is not comparable")
+            return (f"On {types.loc[best.name]} ({machine}), {problem}: fp32 {why}, so there is no fp32 baseline; "
+                    f"{best['precision']} ran at {best['throughput']:.4g} {best['throughput_unit']}.")
+        same_run = fp32[fp32["run_id"].eq(best["run_id"])]
+        base = (same_run if not same_run.empty else fp32).iloc[0]
+        where = "same run" if not same_run.empty else "across runs"
+        emulated = " (emulated)" if bool(best.get("emulated")) else ""
+        return (f"On {types.loc[best.name]} ({machine}), {problem}: {best['precision']} is "
+                f"{fmt_ratio(best['throughput'] / base['throughput'])} fp32 ({where}{emulated}).")
+    return None
+
+
+def _cheapest_sentence(figures: pd.DataFrame, frame: pd.DataFrame, families: list[str]) -> str | None:
+    """Only where at least two types have sourced prices that differ (C9): else cost order is
+    speed order, or nothing is priced, and no crown is given."""
+    rows = comparable(latest(frame))
+    if "price_sourced" not in rows:
+        return None
+    priced = rows[rows["price_sourced"].astype("boolean").fillna(False).astype(bool)]
+    if priced.empty:
+        return None
+    prices = priced.assign(type=device_type(priced)).groupby("type")["price_per_hour"].first()
+    if len(prices) < 2 or prices.nunique() < 2:
+        return None
+    view = figures[figures["precision"].eq(BEST)]
+    for name in families:
+        group = view[view["family"].eq(name) & view["type"].isin(prices.index)]
+        common = group.groupby("problem")["type"].nunique()
+        common = common[common >= 2]
+        if common.empty:
+            continue
+        problem = common.index[0]
+        ranked = group[group["problem"].eq(problem)].sort_values("value", ascending=False)
+        top, second = ranked.iloc[0], ranked.iloc[1]
+        return (f"Cheapest per unit of work on {problem}: {top['type']} ({fmt_ratio(top['value'] / second['value'])} "
+                f"cheaper than {second['type']}; sourced prices, sustained throughput).")
+    return None
+
+
+# --- strategy × precision grids -----------------------------------------------------------------
+
+def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
+    """Per host type: rows framework · strategy × devices, columns precision (+compile); a cell is
+    the speedup over the same machine's `single` fp32 eager run of the same framework, geometric
+    mean over training problems, paired within one run where one exists (C5)."""
+    current = latest(frame)
+    training = current[current["workload"].eq("train_step")].copy()
+    if training.empty:
+        return []
+    training = training[training["status"].isin(["ok", "failed"])]
+    if training.empty:
+        return []
+    training["host"] = host_type(training)
+    # Within a machine, emulated rows pair (labelled); launch- and host-bound ones do not enter a
+    # mean here: they measure the host, so a precision or strategy "speedup" from them is not one.
+    rows_ok = pairable(training)
+    rows_ok = rows_ok[rows_ok["why_not"].isin(["", "emulated"])]
+    grids = []
+    for host, group in training.groupby("host", sort=True):
+        usable_rows = rows_ok[rows_ok["host"].eq(host)]
+        base = usable_rows[usable_rows["strategy"].eq("single") & usable_rows["precision"].eq("fp32")
+                           & usable_rows["compile"].astype(str).isin(["none", "", "nan"])
+                           & usable_rows["n_devices"].eq(1)]
+        group = group.assign(column=group["precision"].astype(str) + group["compile"].astype(str).map(
+            lambda c: "" if c in ("none", "", "nan") else f" +{c}"),
+            row=group["framework"].astype(str) + " · " + group["strategy"].astype(str) + " ×"
+            + group["n_devices"].astype(str))
+        columns = sorted(set(group["column"]), key=lambda c: (c.split(" ")[0] != "fp32", " +" in c, c))[:max_columns]
+        row_order = sorted(set(group["row"]), key=lambda r: (r.split(" · ")[0], " single " not in f" {r} ", r))
+        cells_rows = []
+        for row_label in row_order:
+            cells = [Cell(row_label, "", "label")]
+            in_row = group[group["row"].eq(row_label)]
+            strategy, devices = in_row["strategy"].iloc[0], int(in_row["n_devices"].iloc[0])
+            for column in columns:
+                cells.append(_strategy_cell(in_row[in_row["column"].eq(column)], usable_rows, base, strategy,
+                                            devices))
+            cells_rows.append(cells)
+        machines = group["machine"].nunique()
+        grids.append(Grid(f"strategy-{host}", f"{host}: strategy × precision", ["framework · strategy ×devices",
+                                                                                *columns], cells_rows,
+                          caption=f"speedup over the same machine's single-device fp32 eager run of the same "
+                                  f"framework, geometric mean over training problems ({machines} machine(s)); "
+                                  f"† across runs; emu: emulated devices (ranks sharing one CPU or GPU)"))
+    return grids
+
+
+def _strategy_cell(cell_rows: pd.DataFrame, usable_rows: pd.DataFrame, base: pd.DataFrame, strategy: str,
+                   devices: int) -> Cell:
+    if cell_rows.empty:
+        return Cell("", "", "none")
+    if devices == 1 and strategy in MULTI_DEVICE_STRATEGIES:
+        return Cell("1 device", "1 device: overhead only; never a strategy's win", "grey")
+    if cell_rows["status"].eq("ok").all() and cell_rows["check_passed"].eq(False).all():
+        return Cell("FAIL", "failed its numerics check", "fail")
+    if cell_rows["status"].eq("failed").all():
+        return Cell("failed", "; ".join(sorted(set(cell_rows["reason"].fillna("").astype(str))))[:300], "fail")
+    good = cell_rows[cell_rows.index.isin(usable_rows.index)]
+    if good.empty:
+        reasons = "; ".join(sorted(set(cell_rows["why_not_text"].fillna("").astype(str)) - {""})) or \
+            "; ".join(sorted(set(cell_rows["status"].astype(str))))
+        return Cell("–", reasons[:300], "none")
+    logs, across, emulated = [], False, False
+    for _, row in good.iterrows():
+        mine = base[base["machine"].eq(row["machine"]) & base["framework"].eq(row["framework"])
+                    & base["problem"].eq(row["problem"])]
+        if mine.empty:
+            continue
+        same = mine[mine["run_id"].eq(row["run_id"])]
+        across |= same.empty
+        pair = (same if not same.empty else mine).iloc[0]
+        logs.append(math.log(row["throughput"] / pair["throughput"]))
+        emulated |= bool(row.get("emulated") is True)
+    if not logs:
+        return Cell("–", "no single-device fp32 eager baseline of this framework on this machine", "none")
+    value = math.exp(sum(logs) / len(logs))
+    text = fmt_ratio(value) + ("†" if across else "") + (" emu" if emulated else "")
+    return Cell(text, f"{len(logs)} problem(s)" + ("; across runs" if across else "") +
+                ("; emulated: measures the emulation" if emulated else ""), "emu" if emulated else "")
+
+
+# --- the whole first screen ---------------------------------------------------------------------
+
+def header_line(frame: pd.DataFrame, current: pd.DataFrame, prices: str) -> list[str]:
+    real = usable(current)
+    real = real[~real["emulated"].fillna(False).astype(bool)]
+    types = device_type(real) if not real.empty else pd.Series(dtype=object)
+    counts = current["status"].value_counts()
+    parts = [f"{frame['machine'].nunique()} machine(s)", f"{types.nunique()} device type(s)",
+             f"{current['problem'].nunique()} problems",
+             f"{len(frame)} records: " + ", ".join(f"{int(counts.get(s, 0))} {s}"
+                                                   for s in ("ok", "unavailable", "failed"))
+             + (f", {len(frame) - len(current)} superseded" if len(frame) > len(current) else ""),
+             prices]
+    return parts
+
+
+def not_comparable_line(current: pd.DataFrame) -> str:
+    left_out = current[~current["comparable"].astype(bool)]
+    if left_out.empty:
+        return ""
+    return f"Not comparable, so in no cell, ratio, rank, price or crown: {counts_text(left_out)}."
+
+
+def build_overview(frame: pd.DataFrame, reference: str | None, prices: str) -> Overview:
+    current = latest(frame)
+    speed = type_figures(frame, "speed")
+    chosen = pick_reference_type(speed, frame, reference)
+    overview = Overview(header=header_line(frame, current, prices), verdict=[], reference=chosen,
+                        not_comparable=not_comparable_line(current))
+    families = _ordered(set(speed["family"]))[:MAX_FAMILIES] if not speed.empty else []
+    machines = (comparable(current).assign(type=lambda f: device_type(f)).groupby("type")["machine"].nunique()
+                .to_dict() if not comparable(current).empty else {})
+    if chosen is None:
+        overview.no_matrix = "No comparable figure on any device type, so no device can be compared; see why below."
+    elif speed["type"].nunique() < 2:
+        overview.no_matrix = (f"One device type ({chosen}) has comparable figures, so there is nothing to rank it "
+                              f"against; the strategy × precision grids below compare what ran on it.")
+    else:
+        precisions = [BEST] + sorted(set(speed["precision"]) - {BEST},
+                                     key=lambda p: ["fp32", "tf32", "bf16", "fp16"].index(p)
+                                     if p in ("fp32", "tf32", "bf16", "fp16") else 9)
+        # keys are positions, never text from the records: they become element ids and CSS selectors
+        overview.precision_choices = [(f"p{index}", "best passing" if p == BEST else p)
+                                      for index, p in enumerate(precisions)]
+        for metric in METRICS:
+            figures = speed if metric == "speed" else type_figures(frame, metric)
+            if figures.empty or chosen not in set(figures["type"]):
+                continue
+            overview.metric_choices.append((metric, METRICS[metric]))
+            for index, precision in enumerate(precisions):
+                grid = matrix(figures, chosen, precision, metric, families, machines)
+                grid.key = f"{metric}-p{index}"
+                overview.matrices.append(grid)
+        overview.verdict += _family_sentences(speed, chosen, families, _limits_unknown(frame))
+        cheapest = _cheapest_sentence(type_figures(frame, "cost"), frame, families)
+        if cheapest:
+            overview.verdict.append(cheapest)
+    precision = _precision_sentence(frame)
+    if precision:
+        overview.verdict.append(precision)
+    overview.verdict = overview.verdict[:5]
+    overview.strategy_grids = strategy_grids(frame)
+    return overview
