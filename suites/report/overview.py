@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from suites.report.choice import cost_per_unit
-from suites.report.comparability import counts_text
+from suites.report.comparability import counts_text, flagged
 from suites.report.selection import comparable, latest, pairable, usable
 
 #: Families in the order a buyer reads them: standard models first, kernels last.
@@ -459,6 +459,7 @@ def not_comparable_line(current: pd.DataFrame) -> str:
 
 
 def build_overview(frame: pd.DataFrame, reference: str | None, prices: str) -> Overview:
+    frame = flagged(frame)
     current = latest(frame)
     speed = type_figures(frame, "speed")
     chosen = pick_reference_type(speed, frame, reference)
