@@ -126,7 +126,9 @@ def test_report_command_writes_one_self_contained_page_and_exports(results, tmp_
     assert main(["report", str(results), "-o", str(out), "--csv", "--parquet"]) == 0
     html = (out / "index.html").read_text()
     assert "http://" not in html and "https://" not in html and "<link" not in html
-    assert html.count("data:image/png;base64,") >= 4
+    # charts live in the views (scaling, precision, % of peak, limits); a problem's table draws its
+    # throughput as in-cell bars, so no chart repeats a table
+    assert html.count("data:image/png;base64,") >= 1
     assert "ci-1thread" in html and "ci-2threads" in html and "injected fault" in html
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == len(load_results(results)) and "cost_per_m_samples" in csv.columns

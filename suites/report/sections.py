@@ -29,7 +29,7 @@ from suites.report.scaling import left_out as scaling_left_out
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_comparable, not_ok, usable
 from suites.report.tables import (MAX_COLUMNS, Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag,
-                                  fmt_fraction, fmt_gib, fmt_id, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
+                                  fmt_fraction, fmt_gib, fmt_id, fmt_share, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
                                   fmt_watts)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
@@ -269,7 +269,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
         # The default table: at most 12 columns (report-guide T1); the rest are opt-in groups below it.
         main = build(labelled, [
             ("configuration", "configuration", fmt_text), (f"{unit} (median)", "throughput", fmt_number),
-            ("sustained", "sustained_throughput", fmt_number), ("of fastest", "vs_fastest", fmt_ratio),
+            ("sustained", "sustained_throughput", fmt_number), ("of fastest", "vs_fastest", fmt_share),
             ("median step", "median_s", fmt_seconds), ("IQR", "iqr_s", fmt_seconds),
             ("% peak", "pct_peak_table", fmt_pct), (f"cost ({currency})", "cost", fmt_number),
             ("per", "cost_unit", fmt_text), *verdict, ("check", "check_passed", fmt_check),
@@ -284,11 +284,9 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
                 main.more.append(build(labelled, [("configuration", "configuration", fmt_text),
                                                   *spec[:MAX_COLUMNS - 1]], css=_row_class))
         section.tables.append(main)
-        section.figures.append((figures.throughput(group, problem), f"throughput on {problem}"))
+        # No chart repeats the table (report-guide G1, G4): 'of fastest' carries an in-cell bar.
         if memory:
             section.text.append(MEMORY_TEXT)
-            section.figures.append((figures.memory(group[group["peak_memory_bytes"].notna()], problem),
-                                    f"peak memory against throughput on {problem}"))
         sections.append(section)
     return sections
 

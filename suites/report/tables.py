@@ -19,6 +19,8 @@ class Cell:
     text: str
     sort: str
     css: str = ""
+    #: An in-cell bar's length, 0-100 (% of the column's best), drawn by CSS; None: no bar.
+    bar: float | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ def fmt_number(value: Any) -> str:
 
 def fmt_ratio(value: Any) -> str:
     return "–" if missing(value) else f"{float(value):.2f}×"
+
+
+def fmt_share(value: Any) -> str:
+    """A share of the best row ('0.52×'), drawn with an in-cell bar of that length (`Cell.bar`)."""
+    return fmt_ratio(value)
 
 
 def fmt_bytes(value: Any) -> str:
@@ -113,7 +120,11 @@ def fmt_fits(value: Any) -> str:
     return "–" if missing(value) else ("yes" if bool(value) else "NO")
 
 
-NUMERIC = {fmt_seconds, fmt_number, fmt_ratio, fmt_pct, fmt_fraction, fmt_bytes, fmt_gib}
+NUMERIC = {fmt_seconds, fmt_number, fmt_ratio, fmt_share, fmt_pct, fmt_fraction, fmt_bytes, fmt_gib}
+
+
+def _bar(value: Any) -> float | None:
+    return None if missing(value) else round(100.0 * min(max(float(value), 0.0), 1.0), 1)
 
 
 def _sort_key(value: Any) -> str:
@@ -152,9 +163,12 @@ def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str
     texts = pd.DataFrame({header: frame[column].map(fmt) for header, column, fmt in spec}, index=frame.index)
     keys = pd.DataFrame({header: frame[column].map(_sort_key) for header, column, _ in spec}, index=frame.index)
     classes = frame.apply(css, axis=1) if css is not None and not frame.empty else pd.Series("", index=frame.index)
-    rows = [[Cell(text, key, row_class) for text, key in zip(text_row, key_row)]
-            for text_row, key_row, row_class in zip(texts.itertuples(index=False), keys.itertuples(index=False),
-                                                    classes)]
+    bars = pd.DataFrame({header: (frame[column].map(_bar) if fmt is fmt_share else None)
+                         for header, column, fmt in spec}, index=frame.index)
+    rows = [[Cell(text, key, row_class, bar) for text, key, bar in zip(text_row, key_row, bar_row)]
+            for text_row, key_row, bar_row, row_class in zip(texts.itertuples(index=False),
+                                                             keys.itertuples(index=False),
+                                                             bars.itertuples(index=False), classes)]
     return Table(headers=[header for header, _, _ in spec], rows=rows,
                  numeric=[fmt in NUMERIC for _, _, fmt in spec],
                  identifier=[fmt is fmt_id for _, _, fmt in spec], caption=caption)

@@ -100,10 +100,8 @@ def test_report_loads_without_console_errors_dialogs_or_network(page):
 
 
 def test_figures_are_decoded_images(page):
+    open_views(page)
     sizes = page.eval_on_selector_all("figure img", "imgs => imgs.map(i => [i.naturalWidth, i.naturalHeight])")
-    # throughput per problem (3); the precision and % of peak charts too where the rows are
-    # comparable, which live runs on a loaded machine (contended) are not
-    assert len(sizes) >= 3
     assert all(width > 100 and height > 50 for width, height in sizes)
 
 
@@ -199,6 +197,14 @@ def test_with_views_closed_the_page_is_short_and_nothing_scrolls_sideways(sample
     wide = sample_page.eval_on_selector_all(
         ".table-wrap", "ws => ws.filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.innerText.slice(0, 80))")
     assert wide == []
+    close_views(sample_page)
+
+
+def test_a_problems_throughput_is_an_in_cell_bar_not_a_chart(sample_page):
+    """G1/G4: a problem's 'of fastest' column draws its bar in the cell; no chart repeats the table."""
+    open_views(sample_page)
+    bars = sample_page.eval_on_selector_all("#problems td[style*='linear-gradient']", "cells => cells.length")
+    assert bars >= 10 and sample_page.locator("#problems figure").count() == 0
     close_views(sample_page)
 
 
