@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 from PIL import Image
 
 from suites.report.columns import config_label
@@ -26,13 +25,10 @@ def plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-#: At most this many bars (configurations) in one bar chart, and points in one scatter: the
-#: fastest / first ones; the chart's title says how many more there are (all are in its table).
-#: Charts cost time and bytes per bar, so a fleet of machines would otherwise draw thousands.
+#: At most this many bars (configurations) in one bar chart: the fastest / first ones; the chart's
+#: title says how many more there are (all are in its table). Charts cost time and bytes per bar,
+#: so a fleet of machines would otherwise draw thousands.
 MAX_BARS = 16
-MAX_POINTS = 40
-#: Points of a scatter labelled with their configuration (labels cost the most to draw).
-MAX_LABELS = 12
 #: Curves in the scaling chart.
 MAX_SERIES = 8
 DPI = 80
@@ -91,24 +87,6 @@ def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, 
     return figure
 
 
-def throughput(rows: pd.DataFrame, problem: str) -> str:
-    """Throughput of each configuration on one problem; error bars span the IQR of step time
-    (throughput at q3 .. at q1)."""
-    ranked = rows["comparable"].astype(bool) if "comparable" in rows else pd.Series(True, index=rows.index)
-    rows = rows.assign(ranked=ranked).sort_values(["ranked", "throughput"], ascending=[False, False], kind="stable")
-    rows, more = _top(rows, MAX_BARS)
-    work = rows["throughput"] * rows["median_s"]
-    low = (rows["throughput"] - work / rows["q3_s"]).clip(lower=0).fillna(0)
-    high = (work / rows["q1_s"] - rows["throughput"]).clip(lower=0).fillna(0)
-    # a row that is not comparable comes after the ranked ones and says why, so no bar order ranks it
-    why = rows["why_not"] if "why_not" in rows else pd.Series("", index=rows.index)
-    labels = _labels(rows) + [f" [not comparable: {code}]" if not ok and code and code != "emulated" else ""
-                              for ok, code in zip(rows["ranked"], why)]
-    unit = rows["throughput_unit"].iloc[0]
-    return png(_bars(labels, rows["throughput"], _colors(rows["machine"]), unit,
-                     f"{problem}: throughput (bars: median; whiskers: IQR){more}", np.vstack([low, high])), tight=False)
-
-
 def scaling(curves: pd.DataFrame) -> str:
     """Speedup over one device (with the ideal line) and efficiency, per series."""
     figure = Figure(figsize=(WIDTH_IN, 3.6))
@@ -156,57 +134,9 @@ def peak(rows: pd.DataFrame) -> str:
                      f"% of peak: 100 · TFLOP/s / (N · peak of one device in this precision){more}"), tight=False)
 
 
-def _minor_tick(value: float, _: object) -> str:
-    """2 and 5 of each decade, in plain numbers (0.2, 0.5, 2, 5, …), so a log axis of GiB reads."""
-    if value <= 0:
-        return ""
-    leading = round(value / 10 ** np.floor(np.log10(value)), 6)
-    return f"{value:g}" if leading in (2.0, 5.0) else ""
 
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def memory(rows: pd.DataFrame, problem: str) -> str:
-    """Peak memory of one device against throughput, one point per configuration (strategy ×
-    precision on each machine and device count): colour by strategy, marker by precision. The
-    memory of the rows' devices, where known, is drawn as dashed lines: a point right of its
-    line does not fit."""
-    rows, more = _top(rows.sort_values("throughput", ascending=False, kind="stable"), MAX_POINTS)
-    rows = rows.sort_values("peak_memory_bytes", kind="stable")
-    figure = Figure(figsize=(WIDTH_IN, 4.2))
-    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.13)  # set here: no tight-bbox pass
-    axes = figure.add_subplot()
-    strategies = {name: COLORS[i % len(COLORS)] for i, name in enumerate(sorted(rows["strategy"].unique()))}
-    precisions = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(sorted(rows["precision"].unique()))}
-    gib = rows["peak_memory_bytes"] / 2**30
-    for (strategy, precision), index in rows.groupby(["strategy", "precision"], sort=True).groups.items():
-        axes.scatter(gib[index], rows.loc[index, "throughput"], color=strategies[strategy],
-                     marker=precisions[precision], s=40, zorder=3)
-    # a label per distinct configuration, at its fastest point, for the fastest few
-    labels = _labels(rows)
-    named = rows.assign(label=labels, gib=gib).sort_values("throughput", ascending=False, kind="stable")
-    for x, y, label in named.drop_duplicates("label").head(MAX_LABELS)[["gib", "throughput", "label"]].itertuples(
-            index=False):
-        axes.annotate(plain(label), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
-    memories = rows.dropna(subset=["device_memory_gib"]).groupby(["device", "device_memory_gib"]).size()
-    for index, (device, size) in enumerate(memories.index[:4]):
-        what = "RAM of the machine (its rank processes share it)" if device == "cpu" else f"memory of one {device}"
-        axes.axvline(size, color="#444", linestyle=(0, (4, 2 + index)), linewidth=1,
-                     label=plain(f"{what}: {size:.4g} GiB"))
-    for name, color in strategies.items():
-        axes.scatter([], [], color=color, marker="o", label=plain(f"strategy {name}"))
-    for name, marker in precisions.items():
-        axes.scatter([], [], color="#888", marker=marker, label=plain(f"precision {name}"))
-    axes.set_xscale("log")
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axes.xaxis.set_minor_formatter(FuncFormatter(_minor_tick))
-    axes.set_xlabel("peak memory of one device, GiB (GPU: allocated; CPU: a rank process's resident set)")
-    axes.set_ylabel(plain(rows["throughput_unit"].iloc[0]))
-    axes.set_title(plain(f"{problem}: peak memory against throughput (up and left is better){more}"), fontsize=10)
-    axes.grid(alpha=0.3, which="both")
-    axes.legend(fontsize=7, loc="best")
-    return png(figure, tight=False)
 
 
 def roofline(rows: pd.DataFrame, device: str) -> str:

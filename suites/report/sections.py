@@ -71,6 +71,11 @@ class Section:
     nav: str = ""  # short name in the page's navigation bar ('' = title)
 
 
+#: Rows of a problem's tables on the page (fastest comparable first; every row in --csv): a fleet's
+#: problem has a row per machine and configuration, and the page is the decision, not the dump.
+PROBLEM_ROWS = 50
+
+
 def badges(frame: pd.DataFrame) -> pd.Series:
     """Short flags of a row ('emulated · noisy · straggler'), then why it is not comparable."""
     names = [(column, label) for column, label in (("emulated", "emulated"), ("noisy", "noisy"),
@@ -273,7 +278,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("median step", "median_s", fmt_seconds), ("IQR", "iqr_s", fmt_seconds),
             ("% peak", "pct_peak_table", fmt_pct), (f"cost ({currency})", "cost", fmt_number),
             ("per", "cost_unit", fmt_text), *verdict, ("check", "check_passed", fmt_check),
-            ("flags / not comparable", "flags", fmt_text)], css=_row_class)
+            ("flags / not comparable", "flags", fmt_text)], css=_row_class, max_rows=PROBLEM_ROWS)
         extra = [*tflops, *tokens, *[column for column in limits if column not in verdict],
                  ("% peak (measured)", "pct_peak_measured", fmt_pct), ("n", "n", fmt_number)]
         for name, spec in (("work and limits", extra), ("memory", memory),
@@ -282,7 +287,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
                                            ("source", "source", fmt_text), ("run", "run_id", fmt_text)])):
             if spec:
                 main.more.append(build(labelled, [("configuration", "configuration", fmt_text),
-                                                  *spec[:MAX_COLUMNS - 1]], css=_row_class))
+                                                  *spec[:MAX_COLUMNS - 1]], css=_row_class, max_rows=PROBLEM_ROWS))
         section.tables.append(main)
         # No chart repeats the table (report-guide G1, G4): 'of fastest' carries an in-cell bar.
         if memory:
