@@ -77,14 +77,15 @@ PROBLEM_ROWS = 50
 
 
 def badges(frame: pd.DataFrame) -> pd.Series:
-    """Short flags of a row ('emulated · noisy · straggler'), then why it is not comparable."""
-    names = [(column, label) for column, label in (("emulated", "emulated"), ("noisy", "noisy"),
-                                                   ("contended", "contended"), ("straggler", "straggler"))
-             if column in frame]
-    flags = [" · ".join(label for column, label in names if row.get(column) is True)
-             for row in frame[[column for column, _ in names]].to_dict("records")] if names else [""] * len(frame)
+    """Short flags of a row: 'noisy · straggler · contended (load 2.7 on 2 cores) · emulated' —
+    its own marks, then each reason it is not comparable, by its head (the explanation of each is
+    in the report's method, and `why_not_text` keeps it whole in the exports)."""
+    marks = [column for column in ("noisy", "straggler") if column in frame]
+    own = ([[column for column in marks if row.get(column) is True] for row in frame[marks].to_dict("records")]
+           if marks else [[] for _ in range(len(frame))])
     why = frame["why_not_text"].fillna("").astype(str) if "why_not_text" in frame else pd.Series("", index=frame.index)
-    return pd.Series([f"{flag}: {reason}" if flag and reason else flag or reason for flag, reason in zip(flags, why)],
+    heads = [[reason.split(": ")[0] for reason in text.split("; ") if reason] for text in why]
+    return pd.Series([" · ".join(dict.fromkeys([*mine, *theirs])) for mine, theirs in zip(own, heads)],
                      index=frame.index, dtype=object)
 
 
