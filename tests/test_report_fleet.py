@@ -3,7 +3,11 @@ the H100 sample records builds, and its page stays small. No wall-clock assertio
 the benchmark's to report (asv's ReportFleet10), not a test's to judge on a shared machine."""
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
+
+import pandas as pd
 
 from benchmarks.report_fleet import SAMPLE, build, machine_label, sample_records, write_fleet
 
@@ -34,3 +38,21 @@ def test_ten_machines_build_and_the_page_stays_small(tmp_path):
     size = len(html.encode("utf-8"))
     assert size < HTML_BOUND_BYTES, f"index.html of 10 machines is {size / 1e6:.2f} MB"
     assert figures["written_mb"] * 1e6 < HTML_BOUND_BYTES
+
+
+def test_records_loaded_in_batches_make_the_same_table_as_loaded_at_once(tmp_path, monkeypatch):
+    """A fleet is tidied in batches of rows (its records as dicts would take ~20x the table's
+    memory): the table is the same, parameters that only some batches have included."""
+    from suites.report import loading
+
+    data = Path(__file__).resolve().parent / "data"
+    files = []
+    for name in ("h100-sample", "epyc-cpu-sample"):
+        target = tmp_path / f"{name}.jsonl"
+        target.write_text(gzip.open(data / name / "records.jsonl.gz", "rt", encoding="utf-8").read(), encoding="utf-8")
+        files.append(target)
+    whole = loading.load_files(files)
+    monkeypatch.setattr(loading, "BATCH_ROWS", 40)
+    batched = loading.load_files(files)
+    pd.testing.assert_frame_equal(whole, batched)
+    assert {"param_m", "param_model"} <= set(batched.columns)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.records.metric_registry import METRICS, TIDY_METRICS
+from suites.records.metric_registry import MEMORY_BREAKDOWN_METRICS, METRICS, TIDY_METRICS
 from suites.report.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
@@ -70,6 +70,7 @@ COLUMNS: dict[str, str] = {
                    "the machine's RAM; empty without a peak or a device memory",
     "state_bytes_per_device_estimate": METRICS["state_bytes_per_device_estimate"].description,
     "activation_bytes_per_device_estimate": METRICS["activation_bytes_per_device_estimate"].description,
+    **{name: METRICS[name].description for name in MEMORY_BREAKDOWN_METRICS},
     "pipeline_bubble": METRICS["pipeline_bubble"].description,
     **{name: METRICS[name].description for name in (
         "energy_j_per_step", "energy_watts", "samples_per_joule", "samples_per_kwh", "gflop_per_joule",
@@ -208,6 +209,17 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     text = [c for c in order if c not in (*FLOAT_COLUMNS, *INT_COLUMNS, *BOOL_COLUMNS, "samples_s",
                                           "timestamp", *param_columns)]
     frame[text] = frame[text].fillna("").astype(str)
+    return frame
+
+
+def retidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """Tidy frames of different row batches concatenated: their union of `param_*` columns put
+    back in `tidy`'s order and dtypes (a batch without a parameter has it missing, not absent)."""
+    param_columns = sorted(c for c in frame.columns if c.startswith("param_"))
+    order = [column for column in COLUMNS if column not in FLAGS]
+    order[order.index("params") + 1:order.index("params") + 1] = param_columns
+    frame = frame.reindex(columns=order)
+    frame[param_columns] = frame[param_columns].astype(object).convert_dtypes()
     return frame
 
 
