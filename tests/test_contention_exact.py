@@ -20,7 +20,6 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import GridError, load_suite
-from suites.orchestration import runner
 from suites.orchestration.runner import RunContext, run_case
 from suites.records.contention import (CONTENDED_SHARE, METHOD, STARVED_SHARE, Contention, CpuMeter,
                                        CpuReading, CpuSnapshot, CpuUsage, bimodal, judge, per_cpu_ticks,

@@ -258,7 +258,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             f"figure at seconds timed / steps timed, what a long run keeps up, and costs use it. Sorted fastest "
             f"first; 'of fastest' is against the fastest comparable row. Rows that are not comparable (emulated, "
             f"contended, starved, bimodal, launch- or host-bound, above a peak) come after, with no 'of fastest' "
-            f"and no cost; the 'not comparable' column says why. Click a column header to sort."])
+            f"and no cost; the 'flags / not comparable' column says why. Click a column header to sort."])
         tflops = [("TFLOP/s", "tflops", fmt_number)] if unit != "TFLOP/s" and group["tflops"].notna().any() else []
         exchange = ([("all-reduce share", "exchange_share", fmt_fraction)]
                     if group["exchange_share"].notna().any() else [])
@@ -280,7 +280,7 @@ def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
             ("% peak", "pct_peak_table", fmt_pct), (f"cost ({currency})", "cost", fmt_number),
             ("per", "cost_unit", fmt_text), *verdict, ("check", "check_passed", fmt_check),
             ("flags / not comparable", "flags", fmt_text)], css=_row_class, max_rows=PROBLEM_ROWS)
-        extra = [*tflops, *tokens, *[column for column in limits if column not in verdict],
+        extra = [*tflops, *tokens, *exchange, *[column for column in limits if column not in verdict],
                  ("% peak (measured)", "pct_peak_measured", fmt_pct), ("n", "n", fmt_number)]
         for name, spec in (("work and limits", extra), ("memory", memory),
                            ("energy", [*energy, (f"{unit} per W", "throughput_per_watt", fmt_number)]),

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             medians[mode].append(record.measurement.median)
             print(f"round {round_index + 1} {mode}: median step {record.measurement.median * 1e3:.1f} ms "
                   f"(n={record.measurement.n}), check {record.check}", flush=True)
-    ratio = statistics.geometric_mean([s / l for s, l in zip(medians["sync"], medians["local"])])
+    ratio = statistics.geometric_mean([sync / local for sync, local in zip(medians["sync"], medians["local"])])
     print(f"{args.framework} {STRATEGIES[args.framework]} x2 {args.device} {args.precision} {args.params}: "
           f"median over rounds local {statistics.median(medians['local']) * 1e3:.1f} ms, sync "
           f"{statistics.median(medians['sync']) * 1e3:.1f} ms; geometric mean of the rounds' sync/local "

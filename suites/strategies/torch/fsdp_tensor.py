@@ -27,6 +27,7 @@ from suites.strategies.torch.fsdp import (RESHARD_HELP, largest_unit, parameter_
 from suites.strategies.torch.tensor import elements_saved, parallelize, plan_problem
 
 if TYPE_CHECKING:
+    from suites.cases.vocabulary import DeviceKind
     from suites.strategies.jobs import Job
     import numpy as np
     import torch
