@@ -14,8 +14,8 @@ A folder ``suites/models/<model>/`` holds
 
 The two framework modules are framework level: they import torch or TensorFlow and the generic
 pieces of `suites.frameworks` (the model base, shared layers, losses). The framework's generic
-code finds them through the spec's `implementations` (`suites.frameworks.torch.models.module_class`,
-`suites.frameworks.tf.models.built_in`), importing them when a case asks, so no framework module
+code finds them through the spec's `implementations`
+(`suites.frameworks.model_folders.model_implementation`), importing them when a case asks, so no framework module
 imports a model folder and a new model changes no framework file.
 
 To add a model: make its folder with the three modules (the spec naming its two implementations

@@ -8,7 +8,7 @@ machine or several) give `--results` too: rank 0 then stores the record, with th
 provenance, where `parbench report` finds it. The same holds for TF cases whose processes a
 user starts on each machine with their own TF_CONFIG (`multiworker`, `parameter_server`): the
 strategy reads its rank from it (the chief, or worker 0, is rank 0), a parameter-server cluster's
-workers and parameter servers serve until the chief is done (`StrategyPlugin.serve`); every
+workers and parameter servers serve until the chief is done (`suites.run.capabilities.ServesCluster.serve`); every
 rendezvous has a timeout.
 """
 from __future__ import annotations

@@ -124,7 +124,7 @@ class StepsItself(Protocol):
         (fp16's loss scaling) the runnable's."""
 
     def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_job: "Job") -> Any:
-        """What the numerics check steps at its own, smaller batch (`check_case`): a wrapper
+        """What the numerics check steps at its own, smaller batch (`suites.strategies.jobs.Job.check_job`): a wrapper
         of the same model built for that batch (a schedule is built for one batch shape)."""
 
     def global_loss(self, group: "ProcessGroup | None", loss: float) -> float:

@@ -66,7 +66,7 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
                               weight_decay=1e-4),
     "adamw": OptimizerSpec("adamw", learning_rate=1e-4, states_per_parameter=2, weight_decay=0.1),
 }
-#: Samples per device in the numerics check's batch (`TrainStep.check_workload`): two, so that a
+#: Samples per device in the numerics check's batch (`suites.strategies.jobs.Job.check_job`): two, so that a
 #: replica's local batch statistics are over more than one sample.
 CHECK_SAMPLES_PER_DEVICE = 2
 

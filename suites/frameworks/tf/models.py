@@ -1,7 +1,8 @@
 """TensorFlow forward passes of the neutral `ModelSpec`s, as plain functions of their weights:
 what every model's TF forward shares (`dense`, `attend`, `embed`, the losses) and how a model's
 forward is found (`build_forward`, `layer_forwards`). Each built-in model's own layers live in
-its folder of `suites.models` (``tf_model.py``), found through its spec (`built_in`).
+its folder of `suites.models` (``tf_model.py``), found through its spec
+(`suites.frameworks.model_folders.model_implementation`).
 
 A model here is a function ``logits = forward(weights, x, compute_dtype)`` over a mapping of
 parameter name -> tensor (plain `tf.Variable`s, mirrored variables or constants), in the

@@ -1,7 +1,8 @@
 """What every PyTorch module of a neutral `ModelSpec` shares, built from the spec's canonical
 weights: the `TorchModel` base, `build`, the losses, and the layers pipeline and model
 parallelism split (`StageLayer`, `LayerGroup`). Each built-in model's own module lives in its
-folder of `suites.models` (``torch_model.py``), found through its spec (`module_class`).
+folder of `suites.models` (``torch_model.py``), found through its spec
+(`suites.frameworks.model_folders.model_implementation`).
 
 The canonical layout (see suites/workloads/model_spec.py) is TensorFlow's: dense kernels
 (in, out), conv kernels HWIO, NHWC images. Torch stores a Linear weight (out, in), a Conv2d
