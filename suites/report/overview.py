@@ -355,83 +355,91 @@ def _cheapest_sentence(figures: pd.DataFrame, frame: pd.DataFrame, families: lis
 
 # --- strategy × precision grids -----------------------------------------------------------------
 
+def _eager(compile_column: pd.Series) -> pd.Series:
+    return compile_column.astype(str).isin(["none", "", "nan"])
+
+
+def _paired_ratios(good: pd.DataFrame) -> pd.DataFrame:
+    """Each usable training row beside its machine's single-device fp32 eager row of the same
+    framework and problem, from the same run where one exists (C5): one row per usable row that
+    has a baseline, with `log_ratio`, `across` (another run) and `emulated`."""
+    base = good[good["strategy"].eq("single") & good["precision"].eq("fp32") & _eager(good["compile"])
+                & good["n_devices"].eq(1)]
+    keys = ["machine", "framework", "problem"]
+    pairs = good.reset_index().merge(base[[*keys, "run_id", "throughput"]], on=keys, suffixes=("", "_base"))
+    if pairs.empty:
+        return pairs.assign(log_ratio=[], across=[])
+    pairs["across"] = pairs["run_id"].ne(pairs["run_id_base"])
+    pairs = pairs.sort_values("across", kind="stable").drop_duplicates("index", keep="first")
+    pairs["log_ratio"] = np.log(pairs["throughput"] / pairs["throughput_base"])
+    return pairs
+
+
 def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
     """Per host type: rows framework · strategy × devices, columns precision (+compile); a cell is
     the speedup over the same machine's `single` fp32 eager run of the same framework, geometric
-    mean over training problems, paired within one run where one exists (C5)."""
+    mean over training problems, paired within one run where one exists (C5). Built from group
+    aggregates, so a fleet's thousands of rows cost one merge, not a search per cell."""
     current = latest(frame)
-    training = current[current["workload"].eq("train_step")].copy()
-    if training.empty:
-        return []
-    training = training[training["status"].isin(["ok", "failed"])]
+    training = current[current["workload"].eq("train_step") & current["status"].isin(["ok", "failed"])].copy()
     if training.empty:
         return []
     training["host"] = host_type(training)
+    training["column"] = training["precision"].astype(str) + training["compile"].astype(str).map(
+        lambda c: "" if c in ("none", "", "nan") else f" +{c}")
+    training["row"] = (training["framework"].astype(str) + " · " + training["strategy"].astype(str) + " ×"
+                       + training["n_devices"].astype(str))
     # Within a machine, emulated rows pair (labelled); launch- and host-bound ones do not enter a
     # mean here: they measure the host, so a precision or strategy "speedup" from them is not one.
-    rows_ok = pairable(training)
-    rows_ok = rows_ok[rows_ok["why_not"].isin(["", "emulated"])]
+    good = pairable(training)
+    good = good[good["why_not"].isin(["", "emulated"])]
+    pairs = _paired_ratios(good)
+    summary = (pairs.groupby(["host", "row", "column"]).agg(log=("log_ratio", "mean"), n=("log_ratio", "size"),
+                                                            across=("across", "any"),
+                                                            emulated=("emulated", "any")).to_dict("index")
+               if not pairs.empty else {})
+    good_cells = set(zip(good["host"], good["row"], good["column"]))
     grids = []
     for host, group in training.groupby("host", sort=True):
-        usable_rows = rows_ok[rows_ok["host"].eq(host)]
-        base = usable_rows[usable_rows["strategy"].eq("single") & usable_rows["precision"].eq("fp32")
-                           & usable_rows["compile"].astype(str).isin(["none", "", "nan"])
-                           & usable_rows["n_devices"].eq(1)]
-        group = group.assign(column=group["precision"].astype(str) + group["compile"].astype(str).map(
-            lambda c: "" if c in ("none", "", "nan") else f" +{c}"),
-            row=group["framework"].astype(str) + " · " + group["strategy"].astype(str) + " ×"
-            + group["n_devices"].astype(str))
         columns = sorted(set(group["column"]), key=lambda c: (c.split(" ")[0] != "fp32", " +" in c, c))[:max_columns]
         row_order = sorted(set(group["row"]), key=lambda r: (r.split(" · ")[0], " single " not in f" {r} ", r))
-        cells_rows = []
+        cells_of = dict(tuple(group.groupby(["row", "column"])))
+        rows = []
         for row_label in row_order:
             cells = [Cell(row_label, "", "label")]
-            in_row = group[group["row"].eq(row_label)]
-            strategy, devices = in_row["strategy"].iloc[0], int(in_row["n_devices"].iloc[0])
             for column in columns:
-                cells.append(_strategy_cell(in_row[in_row["column"].eq(column)], usable_rows, base, strategy,
-                                            devices))
-            cells_rows.append(cells)
+                key = (host, row_label, column)
+                cells.append(_strategy_cell(cells_of.get((row_label, column)), summary.get(key),
+                                            key in good_cells))
+            rows.append(cells)
         machines = group["machine"].nunique()
         grids.append(Grid(f"strategy-{host}", f"{host}: strategy × precision", ["framework · strategy ×devices",
-                                                                                *columns], cells_rows,
+                                                                                *columns], rows,
                           caption=f"speedup over the same machine's single-device fp32 eager run of the same "
                                   f"framework, geometric mean over training problems ({machines} machine(s)); "
                                   f"† across runs; emu: emulated devices (ranks sharing one CPU or GPU)"))
     return grids
 
 
-def _strategy_cell(cell_rows: pd.DataFrame, usable_rows: pd.DataFrame, base: pd.DataFrame, strategy: str,
-                   devices: int) -> Cell:
-    if cell_rows.empty:
+def _strategy_cell(cell_rows: pd.DataFrame | None, paired: dict | None, usable: bool) -> Cell:
+    if cell_rows is None or cell_rows.empty:
         return Cell("", "", "none")
+    strategy, devices = str(cell_rows["strategy"].iloc[0]), int(cell_rows["n_devices"].iloc[0])
     if devices == 1 and strategy in MULTI_DEVICE_STRATEGIES:
         return Cell("1 device", "1 device: overhead only; never a strategy's win", "grey")
     if cell_rows["status"].eq("ok").all() and cell_rows["check_passed"].eq(False).all():
         return Cell("FAIL", "failed its numerics check", "fail")
     if cell_rows["status"].eq("failed").all():
         return Cell("failed", "; ".join(sorted(set(cell_rows["reason"].fillna("").astype(str))))[:300], "fail")
-    good = cell_rows[cell_rows.index.isin(usable_rows.index)]
-    if good.empty:
+    if not usable:
         reasons = "; ".join(sorted(set(cell_rows["why_not_text"].fillna("").astype(str)) - {""})) or \
             "; ".join(sorted(set(cell_rows["status"].astype(str))))
         return Cell("–", reasons[:300], "none")
-    logs, across, emulated = [], False, False
-    for _, row in good.iterrows():
-        mine = base[base["machine"].eq(row["machine"]) & base["framework"].eq(row["framework"])
-                    & base["problem"].eq(row["problem"])]
-        if mine.empty:
-            continue
-        same = mine[mine["run_id"].eq(row["run_id"])]
-        across |= same.empty
-        pair = (same if not same.empty else mine).iloc[0]
-        logs.append(math.log(row["throughput"] / pair["throughput"]))
-        emulated |= bool(row.get("emulated") is True)
-    if not logs:
+    if not paired:
         return Cell("–", "no single-device fp32 eager baseline of this framework on this machine", "none")
-    value = math.exp(sum(logs) / len(logs))
-    text = fmt_ratio(value) + ("†" if across else "") + (" emu" if emulated else "")
-    return Cell(text, f"{len(logs)} problem(s)" + ("; across runs" if across else "") +
+    across, emulated = bool(paired["across"]), bool(paired["emulated"])
+    text = fmt_ratio(math.exp(paired["log"])) + ("†" if across else "") + (" emu" if emulated else "")
+    return Cell(text, f"{int(paired['n'])} problem(s)" + ("; across runs" if across else "") +
                 ("; emulated: measures the emulation" if emulated else ""), "emu" if emulated else "")
 
 
