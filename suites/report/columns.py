@@ -209,6 +209,10 @@ def tidy(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     text = [c for c in order if c not in (*FLOAT_COLUMNS, *INT_COLUMNS, *BOOL_COLUMNS, "samples_s",
                                           "timestamp", *param_columns)]
     frame[text] = frame[text].fillna("").astype(str)
+    for column in text:  # one string object per distinct value: a fleet repeats its labels, paths, versions
+        codes, uniques = pd.factorize(frame[column])
+        frame[column] = pd.Series(uniques.to_numpy(dtype=object)[codes] if len(frame) else [],
+                                  index=frame.index, dtype=object)
     return frame
 
 

@@ -116,7 +116,7 @@ def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataF
 #: Rows parsed into Python dicts before they become a frame: a fleet's records as dicts take ~20x
 #: the frame's memory (1,000 machines: 2 GB of dicts for a 200 MB frame), so they are tidied in
 #: batches and only the frames are kept.
-BATCH_ROWS = 20_000
+BATCH_ROWS = 2_000
 
 
 def _tidy_in_batches(files: Iterable[Path]) -> pd.DataFrame:
