@@ -129,6 +129,9 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "the process that launched a case, whose process tree is the case's own CPU time; set by the launcher"),
     Knob("PARBENCH_RENDEZVOUS_TIMEOUT_S", positive_seconds, "a finite number of seconds > 0",
          "how long the tasks of a TF cluster wait for each other; default 120 s"),
+    Knob("PARBENCH_CASE_TIMEOUT_S", positive_seconds, "a finite number of seconds > 0",
+         "a case's deadline, which bounds how long a multiworker worker waits for its peers in a "
+         "collective; set by the worker from its --timing"),
     Knob("PARBENCH_GATE_THRESHOLD", fraction, "a fraction such as 0.2 (20%)",
          "pytest-benchmark gate threshold; default 0.2"),
     Knob("PARBENCH_PEAKS", existing_file, "the path of an existing TOML file",
@@ -148,7 +151,8 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 
 #: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
 CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
-              "PARBENCH_CPUS", "PARBENCH_CASE_ROOT", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_PEAKS")
+              "PARBENCH_CPUS", "PARBENCH_CASE_ROOT", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_CASE_TIMEOUT_S",
+              "PARBENCH_PEAKS")
 
 
 def read(name: str) -> Any:

@@ -93,3 +93,45 @@ def test_the_reduce_overhead_mode_replays_a_training_step_as_cuda_graphs():
     outcome = launch_case(case, FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed
+
+
+def test_a_cuda_graphs_gemm_replay_copies_no_inputs():
+    """Issue 32, N9: the rotated copies are static inputs, so a timed step replays the GEMM
+    alone: no copy of A or B into the graph's own buffers runs on the GPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from suites.frameworks.torch.kernels import TorchMatmul
+    from suites.strategies.jobs import job_for
+
+    case = Case.make("matmul", "torch", "gpu", compile="inductor",
+                     params={"m": 512, "n": 512, "k": 512, "compile_mode": "reduce-overhead"})
+    reason = unavailable_reason(case)
+    if reason:
+        pytest.skip(reason)
+    kernel = TorchMatmul(job_for(case))
+    kernel.setup()
+    try:
+        kernel.compile_anew()
+        kernel.step()  # compiles, and records every copy's graph
+        kernel.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as profiled:
+            for _ in range(2 * kernel.copies):
+                kernel.step()
+            kernel.synchronize()
+        copies = [event.name for event in profiled.events() if "copy" in event.name.lower()
+                  or "memcpy" in event.name.lower()]
+        assert copies == []
+    finally:
+        kernel.teardown()
+
+
+def test_the_energy_meter_reads_the_gpu_cuda_calls_0_by_its_uuid():
+    """Issue 32, N16: the NVML device read for CUDA's GPU 0 is the one with its UUID."""
+    pytest.importorskip("pynvml")
+    from suites.run.energy_meters import NvmlMeter, _nvml_uuid
+
+    meter = NvmlMeter([0])
+    assert meter.reason == "", meter.reason
+    (gpu,) = meter.gpus
+    assert _nvml_uuid(meter.nvml, gpu.handle) in {f"GPU-{torch.cuda.get_device_properties(0).uuid}",
+                                                  f"MIG-{torch.cuda.get_device_properties(0).uuid}"}

@@ -224,7 +224,7 @@ def test_one_gpu_is_split_into_logical_gpus_for_a_multi_device_case(four_gpus, m
     split = []
     monkeypatch.setattr(tf.config, "set_logical_device_configuration",
                         lambda device, configs: split.append((device, [c.memory_limit for c in configs])))
-    monkeypatch.setattr(distribute, "_gpu_memory_mb", lambda: 81559.0)
+    monkeypatch.setattr(distribute, "gpu_memory_mb", lambda gpu: 81559.0)
     monkeypatch.setattr(tf.config, "get_visible_devices", lambda kind=None: FAKE_GPUS[:1] if kind == "GPU" else [])
     case = train("gpu", strategy, 2)
     distribute.configure_runtime(job_for(case))

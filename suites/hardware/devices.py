@@ -350,13 +350,14 @@ def cpu_last_level_cache_bytes(sysfs: str = CPU_CACHE_SYSFS) -> int | None:
 
 #: cuDeviceGetAttribute's CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (cuda.h): L2 size in bytes.
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+CUDA_DRIVER = "libcuda.so.1"
 
 
-def cuda_l2_cache_bytes(library: str = "libcuda.so.1") -> list[int] | None:
-    """The L2 size of each visible GPU (CUDA_VISIBLE_DEVICES order) from the CUDA driver API,
-    without a framework: for frameworks that do not report it (TensorFlow). None where the
-    driver is missing or any call fails. cuInit and cuDeviceGetAttribute create no context
-    and allocate nothing on the GPU."""
+def _cuda_devices(library: str) -> tuple[Any, list[ctypes.c_int]] | None:
+    """The CUDA driver API, initialised, and its handle of each GPU this process sees, in CUDA's
+    order (the ordinals of every framework: CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER applied);
+    None where the driver is missing or a call fails. cuInit creates no context and allocates
+    nothing on the GPU."""
     try:
         driver = ctypes.CDLL(library)
     except OSError:
@@ -364,14 +365,72 @@ def cuda_l2_cache_bytes(library: str = "libcuda.so.1") -> list[int] | None:
     count = ctypes.c_int()
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return None
-    sizes = []
+    devices = []
     for ordinal in range(count.value):
-        device, size = ctypes.c_int(), ctypes.c_int()
-        if (driver.cuDeviceGet(ctypes.byref(device), ordinal) != 0 or driver.cuDeviceGetAttribute(
-                ctypes.byref(size), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device) != 0):
+        device = ctypes.c_int()
+        if driver.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
+            return None
+        devices.append(device)
+    return driver, devices
+
+
+def cuda_l2_cache_bytes(library: str = CUDA_DRIVER) -> list[int] | None:
+    """The L2 size of each visible GPU (CUDA_VISIBLE_DEVICES order) from the CUDA driver API,
+    without a framework: for frameworks that do not report it (TensorFlow). None where the
+    driver is missing or any call fails."""
+    found = _cuda_devices(library)
+    if found is None:
+        return None
+    driver, devices = found
+    sizes = []
+    for device in devices:
+        size = ctypes.c_int()
+        if driver.cuDeviceGetAttribute(ctypes.byref(size), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device) != 0:
             return None
         sizes.append(size.value)
     return sizes
+
+
+def format_uuid(raw: bytes) -> str:
+    """A CUDA UUID's 16 bytes as NVML and nvidia-smi write it, without their "GPU-"/"MIG-"
+    prefix: 8-4-4-4-12 hex digits (torch's `get_device_properties(i).uuid` reads the same)."""
+    text = raw.hex()
+    return "-".join(text[start:stop] for start, stop in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+
+
+def cuda_device_uuids(library: str = CUDA_DRIVER) -> list[str] | None:
+    """The UUID of each GPU this process sees, by CUDA ordinal (`format_uuid`; a MIG instance's
+    own where the driver has cuDeviceGetUuid_v2): what ties a CUDA ordinal to NVML's device,
+    which NVML numbers by PCI bus whatever CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER say.
+    None where the driver is missing or any call fails."""
+    found = _cuda_devices(library)
+    if found is None:
+        return None
+    driver, devices = found
+    get_uuid = getattr(driver, "cuDeviceGetUuid_v2", None) or getattr(driver, "cuDeviceGetUuid", None)
+    if get_uuid is None:
+        return None
+    uuids = []
+    for device in devices:
+        raw = (ctypes.c_ubyte * 16)()
+        if get_uuid(ctypes.byref(raw), device) != 0:
+            return None
+        uuids.append(format_uuid(bytes(raw)))
+    return uuids
+
+
+def cuda_total_memory_bytes(ordinal: int, library: str = CUDA_DRIVER) -> int | None:
+    """The memory of the GPU with CUDA ordinal `ordinal` in this process (CUDA_VISIBLE_DEVICES
+    applied), from the CUDA driver API; None where the driver is missing, the ordinal is not
+    visible, or a call fails."""
+    found = _cuda_devices(library)
+    if found is None or not 0 <= ordinal < len(found[1]):
+        return None
+    driver, devices = found
+    total = ctypes.c_size_t()
+    if driver.cuDeviceTotalMem_v2(ctypes.byref(total), devices[ordinal]) != 0:
+        return None
+    return int(total.value)
 
 
 def _cpu_flags() -> set[str]:

@@ -28,7 +28,8 @@ from suites.errors import UserError
 from suites.records.contention import Contention, judge, read_cpu
 from suites.run.execute import Outcome, execute_in_process, failed
 from suites.run.recording import RunContext, keeps_cores_busy, store_outcome
-from suites.run.process_env import STACKS_SIGNAL, pin_from_env
+from suites.run.launchers import case_timeout
+from suites.run.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
 from suites.run.capabilities import ServesCluster
 from suites.strategies.jobs import Job, job_for
@@ -145,6 +146,10 @@ def main() -> None:
         timing = TimingConfig.from_mapping(json.loads(args.timing))
         load_plugins()  # user models and workloads registered by the parent process
         job = job_for(case)
+        # The case's deadline, for what bounds its waits inside this process (a multiworker
+        # worker's collectives: `suites.frameworks.tf.cluster.collective_timeout_s`), also
+        # where no launcher stops the process at it (started by hand with a TF_CONFIG).
+        os.environ[CASE_TIMEOUT_ENV] = repr(case_timeout(timing, job))
         plugin = job.strategy
         world = launched_world_problem(job)
         if world:

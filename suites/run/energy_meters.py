@@ -7,9 +7,10 @@ readings (`gather_energy`). What a reading means is in `suites.records.energy_re
 - GPUs: `NvmlMeter`, NVML through `nvidia-ml-py` (the optional extra `parbench[energy]`,
   imported only here, only for GPU cases). The total-energy counter where the GPU has one,
   else the board power sampled every `POWER_INTERVAL_S` on a thread and integrated.
-  A process's CUDA ordinals are mapped to NVML's devices through CUDA_VISIBLE_DEVICES (indices
-  or UUIDs); CUDA numbers the visible GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
-  NVML by PCI bus, so on a machine of mixed GPUs set that variable for readings per device.
+  A process's CUDA ordinals are tied to NVML's devices by UUID (`nvml_handles`): CUDA numbers
+  the visible GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML by PCI bus, and
+  CUDA_VISIBLE_DEVICES renumbers them, so an index may name another GPU (issue 32, N16). A GPU
+  that several of a process's ordinals name is read once.
 - CPUs: `RaplMeter`, the package counters under /sys/class/powercap. The packages are shared
   by every rank process on the host, so only local rank 0 reads them.
 """
@@ -150,8 +151,10 @@ def import_nvml() -> ModuleType:
 
 
 def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str | None]:
-    """NVML's index (or UUID) of each CUDA ordinal of this process, through CUDA_VISIBLE_DEVICES;
-    None for an ordinal the variable does not list (every one where it is set empty: no GPU)."""
+    """NVML's index (or UUID) of each CUDA ordinal of this process, read off CUDA_VISIBLE_DEVICES
+    as if CUDA numbered GPUs as NVML does (by PCI bus): `nvml_handles`' fallback where CUDA cannot
+    give the UUIDs. None for an ordinal the variable does not list (every one where it is set
+    empty: no GPU)."""
     if visible is None:
         return list(ordinals)
     entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
@@ -159,22 +162,71 @@ def nvml_indices(ordinals: Sequence[int], visible: str | None) -> list[int | str
             for o in ordinals]
 
 
-def nvml_handles(nvml: ModuleType, ordinals: Sequence[int],
-                 visible: str | None) -> tuple[list[tuple[int, Any]], list[str]]:
+def nvml_handles(nvml: ModuleType, ordinals: Sequence[int], visible: str | None,
+                 uuids: Sequence[str] | None = None) -> tuple[list[tuple[int, Any]], list[str]]:
     """NVML initialised (raises where it cannot be), then (CUDA ordinal, NVML handle) of each
-    of this process's GPUs it has, and what went wrong for the others."""
+    of this process's GPUs it has, one per GPU, and what went wrong for the others.
+
+    `uuids` are the UUIDs of this process's GPUs by CUDA ordinal
+    (`suites.hardware.devices.cuda_device_uuids`): an ordinal's handle is NVML's device of that
+    UUID ("GPU-..." or, for a MIG instance, "MIG-..."), whatever CUDA_VISIBLE_DEVICES and
+    CUDA_DEVICE_ORDER made its index. Only where CUDA cannot say (None: no CUDA driver, or a test's
+    fake NVML) is CUDA_VISIBLE_DEVICES read as NVML's numbering (`nvml_indices`), right where
+    CUDA_DEVICE_ORDER=PCI_BUS_ID or the GPUs are all alike. Ordinals naming one GPU (the same
+    UUID) get one handle, the first's: that GPU's energy is read once."""
     nvml.nvmlInit()
     handles, problems = [], []
-    for ordinal, index in zip(ordinals, nvml_indices(ordinals, visible)):
-        if index is None:
-            problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}")
+    seen: set[str] = set()
+    keys: list[int | str | None] = (list(nvml_indices(ordinals, visible)) if uuids is None else
+                                    [uuids[o] if 0 <= o < len(uuids) else None for o in ordinals])
+    for ordinal, key in zip(ordinals, keys):
+        if key is None:
+            problems.append(f"GPU {ordinal} is not among CUDA_VISIBLE_DEVICES={visible}" if uuids is None
+                            else f"GPU {ordinal} is not among the {len(uuids or ())} GPU(s) CUDA sees")
             continue
         try:
-            handles.append((ordinal, nvml.nvmlDeviceGetHandleByUUID(index) if isinstance(index, str)
-                            else nvml.nvmlDeviceGetHandleByIndex(index)))
+            handle = (_handle_by_uuid(nvml, key) if uuids is not None else
+                      nvml.nvmlDeviceGetHandleByUUID(key) if isinstance(key, str)
+                      else nvml.nvmlDeviceGetHandleByIndex(key))
         except Exception as error:  # pynvml raises NVMLError subclasses, a fake anything
-            problems.append(f"GPU {ordinal} ({index}): no NVML handle ({type(error).__name__})")
+            problems.append(f"GPU {ordinal} ({key}): no NVML handle ({type(error).__name__})")
+            continue
+        identity = _nvml_uuid(nvml, handle) or str(key)
+        if identity not in seen:
+            seen.add(identity)
+            handles.append((ordinal, handle))
     return handles, problems
+
+
+def _handle_by_uuid(nvml: ModuleType, uuid: str) -> Any:
+    """NVML's device of the CUDA UUID `uuid` (`format_uuid`'s form): a GPU's, else a MIG
+    instance's; the GPU's error where neither is known."""
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+    except Exception as error:  # pynvml's NVMLError_NotFound, or a fake's
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(f"MIG-{uuid}")
+        except Exception:
+            raise error from None
+
+
+def _nvml_uuid(nvml: ModuleType, handle: Any) -> str | None:
+    """NVML's UUID of the device behind `handle`, None where NVML cannot say."""
+    try:
+        uuid = nvml.nvmlDeviceGetUUID(handle)
+    except Exception:  # pynvml's NVMLError, or a fake without it
+        return None
+    return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+
+
+def cuda_uuids(nvml: ModuleType | None, uuids: Sequence[str] | None) -> Sequence[str] | None:
+    """The UUIDs that tie CUDA ordinals to NVML (`nvml_handles`): `uuids` where given; else the
+    CUDA driver's (`cuda_device_uuids`) for the real NVML (`nvml` None), none for a fake one."""
+    if uuids is not None or nvml is not None:
+        return uuids
+    from suites.hardware.devices import cuda_device_uuids
+
+    return cuda_device_uuids()
 
 
 @dataclass
@@ -190,11 +242,12 @@ class _Gpu:
 
 class NvmlMeter(EnergyMeter):
     """The GPUs with CUDA ordinals `ordinals` in this process, through NVML (`nvml`: the pynvml
-    module; a test passes a fake)."""
+    module; a test passes a fake, and with it the UUIDs of its GPUs by CUDA ordinal, `uuids`,
+    or none: `nvml_handles`)."""
 
     def __init__(self, ordinals: Sequence[int], nvml: ModuleType | None = None,
                  clock: Clock = time.monotonic, interval_s: float = POWER_INTERVAL_S,
-                 visible: str | None = None) -> None:
+                 visible: str | None = None, uuids: Sequence[str] | None = None) -> None:
         self.clock, self.interval_s = clock, interval_s
         self.gpus: list[_Gpu] = []
         self._thread: threading.Thread | None = None
@@ -206,12 +259,12 @@ class NvmlMeter(EnergyMeter):
             self.reason = f"no GPU energy reading: nvidia-ml-py is not installed ({ENERGY_EXTRA})"
             return
         visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
-        self.reason = self._find(ordinals, visible)
+        self.reason = self._find(ordinals, visible, cuda_uuids(nvml, uuids))
 
-    def _find(self, ordinals: Sequence[int], visible: str | None) -> str:
+    def _find(self, ordinals: Sequence[int], visible: str | None, uuids: Sequence[str] | None) -> str:
         nvml = self.nvml
         try:
-            handles, problems = nvml_handles(nvml, ordinals, visible)
+            handles, problems = nvml_handles(nvml, ordinals, visible, uuids)
         except Exception as error:  # pynvml raises NVMLError subclasses, a fake anything
             return f"no GPU energy reading: NVML did not initialise ({type(error).__name__}: {error})"
         for ordinal, handle in handles:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from suites.cases.vocabulary import DeviceKind
 from suites.records.gpu_telemetry import (READINGS, GpuTelemetry, Spread, Telemetry, reason_names,
                                    reasons_mask)
-from suites.run.energy_meters import ENERGY_EXTRA, import_nvml, nvml_handles
+from suites.run.energy_meters import ENERGY_EXTRA, cuda_uuids, import_nvml, nvml_handles
 from suites.run.gathering import gather_rows
 
 if TYPE_CHECKING:
@@ -88,10 +88,13 @@ class TelemetrySampler(ABC):
 
 class GpuSampler(TelemetrySampler):
     """Samples the GPUs with CUDA ordinals `ordinals` between `start` and `stop` (`nvml`: the
-    pynvml module; a test passes a fake)."""
+    pynvml module; a test passes a fake, and with it its GPUs' UUIDs by CUDA ordinal, `uuids`,
+    or none), each GPU once: `suites.run.energy_meters.nvml_handles` ties an ordinal to NVML's
+    device by UUID."""
 
     def __init__(self, ordinals: Sequence[int], nvml: ModuleType | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S, visible: str | None = None) -> None:
+                 interval_s: float = SAMPLE_INTERVAL_S, visible: str | None = None,
+                 uuids: Sequence[str] | None = None) -> None:
         self.interval_s = interval_s
         self.gpus: list[_SampledGpu] = []
         self._thread: threading.Thread | None = None
@@ -103,12 +106,12 @@ class GpuSampler(TelemetrySampler):
             self.reason = f"no GPU telemetry: nvidia-ml-py is not installed ({ENERGY_EXTRA})"
             return
         visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
-        self.reason = self._find(ordinals, visible)
+        self.reason = self._find(ordinals, visible, cuda_uuids(nvml, uuids))
 
-    def _find(self, ordinals: Sequence[int], visible: str | None) -> str:
+    def _find(self, ordinals: Sequence[int], visible: str | None, uuids: Sequence[str] | None) -> str:
         nvml = self.nvml
         try:
-            handles, problems = nvml_handles(nvml, ordinals, visible)
+            handles, problems = nvml_handles(nvml, ordinals, visible, uuids)
         except Exception as error:
             return f"no GPU telemetry: NVML did not initialise ({type(error).__name__}: {error})"
         readings = nvml_readings(nvml)

@@ -6,7 +6,8 @@ TF waits for a missing task in C, forever, and a TF server ignores SIGTERM. So e
 has a deadline (`rendezvous_timeout_s`): where Python polls (a serving task waiting for its
 chief, a chief waiting for its workers and parameter servers) it raises `RendezvousTimeout`;
 where TF would block in C (MultiWorkerMirroredStrategy's constructor) the workers `meet` first.
-Either way the reason names the tasks that never came.
+Either way the reason names the tasks that never came. Once the cluster has formed, a
+`multiworker` worker's waits for its peers are bounded too (`collective_timeout_s`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any, Mapping
 
 from suites import knobs
 from suites.errors import UserError
+from suites.run.process_env import CASE_TIMEOUT_ENV
 
 #: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
 #: the workers, the parameter servers.
@@ -63,6 +65,21 @@ POLL_S = 0.2
 
 def rendezvous_timeout_s() -> float:
     return knobs.read(RENDEZVOUS_TIMEOUT_ENV) or RENDEZVOUS_TIMEOUT_S
+
+
+def collective_timeout_s() -> float:
+    """How long a worker of a formed cluster may wait in one collective for its peers: the case's
+    deadline, which the worker process sets from its timing (`CASE_TIMEOUT_ENV`), else the
+    deadline of the default timing. No wait of a case that finishes can be longer, and a
+    worker started by hand, which no launcher stops at the deadline, then fails naming the
+    timeout instead of waiting forever for a peer that is gone or stuck."""
+    seconds = knobs.read(CASE_TIMEOUT_ENV)
+    if seconds:
+        return float(seconds)
+    from suites.cases.timing_config import TimingConfig
+    from suites.run.launchers import case_timeout
+
+    return case_timeout(TimingConfig())
 
 
 class RendezvousTimeout(RuntimeError):

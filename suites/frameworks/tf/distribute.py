@@ -134,20 +134,29 @@ def logical_gpu_memory_mb(count: int, total_mb: float | None) -> int:
     return int(total_mb * LOGICAL_GPUS_MEMORY_SHARE / count)
 
 
-def _gpu_memory_mb() -> float | None:
-    """GPU 0's memory in MiB as nvidia-smi reports it ("81559 MiB"), or None."""
-    from suites.records.provenance import nvidia_smi
+def physical_gpu_ordinal(gpu: tf.config.PhysicalDevice) -> int:
+    """The CUDA ordinal of one of TF's physical GPUs ("/physical_device:GPU:2" is 2): TF numbers
+    its physical GPUs as CUDA does in this process (CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+    applied)."""
+    return int(gpu.name.rsplit(":", 1)[1])
 
-    rows = nvidia_smi()
-    memory = str(rows[0].get("memory", "")) if rows else ""
-    number = memory.split()[0] if memory.split() else ""
-    return float(number) if number.replace(".", "", 1).isdigit() else None
+
+def gpu_memory_mb(gpu: tf.config.PhysicalDevice) -> float | None:
+    """The memory in MiB of the GPU TF will split, `gpu`, from the CUDA driver (by its ordinal in
+    this process), or None. Not the first row of nvidia-smi: nvidia-smi lists every GPU of the
+    machine by PCI bus, whatever CUDA_VISIBLE_DEVICES leaves this process, so its GPU 0 may be
+    another, larger one (issue 32, N19)."""
+    from suites.hardware.devices import cuda_total_memory_bytes
+
+    total = cuda_total_memory_bytes(physical_gpu_ordinal(gpu))
+    return None if total is None else total / 2**20
 
 
 def _split_gpu(gpu: tf.config.PhysicalDevice, count: int) -> None:
     """One GPU as `count` logical GPUs (/GPU:0 ... /GPU:count-1), each with an equal share of its
-    memory: the case's replicas or stages then run on CUDA as on `count` GPUs, emulated."""
-    limit = logical_gpu_memory_mb(count, _gpu_memory_mb())
+    memory (`gpu_memory_mb`): the case's replicas or stages then run on CUDA as on `count` GPUs,
+    emulated."""
+    limit = logical_gpu_memory_mb(count, gpu_memory_mb(gpu))
     try:
         tf.config.set_logical_device_configuration(
             gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * count)

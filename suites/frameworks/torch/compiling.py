@@ -10,7 +10,7 @@ as compiled ones.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 import torch
 
@@ -39,6 +39,23 @@ def compiled(job: "Job", fn: Compiled) -> Compiled:
         torch.compiler.cudagraph_mark_step_begin()
         return graph(*args, **kwargs)
     return replayed  # type: ignore[return-value]
+
+
+def replays_graphs(job: "Job") -> bool:
+    """Whether the case's compiled function replays as CUDA graphs (inductor, reduce-overhead)."""
+    return job.compiler.compile is Compile.INDUCTOR and job.compiler.options.compile_mode == CUDA_GRAPHS_MODE
+
+
+def static_inputs(tensors: Iterable[torch.Tensor]) -> None:
+    """Mark each tensor's address as fixed for `torch.compile` (`torch._dynamo.mark_static_address`,
+    unguarded). CUDA graphs read their inputs from the addresses they were recorded with, so a
+    replay first copies every input that is not static into a buffer of the graph's own; a
+    static input is read where it is, with no copy. Unguarded, a static input at another address
+    compiles nothing anew: the graph is recorded once more for it (its own graph, which later
+    calls with that input replay), and such re-recordings are not counted against
+    `cudagraph_unexpected_rerecord_limit` (torch._inductor.cudagraph_trees)."""
+    for tensor in tensors:
+        torch._dynamo.mark_static_address(tensor, guard=False)
 
 
 def compilations() -> int:

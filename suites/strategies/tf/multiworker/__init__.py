@@ -50,7 +50,11 @@ class MultiWorker(ClusterStrategy):
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """Reads TF_CONFIG (from `rank_env`, or the user's on each machine). The workers meet
         first, with the rendezvous timeout (`suites.frameworks.tf.cluster.meet`): the strategy's
-        constructor would wait for a missing worker forever."""
+        constructor would wait for a missing worker forever. Once formed, a worker that dies is
+        noticed by the coordination service's heartbeat (on by default: its peers' collectives
+        fail with UnavailableError), and the lockstep's collectives time out at the case's
+        deadline (`lockstep`). The strategy's own collectives, the training step's, carry no
+        timeout: TF would spend a thread per collective on it (`WorkerLockstep`)."""
         import tensorflow as tf
 
         from suites.frameworks.tf.cluster import cluster_tasks, meet
@@ -61,10 +65,13 @@ class MultiWorker(ClusterStrategy):
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
     def lockstep(self, job: "Job", strategy: "tf.distribute.Strategy | None") -> "Lockstep":
+        """The workers' lockstep, whose waits for a peer end at the case's deadline
+        (`suites.frameworks.tf.cluster.collective_timeout_s`)."""
+        from suites.frameworks.tf.cluster import collective_timeout_s
         from suites.strategies.tf.multiworker.lockstep import WorkerLockstep
 
         assert strategy is not None
-        return WorkerLockstep(strategy)
+        return WorkerLockstep(strategy, collective_timeout_s())
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
         return f"CollectiveReduceV2 ({self.implementation(job, backend_name).name.lower()})"
