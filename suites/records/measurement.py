@@ -9,6 +9,7 @@ import numpy as np
 
 from suites.records.contention import CpuUsage, bimodal as two_modes
 from suites.records.energy_readings import EnergyMeasurement
+from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.peak_memory import (MemoryPeak, largest_peak, largest_reserved, largest_training_state,
                                 total_peak)
 from suites.records.gpu_telemetry import Telemetry, burst_gain
@@ -45,6 +46,11 @@ class Measurement:
     #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
     #: runnable measures none (kernels, collectives) and in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
+    #: What those peaks are made of: each GPU's or rank process's tensors by category at their
+    #: peak in one more, untimed step under the framework's memory tracker, every rank's in rank
+    #: order (`suites.records.memory_breakdown`). Empty where none was taken (a runnable that
+    #: tracks none: TensorFlow's, a compiled case) and in records older than the field.
+    memory_breakdown: tuple[MemoryBreakdown, ...] = field(default=())
     #: Energy of the case's devices over the timed blocks (`suites.records.energy_readings`), or why none was
     #: read; None in records older than the field and where the timer read none (asv, pytest).
     energy: EnergyMeasurement | None = None
@@ -165,6 +171,7 @@ class Measurement:
             "target_rel_iqr": self.target_rel_iqr, "stop_reason": self.stop_reason,
             "rank_medians_s": list(self.rank_medians), "rank_compute_s": list(self.rank_compute),
             "timed_s": self.timed_s, "memory": [peak.to_dict() for peak in self.memory],
+            "memory_breakdown": [breakdown.to_dict() for breakdown in self.memory_breakdown],
             "energy": self.energy.to_dict() if self.energy else None,
             "recompiles": self.recompiles,
             "telemetry": self.telemetry.to_dict() if self.telemetry else None,
@@ -186,6 +193,8 @@ class Measurement:
                    rank_compute=tuple(data.get("rank_compute_s") or ()),
                    timed_s=data.get("timed_s"), recompiles=data.get("recompiles"),
                    memory=tuple(MemoryPeak.from_dict(peak) for peak in data.get("memory") or ()),
+                   memory_breakdown=tuple(MemoryBreakdown.from_dict(breakdown)
+                                          for breakdown in data.get("memory_breakdown") or ()),
                    energy=EnergyMeasurement.from_dict(data["energy"]) if data.get("energy") else None,
                    telemetry=Telemetry.from_dict(data["telemetry"]) if data.get("telemetry") else None,
                    cpu=CpuUsage.from_dict(data["cpu"]) if data.get("cpu") else None)

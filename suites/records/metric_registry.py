@@ -10,7 +10,12 @@ reading results never needs a framework.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from suites.records.memory_breakdown import CATEGORIES, EXPLAINED_WITHIN, MEANINGS
+
+if TYPE_CHECKING:
+    from suites.records.memory_breakdown import MemoryExplanation
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,13 @@ class Work:
     peak_reserved_bytes: float | None = None  # measured by the run: torch GPUs' caching allocator
     training_state_bytes: float | None = None  # measured by the run: largest peak - baseline
     peak_memory_total_bytes: float | None = None  # measured by the run: sum over devices / rank processes
+    memory_explained: "MemoryExplanation | None" = None  # measured by the run: that peak by category
     peak_table_tflops: float | None = None  # one device, this precision, peaks.toml
     peak_measured_tflops: float | None = None  # one device, this precision, `parbench calibrate`
     state_bytes_per_device: float | None = None  # analytic: parameters + gradients + optimizer states
+    parameter_bytes_per_device: float | None = None  # analytic: the parameters of that state
+    gradient_bytes_per_device: float | None = None  # analytic: the gradients of that state
+    optimizer_bytes_per_device: float | None = None  # analytic: the optimizer states of that state
     activation_bytes_per_device: float | None = None  # analytic, where the model counts them
     pipeline_bubble: float | None = None  # analytic, from the case (its strategy's bubble_fraction)
     min_bytes_per_step: float | None = None  # analytic, kernels: inputs read + output written once
@@ -212,6 +221,41 @@ _REGISTRY = (
            "analytic activations one device keeps for the backward pass, bytes (mlp only)",
            lambda work: work.activation_bytes_per_device, needs=("activation_bytes_per_device",),
            from_median_step=True),
+    *(Metric(f"memory_{name}_bytes", "bytes",
+             f"the tracked step's {name} on the device / rank process of the largest peak (torch: "
+             "torch.distributed._tools MemTracker, FSDPMemTracker for FSDP2; one untimed step after the timed "
+             "blocks), at the moment its tensors peaked" + (
+                 "; runtime: resident set (GPU: allocated) when that step began less its tensors and harness, "
+                 "else the probe's baseline" if name == "runtime" else ""),
+             f"peak memory by category, bytes: {MEANINGS[name]}",
+             lambda work, name=name: work.memory_explained.categories[name], needs=("memory_explained",))
+      for name in CATEGORIES),
+    Metric("memory_unexplained_bytes", "bytes",
+           "peak_memory_bytes - the sum of the memory_<category>_bytes (negative: they sum above it)",
+           "peak memory no category explains, bytes: allocator caches and fragmentation, runtime growth "
+           "during the step (communication buffers), or a peak that fell at another moment",
+           lambda work: work.memory_explained.unexplained, needs=("memory_explained",)),
+    Metric("memory_explained_fraction", "fraction",
+           f"sum of the memory_<category>_bytes / peak_memory_bytes (the goal: within 1 +- {EXPLAINED_WITHIN})",
+           "share of the measured peak the categories explain (1: all of it)",
+           lambda work: work.memory_explained.explained_fraction, needs=("memory_explained",)),
+    Metric("memory_activations_kept_bytes", "bytes",
+           "the activation bytes live as the model's forward ended in the tracked step (a pipeline: the most over "
+           "its micro-batches) + the step's input batch (the first layer's input): what "
+           "activation_bytes_per_device_estimate counts, whether or not live at the peak",
+           "activations kept for backward, bytes, measured (the step's input batch included)",
+           lambda work: work.memory_explained.breakdown.activations_kept, needs=("memory_explained",)),
+    Metric("memory_step_peak_bytes", "bytes",
+           "the memory probe's peak over the tracked step itself (as peak_memory_bytes measures the timed steps)",
+           "peak memory of the step the categories were taken in, bytes",
+           lambda work: work.memory_explained.breakdown.step_peak_bytes, needs=("memory_explained",)),
+    *(Metric(f"memory_{name}_estimate_bytes", "bytes",
+             f"the {name} of state_bytes_per_device_estimate: ZeRO's accounting per device, fp32 (its plugin's "
+             "state_bytes_per_device)",
+             f"analytic {name} one device holds, bytes (beside memory_{name}_bytes)",
+             lambda work, field=field: getattr(work, field), needs=(field,), from_median_step=True)
+      for name, field in (("parameters", "parameter_bytes_per_device"), ("gradients", "gradient_bytes_per_device"),
+                          ("optimizer", "optimizer_bytes_per_device"))),
     Metric("pipeline_bubble", "fraction 0-1",
            "(p - 1) / (v*m + p - 1): p devices (stages), m micro-batches, v stages per device (gpipe, 1f1b: 1; "
            "interleaved 1F1B: 2); equal stage times, free communication",
@@ -281,6 +325,9 @@ _REGISTRY = (
 METRICS: dict[str, Metric] = {metric.name: metric for metric in _REGISTRY}
 #: Names of the metrics that are columns of the report's tidy table.
 TIDY_METRICS: tuple[str, ...] = tuple(metric.name for metric in _REGISTRY if metric.tidy)
+#: The metrics that explain a peak (`suites.records.memory_breakdown`): the categories measured, what
+#: they leave unexplained, and the estimates they stand beside.
+MEMORY_BREAKDOWN_METRICS: tuple[str, ...] = tuple(name for name in METRICS if name.startswith("memory_"))
 
 #: A record's flags beside its metrics (true/false, not numbers): stored in ``metrics`` by the run,
 #: never a column of the tidy table.

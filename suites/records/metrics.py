@@ -8,6 +8,7 @@ from typing import Mapping
 from suites.cases.case import Case
 from suites.hardware.devices import discover
 from suites.records.measurement import Measurement
+from suites.records.memory_breakdown import ESTIMATED, MemoryExplanation, explain
 from suites.records.metric_registry import ABOVE_PEAK, METRICS, PCT_OF_PEAK, Work, physical_devices, tflops
 from suites.hardware.peaks import PeakTable, measured_bandwidth, measured_peak
 
@@ -16,7 +17,15 @@ from suites.hardware.peaks import PeakTable, measured_bandwidth, measured_peak
 #: (`suites.strategies.jobs.Job.work`), the same at run time and in the report. Computed from the
 #: case's job by the caller and passed in: what reads records needs none of the code that ran them.
 CASE_WORK = ("flops_per_step", "samples_per_step", "tokens_per_step", "bytes_per_step", "state_bytes_per_device",
-             "activation_bytes_per_device", "pipeline_bubble", "min_bytes_per_step")
+             "activation_bytes_per_device", "pipeline_bubble", "min_bytes_per_step", "parameter_bytes_per_device",
+             "gradient_bytes_per_device", "optimizer_bytes_per_device")
+
+
+def memory_explanation(measurement: Measurement, counts: Mapping[str, float | None]) -> MemoryExplanation | None:
+    """The measurement's peak by category (`suites.records.memory_breakdown.explain`) beside the
+    case's estimates (`counts`, keyed by `CASE_WORK`); None without a breakdown."""
+    return explain(measurement.memory_breakdown, measurement.memory,
+                   {category: counts.get(name) for category, name in ESTIMATED.items()})
 
 
 def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str, peaks: PeakTable,
@@ -50,6 +59,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
                 peak_reserved_bytes=measurement.peak_reserved_bytes,
                 training_state_bytes=measurement.training_state_bytes,
                 peak_memory_total_bytes=measurement.peak_memory_total_bytes,
+                memory_explained=memory_explanation(measurement, counts),
                 peak_table_tflops=table_peak, peak_measured_tflops=own_peak,
                 roof_peak_tflops=roof, roof_bandwidth_gbs=bandwidth,
                 energy_joules_per_step=energy.joules_per_step if energy else None,

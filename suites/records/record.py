@@ -16,7 +16,12 @@ Schema version 1, one JSON object per line:
                  each rank's median step under no_sync, without the gradient all-reduce),
                  straggler, memory[] (training cases: peak memory over the timed steps per GPU or
                  per rank process, {kind, device, peak_bytes, reserved_bytes, baseline_bytes,
-                 rank}: suites.records.peak_memory; absent in older records), energy (over the timed
+                 rank}: suites.records.peak_memory; absent in older records), memory_breakdown[] (torch
+                 training cases: each rank's / GPU's tensors at their peak in one more, untimed step under
+                 torch's MemTracker, {kind, device, rank, parameters, gradients, optimizer,
+                 activations, temporaries, inputs, harness, gathered, update_temporaries,
+                 activations_kept, runtime, phase, step_peak_bytes, method}: suites.records.memory_breakdown;
+                 absent in older records), energy (over the timed
                  blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
                  joules_per_step, watts, reason — why there are no devices where there are
                  none}: suites.records.energy_readings; absent in older records), recompiles (a compiled
@@ -49,6 +54,8 @@ Schema version 1, one JSON object per line:
                 communication | unknown), reason, evidence {figure: value}}: suites.records.bound_by;
                 absent in older records
   details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
+                memory_explained (what the peak is made of, and why a category is off its estimate),
+                memory_breakdown (why a training case has none: compiled, or its tracker failed);
                 energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
                 samples_per_kwh}] where energy was read
   environment   provenance: machine label, hostname, cpu {model, logical_cores, usable_cores,

@@ -11,7 +11,8 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.records.bound_by import diagnose, signals_of
 from suites.records.contention import Contention
 from suites.records.metric_registry import ABOVE_PEAK, above_peak_note
-from suites.records.metrics import derive
+from suites.records.memory_breakdown import MEMORY_EXPLAINED
+from suites.records.metrics import derive, memory_explanation
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import (discovered_accelerators, environment, new_run_id, now_iso,
                                    threads_in_use)
@@ -62,6 +63,9 @@ def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
         note = above_peak_note(metrics)
         if note:  # a peak is an upper bound: the record says which one its figure is above
             details = {**details, ABOVE_PEAK: note}
+        explained = memory_explanation(outcome.measurement, work)
+        if explained is not None:  # what the peak is made of, and why a category is off its estimate
+            details = {**details, MEMORY_EXPLAINED: explained.note()}
         if outcome.status is Status.OK:
             bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),

@@ -11,6 +11,7 @@ from suites.run.energy_meters import EnergyMeter, NoMeter, meter_for
 from suites.run.telemetry_sampler import NoSampler, TelemetrySampler, sampler_for
 
 if TYPE_CHECKING:
+    from suites.records.memory_breakdown import MemoryBreakdown
     from suites.run.memory_probes import MemoryProbe
     from suites.strategies.jobs import Job
 
@@ -92,6 +93,15 @@ class Runnable(ABC):
         """What measures this process's peak memory over the timed steps (`suites.run.memory_probes`);
         None: the runnable measures none. The timer calls it once, after setup and the check,
         on every rank alike, and gathers every rank's peaks to rank 0."""
+        return None
+
+    def memory_tracker(self) -> "Callable[[], list[MemoryBreakdown]] | None":
+        """What runs one more step under the framework's memory tracker and returns this process's
+        tensors at their peak in it, by category, one breakdown per device
+        (`suites.records.memory_breakdown`); None: the runnable tracks none (it may say why in
+        `details["memory_breakdown"]`). The timer calls it after the timed blocks, on every rank
+        alike (the tracked step steps: ranks must step together), so whether a runnable tracks
+        must not depend on its rank."""
         return None
 
     def gpu_ordinals(self) -> tuple[int, ...]:

@@ -14,9 +14,11 @@ from suites.cases.timing_config import TimingConfig
 from suites.records.contention import CpuMeter, CpuSnapshot, CpuUsage
 from suites.records.energy_readings import EnergyMeasurement, absent
 from suites.records.measurement import OUT_OF_TIME, Measurement
+from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.peak_memory import MemoryPeak
 from suites.records.gpu_telemetry import Telemetry
 from suites.run.energy_meters import EnergyMeter, gather_energy
+from suites.run.memory_breakdowns import take_breakdowns
 from suites.run.memory_probes import MemoryProbe, gather_peaks
 from suites.run.runnable import Runnable
 from suites.run.telemetry_sampler import TelemetrySampler, gather_telemetry
@@ -228,14 +230,15 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
     gathered into `rank_medians`, where a straggler shows. Where the runnable has a memory
     probe, its peaks over the timed blocks (a cut-short case: over its warm steps) are gathered
-    from every rank into `memory`. The runnable's energy meter reads its devices from just
-    before the first timed block to just after the last (`energy`; or why it could not); its
-    telemetry sampler reads the GPUs' clocks and power over the same span, and the runnable's
-    kernel time per step is taken after it (`telemetry`). A `cpu_meter` (default: this case's
-    process tree and cores, `suites.records.contention.CpuMeter`) reads the CPU time the case and
-    everyone else took over the same span (`cpu`, from which the record's contention is judged;
-    each rank reads its own, and the record keeps rank 0's: its tree holds every rank where one
-    launcher started them all).
+    from every rank into `memory`; one more step after them, untimed, under the framework's
+    memory tracker splits each rank's into categories (`memory_breakdown`). The runnable's energy
+    meter reads its devices from just before the first timed block to just after the last
+    (`energy`; or why it could not); its telemetry sampler reads the GPUs' clocks and power over
+    the same span, and the runnable's kernel time per step is taken after it (`telemetry`). A
+    `cpu_meter` (default: this case's process tree and cores, `suites.records.contention.CpuMeter`)
+    reads the CPU time the case and everyone else took over the same span (`cpu`, from which the
+    record's contention is judged; each rank reads its own, and the record keeps rank 0's: its
+    tree holds every rank where one launcher started them all).
     """
     probe = runnable.memory_probe()
     meter = runnable.energy_meter()
@@ -298,14 +301,16 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
     cpu_warm = cpu.read() if cpu is not None else None
     warm = warm_up(runnable, config, clock, probe)
     if warm.out_of_time:
+        cpu_usage = _cpu_usage(cpu, cpu_warm, "warm-up (cut short: no timed blocks)")
+        memory = _peaks(runnable, probe)
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                            stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
-                           memory=_peaks(runnable, probe), recompiles=warm.recompiles,
+                           memory=memory, memory_breakdown=_breakdowns(runnable, probe),
+                           recompiles=warm.recompiles,
                            energy=absent(meter.reason or "cut short: no timed blocks to read energy over"),
                            telemetry=Telemetry(reason=sampler.reason or "cut short: no timed blocks to sample"),
-                           cpu=_with_threads(runnable, _cpu_usage(cpu, cpu_warm,
-                                                                  "warm-up (cut short: no timed blocks)")))
+                           cpu=_with_threads(runnable, cpu_usage))
     block_size = warm.block_size
     if probe is not None:
         probe.start()  # anew: the timed blocks' peak alone
@@ -345,6 +350,7 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
         if agree(float(during != warm.compilations)):
             raise KeepsRecompiling(during - warm.compilations, len(samples) * block_size, "timed")
     memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
+    breakdown = _breakdowns(runnable, probe)
     telemetry = gather_telemetry(runnable, [] if sampler_failed else gpus, sampler_failed or sampler.reason,
                                  _kernel_seconds(runnable, block_size))
     rank_medians = runnable.gather(float(np.median(busy)))
@@ -357,12 +363,19 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
                        rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
-                       energy=energy, recompiles=warm.recompiles, telemetry=telemetry, cpu=cpu_usage)
+                       memory_breakdown=breakdown, energy=energy, recompiles=warm.recompiles,
+                       telemetry=telemetry, cpu=cpu_usage)
 
 
 def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
     """Stop the probe; every rank's peaks, gathered (nothing where there is no probe)."""
     return () if probe is None else gather_peaks(runnable, probe.stop())
+
+
+def _breakdowns(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryBreakdown, ...]:
+    """Where the runnable measures memory: one more step, untimed (the tracker's hooks cost time),
+    under its framework's memory tracker, every rank's breakdown of its peak gathered."""
+    return () if probe is None else take_breakdowns(runnable, probe)
 
 
 def _meter_error(call: Callable[[], object], what: str = "the energy meter") -> str:

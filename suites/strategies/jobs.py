@@ -93,8 +93,9 @@ class Job:
         bubble = plugin.bubble_fraction(self) if isinstance(plugin, PipelineBubble) else None
         values = (workload.flops_per_step() or None, workload.samples_per_step() or None,
                   workload.tokens_per_step() or None, workload.bytes_per_step() or None, state.get("total"),
-                  state.get("activations"), bubble, workload.min_bytes_per_step() or None)
-        return dict(zip(CASE_WORK, values))
+                  state.get("activations"), bubble, workload.min_bytes_per_step() or None,
+                  state.get("parameters"), state.get("gradients"), state.get("optimizer"))
+        return dict(zip(CASE_WORK, values, strict=True))
 
     def check_job(self) -> "Job":
         """The job of the numerics check: the same case at the check's small batch

@@ -25,11 +25,13 @@ import torch
 from suites.cases.vocabulary import Compile, Precision
 from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch import batchnorm as torch_batchnorm
+from suites.frameworks.torch import memory_breakdown as torch_breakdown
 from suites.frameworks.torch import memory_probe as torch_memory
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models
 from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
 from suites.frameworks.torch.profiling import ProfiledKernels
+from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run import faults
 from suites.run.memory_probes import MemoryProbe
@@ -278,6 +280,26 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def memory_probe(self) -> MemoryProbe:
         """Allocator peaks of the GPUs the step runs on; on the CPU, this rank's resident set."""
         return torch_memory.memory_probe(self.devices_in_use, self.memory_baseline)
+
+    def memory_tracker(self) -> Callable[[], list[MemoryBreakdown]] | None:
+        """One more step under torch's memory tracker (`suites.frameworks.torch.memory_breakdown`):
+        this rank's tensors at their peak by category. The input batches count as inputs; on the
+        CPU the float32 initial weights this runnable keeps for the check count as harness. Not
+        for a compiled case: under the tracker's dispatch mode its step would not run the
+        compiled graph it timed."""
+        if self._cold is not None:
+            self.details["memory_breakdown"] = ("not taken: torch.compile'd step (the tracker's dispatch mode "
+                                                "would run another graph than the timed one)")
+            return None
+        return self._tracked_step
+
+    def _tracked_step(self) -> list[MemoryBreakdown]:
+        harness = sum(array.nbytes for array in self.weights.values())
+        step_input = self.batches[0][0]
+        return torch_breakdown.tracked_step(self.step, self.model, self.optimizer,
+                                            [tensor for batch in self.batches for tensor in batch],
+                                            self.devices_in_use, self.rank, harness,
+                                            step_input.untyped_storage().nbytes())
 
     def gpu_ordinals(self) -> tuple[int, ...]:
         """The GPUs the step runs on (their energy is read over the timed steps)."""
