@@ -112,3 +112,25 @@ def test_compare_treats_a_contended_record_like_a_noisy_one(flag):
            "noisy": False, "noisy_base": False, "contended": False, "contended_base": False}
     assert len(regressions(pd.DataFrame([row]), 0.05)) == 1
     assert regressions(pd.DataFrame([{**row, flag: True}]), 0.05).empty
+
+
+def test_the_vectorised_verdicts_equal_one_test_per_pair():
+    """`verdicts` (one scipy call per sample-count shape) gives each pair the verdict and p-value
+    `verdict` gives it alone: few-sample pairs by IQR overlap, all-equal samples p = 1."""
+    import numpy as np
+
+    from suites.report.noise import verdict, verdicts
+
+    rng = np.random.default_rng(7)
+    pairs = []
+    for index in range(120):
+        a = list(rng.normal(1.0, 0.05, int(rng.choice([3, 8, 9, 15]))))
+        b = list(rng.normal(1.0 + float(rng.choice([0.0, 0.02, 0.2])), 0.05, int(rng.choice([8, 9, 15]))))
+        if index % 17 == 0:
+            a, b = [1.0] * 9, [1.0] * 9
+        pairs.append((a, tuple(np.percentile(a, [25, 75])), b, tuple(np.percentile(b, [25, 75]))))
+    one_by_one, together = [verdict(*pair) for pair in pairs], verdicts(pairs)
+    assert [(v.beyond_noise, v.method) for v in one_by_one] == [(v.beyond_noise, v.method) for v in together]
+    assert all(a.p_value == pytest.approx(b.p_value, abs=1e-12) for a, b in zip(one_by_one, together)
+               if a.p_value is not None)
+    assert together[0].p_value == 1.0 and {v.method for v in together} == {"mann-whitney", "iqr-overlap"}

@@ -92,6 +92,32 @@ def why_not_slower_beyond(threshold: float, a_samples: Sequence[float], a_quarti
     return ""
 
 
+def verdicts(pairs: Sequence[tuple[Sequence[float], tuple[float, float], Sequence[float], tuple[float, float]]]
+             ) -> list[Verdict]:
+    """`verdict` of many pairs at once: the Mann-Whitney tests of pairs whose sample counts agree
+    run as one vectorised scipy call (a fleet's copies of a case have equal counts), so a report
+    over hundreds of pairs pays scipy's per-call cost a few times, not per pair."""
+    from scipy.stats import mannwhitneyu  # here: scipy.stats takes ~0.5 s to import
+
+    results: list[Verdict | None] = [None] * len(pairs)
+    by_counts: dict[tuple[int, int], list[int]] = {}
+    for index, (a, _, b, _) in enumerate(pairs):
+        if len(a) >= MIN_SAMPLES and len(b) >= MIN_SAMPLES:
+            by_counts.setdefault((len(a), len(b)), []).append(index)
+        else:
+            results[index] = verdict(*pairs[index])
+    for indices in by_counts.values():
+        a = np.array([pairs[index][0] for index in indices], dtype=float)
+        b = np.array([pairs[index][2] for index in indices], dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p_values = np.atleast_1d(mannwhitneyu(a, b, axis=1, alternative="two-sided", method="asymptotic",
+                                                  use_continuity=True).pvalue)
+        for index, p in zip(indices, p_values):
+            p = 1.0 if math.isnan(p) else min(1.0, float(p))
+            results[index] = Verdict(p < ALPHA, "mann-whitney", p)
+    return [result for result in results if result is not None]
+
+
 def verdict(a_samples: Sequence[float], a_quartiles: tuple[float, float],
             b_samples: Sequence[float], b_quartiles: tuple[float, float]) -> Verdict:
     """Samples and quartiles of two measurements, already in the same unit."""
