@@ -56,3 +56,18 @@ def test_records_loaded_in_batches_make_the_same_table_as_loaded_at_once(tmp_pat
     batched = loading.load_files(files)
     pd.testing.assert_frame_equal(whole, batched)
     assert {"param_m", "param_model"} <= set(batched.columns)
+
+
+def test_latest_is_made_once_per_table_and_a_callers_edit_stays_its_own():
+    from suites.report.selection import latest
+
+    frame = pd.DataFrame({"machine": ["a", "a", "b"], "case_id": ["x", "x", "x"], "value": [1.0, 2.0, 3.0],
+                          "timestamp": pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-01"], utc=True)})
+    first = latest(frame)
+    assert list(first["value"]) == [2.0, 3.0]
+    first["value"] = 0.0
+    first["extra"] = 1
+    again = latest(frame)
+    assert list(again["value"]) == [2.0, 3.0] and "extra" not in again
+    changed = frame.assign(value=[1.0, 5.0, 3.0])
+    assert list(latest(changed)["value"]) == [5.0, 3.0]  # another table: answered anew

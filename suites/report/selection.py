@@ -2,16 +2,29 @@
 that ran and computed the right thing. Older and failed rows stay in the table and its exports."""
 from __future__ import annotations
 
+import weakref
+
 import pandas as pd
 
 from suites.report.comparability import flagged
 
 
+#: `latest` of the last frame it was given: every section asks it of the same table, and at a
+#: fleet's size each answer is a copy of most of it (1,000 machines: ~100 MB), so it is made once.
+_LATEST: tuple["weakref.ref[pd.DataFrame] | None", pd.DataFrame | None] = (None, None)
+
+
 def latest(frame: pd.DataFrame) -> pd.DataFrame:
     """The most recent row of every case on every machine, whichever front end measured it."""
-    return (frame.sort_values("timestamp", kind="stable", na_position="first")
-            .drop_duplicates(subset=["machine", "case_id"], keep="last")
-            .sort_index())
+    global _LATEST
+    known, answer = _LATEST
+    if known is None or known() is not frame or answer is None:
+        answer = (frame.sort_values("timestamp", kind="stable", na_position="first")
+                  .drop_duplicates(subset=["machine", "case_id"], keep="last")
+                  .sort_index())
+        _LATEST = (weakref.ref(frame), answer)
+    # a caller may add or set columns: under copy-on-write (pandas >= 3) that stays in its copy
+    return answer.copy(deep=False)
 
 
 def usable(frame: pd.DataFrame) -> pd.DataFrame:
