@@ -12,6 +12,7 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Status
 from suites.grids.grid import load_suite
+from suites.orchestration.cases import unavailable_reason
 from suites.orchestration.rehearsal import rehearsal_of
 from suites.orchestration.runner import RunContext, run_case
 from suites.records.store import ResultsStore
@@ -43,6 +44,17 @@ def test_strong_scaling_keeps_its_global_batch_so_it_still_splits_over_the_ranks
                      {"model": "mlp", "batch": 16, "scaling": "strong", "hidden": 4096, "depth": 4})
     params = rehearsal_of(case).case.param_dict
     assert params["batch"] == 16 and params["hidden"] == 256
+
+
+@pytest.mark.parametrize("framework", ["tf", "torch"])
+def test_a_pipeline_of_many_micro_batches_stays_divisible_when_rehearsed(framework):
+    """Found rehearsing the parallel suite: batch 16 x 2 devices in 8 micro-batches was rehearsed at
+    2 x 2 and came back unavailable; the rehearsal keeps the global batch a multiple of them."""
+    case = Case.make("train_step", framework, "gpu", "pipeline", "fp32", 2,
+                     {"model": "mlp", "batch": 16, "microbatches": 8})
+    params = rehearsal_of(case).case.param_dict
+    assert params["batch"] == 4 and (params["batch"] * 2) % 8 == 0
+    assert unavailable_reason(rehearsal_of(case).case) is None
 
 
 def test_the_rehearsal_builds_the_optimizer_cuda_would(monkeypatch):

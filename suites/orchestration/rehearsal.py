@@ -54,13 +54,13 @@ def rehearsal_of(case: Case) -> Rehearsal:
     if case.device is not DeviceKind.GPU:
         return Rehearsal(case, None, "not a GPU case: run it as it is")
     params = dict(case.param_dict)
-    params.update(_small(case.workload, params))
+    params.update(_small(case.workload, params, case.n_devices))
     precision = Precision.FP32 if case.precision is Precision.TF32 else case.precision
     return Rehearsal(case, Case.make(case.workload, case.framework, DeviceKind.CPU, case.strategy,
                                      precision, case.n_devices, params, case.compile))
 
 
-def _small(workload: str, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+def _small(workload: str, params: Mapping[str, ParamValue], devices: int = 1) -> dict[str, ParamValue]:
     if workload != "train_step":
         return dict(SMALL_SIZES.get(workload, {}))
     model = str(params.get("model"))
@@ -70,5 +70,15 @@ def _small(workload: str, params: Mapping[str, ParamValue]) -> dict[str, ParamVa
         sized = {key: value for key, value in SMALL_SIZES.get(model, {}).items()
                  if key in own and key in SIZE_PARAMS}
     if params.get("scaling", "weak") == "weak" and "batch" in params:
-        sized["batch"] = min(int(params["batch"]), REHEARSAL_BATCH)
+        sized["batch"] = _rehearsal_batch(int(params["batch"]), int(params.get("microbatches", 1)), devices)
     return sized
+
+
+def _rehearsal_batch(batch: int, microbatches: int, devices: int) -> int:
+    """The smallest per-device batch from REHEARSAL_BATCH up to the case's own whose global batch
+    (x `devices`, weak scaling) the case's micro-batches still divide, as its own does on the
+    device: a pipeline case of 8 micro-batches is not made unavailable by the rehearsal's size."""
+    for candidate in range(min(batch, REHEARSAL_BATCH), batch + 1):
+        if (candidate * devices) % max(microbatches, 1) == 0:
+            return candidate
+    return batch
