@@ -66,18 +66,25 @@ def whole(gradient: torch.Tensor, gather: bool) -> torch.Tensor:
     """`gradient` itself, or with `gather` the full tensor of a DTensor gradient (FSDP's shards,
     a tensor-parallel split): a collective, so every rank gathers the same tensors in order.
 
-    The gather runs on host copies of the shards, over a CPU mesh of the same ranks: on an H200
-    (torch 2.11) `full_tensor()` of a CUDA DTensor through gloo (ranks sharing one GPU) crashed
-    the rank with a segfault in the all-gather's wait, though the training step's own collectives
-    on the same tensors ran. A check's gather is off the clock, so the copy costs nothing timed."""
+    A CUDA gradient on a mesh of every rank is gathered from host copies of its shards over a CPU
+    mesh of the same ranks: on an H200 (torch 2.11) `full_tensor()` of a CUDA DTensor through gloo
+    (ranks sharing one GPU) crashed the rank with a segfault in the all-gather's wait, though the
+    training step's own collectives on the same tensors ran. A check's gather is off the clock, so
+    the copy costs nothing timed. A sub-mesh (one dimension of fsdp_tensor's 2-D mesh) is gathered
+    as it is: building a CPU mesh of it would have each rank create a process group of other ranks
+    than its peers do, which hangs (seen on the CPU)."""
     if gather:
+        import torch.distributed as dist
         from torch.distributed.tensor import DTensor
 
         if isinstance(gradient, DTensor):
-            on_host = DTensor.from_local(gradient.to_local().detach().cpu(), host_mesh(gradient.device_mesh),
-                                         gradient.placements, run_check=False,
-                                         shape=gradient.shape, stride=gradient.stride())
-            return on_host.full_tensor()
+            mesh = gradient.device_mesh
+            if gradient.device.type == "cuda" and mesh.mesh.numel() == dist.get_world_size():
+                on_host = DTensor.from_local(gradient.to_local().detach().cpu(), host_mesh(mesh),
+                                             gradient.placements, run_check=False,
+                                             shape=gradient.shape, stride=gradient.stride())
+                return on_host.full_tensor()
+            return gradient.full_tensor()
     return gradient
 
 
@@ -85,8 +92,9 @@ _HOST_MESHES: dict[int, tuple[object, object]] = {}
 
 
 def host_mesh(mesh):
-    """A CPU DeviceMesh over `mesh`'s ranks, in its layout, made once per mesh (building one is
-    a collective: every rank builds it at the same point, as `whole`'s callers do)."""
+    """A CPU DeviceMesh over `mesh`'s ranks (every rank's: see `whole`), in its layout, made once
+    per mesh (building one is a collective: every rank builds it at the same point, as `whole`'s
+    callers do)."""
     from torch.distributed.device_mesh import DeviceMesh
 
     known = _HOST_MESHES.get(id(mesh))
