@@ -131,10 +131,15 @@ def test_report_command_writes_one_self_contained_page_and_exports(results, tmp_
     assert html.count("data:image/png;base64,") >= 1
     assert "ci-1thread" in html and "ci-2threads" in html and "injected fault" in html
     csv = pd.read_csv(out / "results.csv")
-    assert len(csv) == len(load_results(results)) and "cost_per_m_samples" in csv.columns
+    loaded = load_results(results)
+    assert len(csv) == len(loaded) and "cost_per_m_samples" in csv.columns
+    # raw samples (read-only float arrays in the table) are exported as JSON lists of numbers
+    assert [json.loads(cell) for cell in csv["samples_s"]] == [list(map(float, s)) for s in loaded["samples_s"]]
+    assert not loaded["samples_s"].iloc[0].flags.writeable
     if (out / "results.parquet").exists():
         parquet = pd.read_parquet(out / "results.parquet")
         assert list(parquet.columns) == list(csv.columns)
+        assert [list(s) for s in parquet["samples_s"]] == [list(map(float, s)) for s in loaded["samples_s"]]
 
 
 def test_report_escapes_text_from_results(tmp_path):

@@ -33,7 +33,7 @@ def cost_per_unit(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 def candidates(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows that may be chosen: the latest, `comparable` (usable, real hardware, none
     contended, starved, bimodal, launch- or host-bound, or above a peak)."""
-    return comparable(latest(flagged(frame))).copy()
+    return comparable(latest(flagged(frame))).copy(deep=False)
 
 
 def emulated_configs(frame: pd.DataFrame) -> dict[str, list[str]]:

@@ -116,7 +116,7 @@ def reasons(frame: pd.DataFrame) -> dict[str, tuple[pd.Series, pd.Series]]:
 
 def flag(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with `comparable`, `pairable`, `why_not` and `why_not_text` (see the module)."""
-    frame = frame.copy()
+    frame = frame.copy(deep=False)
     held = reasons(frame)
     codes: list[list[str]] = [[] for _ in range(len(frame))]
     texts: list[list[str]] = [[] for _ in range(len(frame))]

@@ -22,6 +22,9 @@ from suites.report.selection import latest, usable
 
 #: Columns kept from the baseline row (suffixed `_base`).
 BASE_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "noisy", "emulated", *IDENTITY]
+#: Columns of the target row that the pairing, its ratio, reason and noise verdict read.
+TARGET_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "emulated", "run_id", "why_not",
+                  "why_not_text"]
 #: Columns of the baseline row that decide whether a pair may be made.
 PAIR_COLUMNS = ["case_id", "run_id", "timestamp", "status", "comparable", "pairable", "why_not", "why_not_text"]
 
@@ -51,13 +54,13 @@ NO_WORK = "-"
 
 
 def per_unit_work(samples: tuple[float, ...], q1: float, q3: float, throughput: float,
-                  median: float) -> tuple[list[float], tuple[float, float]] | None:
+                  median: float) -> tuple[np.ndarray, tuple[float, float]] | None:
     """Seconds per unit of work: step times divided by the work one step does; None where a
     step does no work (throughput 0) or its work is unknown."""
     work = throughput * median
     if not work > 0 or not np.isfinite(work):
         return None
-    return [s / work for s in samples], (q1 / work, q3 / work)
+    return np.asarray(samples, dtype=float) / work, (q1 / work, q3 / work)
 
 
 def positive(values: pd.Series) -> pd.Series:
@@ -65,11 +68,19 @@ def positive(values: pd.Series) -> pd.Series:
     return values.where(values.gt(0))
 
 
+#: Pairs judged at a time: a fleet's pairs (60,000 across 1,000 machines) as sample arrays at
+#: once would be the report's peak memory.
+NOISE_CHUNK = 4_096
+
+
 def noise_columns(pairs: pd.DataFrame) -> pd.DataFrame:
     """`beyond_noise`, `noise_test` for each row of a frame holding a row and its `_base`
-    (`noise.verdicts`: the pairs' tests vectorised)."""
+    (`noise.verdicts`: the pairs' tests vectorised, a chunk of pairs at a time)."""
     if pairs.empty:
         return pd.DataFrame(columns=["beyond_noise", "noise_test", "p_value"], index=pairs.index)
+    if len(pairs) > NOISE_CHUNK:
+        return pd.concat([noise_columns(pairs.iloc[start:start + NOISE_CHUNK])
+                          for start in range(0, len(pairs), NOISE_CHUNK)])
     sides = [(per_unit_work(s, q1, q3, t, m), per_unit_work(sb, q1b, q3b, tb, mb))
              for s, q1, q3, t, m, sb, q1b, q3b, tb, mb in zip(
                  pairs["samples_s"], pairs["q1_s"], pairs["q3_s"], pairs["throughput"], pairs["median_s"],
@@ -134,13 +145,18 @@ def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str
     pool = current if across_machines else frame
     bases = pool[matches(pool, baseline)]
     taken = list(dict.fromkeys([*BASE_COLUMNS, *PAIR_COLUMNS, *(c for c in ENVIRONMENT if c in bases)]))
-    pairs = targets.reset_index(names="target").merge(
+    flag = "comparable" if across_machines else "pairable"
+    # Candidate pairs are many per target (every run's baseline row): they are ranked on the
+    # columns that decide, and the target's other columns joined to the kept pair only, so a
+    # fleet's pairs never hold a copy of every column per candidate.
+    deciding = list(dict.fromkeys([*keys, *differing, *TARGET_COLUMNS, flag,
+                                   *(c for c in ENVIRONMENT if c in targets)]))
+    pairs = targets[deciding].reset_index(names="target").merge(
         bases[taken].rename(columns=lambda c: f"{c}_base").rename(columns={f"{k}_base": k for k in keys}), on=keys)
     differs = pd.Series(False, index=pairs.index)
     for column in differing:
         differs |= pairs[column].astype(str).ne(pairs[f"{column}_base"].astype(str))
     pairs = pairs[differs]
-    flag = "comparable" if across_machines else "pairable"
     base_ok = pairs[f"{flag}_base"].astype(bool)
     same_run = pairs["run_id"].eq(pairs["run_id_base"])
     same_env = _same_environment(pairs)
@@ -159,11 +175,11 @@ def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str
     emulated = pairs["emulated"].astype("boolean").fillna(False) | pairs["emulated_base"].astype("boolean").fillna(False)
     pairs["pairing"] = (kind + emulated.map({True: f" · {EMULATION}", False: ""})).where(paired, "")
     pairs["no_ratio"] = _no_ratio(pairs, differing, target_ok)
-    pairs = pairs.drop(columns=["target", "rank"])
     judged = noise_columns(pairs[paired.to_numpy()]).reindex(pairs.index)
     judged["beyond_noise"] = judged["beyond_noise"].astype("boolean").fillna(False).astype(bool)
     judged["noise_test"] = judged["noise_test"].fillna(NO_WORK)
-    return pd.concat([pairs, judged], axis=1)
+    rest = targets.drop(columns=[c for c in pairs if c in targets]).loc[pairs["target"]].reset_index(drop=True)
+    return pd.concat([pairs.drop(columns=["target", "rank"]), judged, rest], axis=1)
 
 
 def _no_ratio(pairs: pd.DataFrame, differing: Sequence[str], target_ok: pd.Series) -> pd.Series:

@@ -23,15 +23,14 @@ def _without_compiler_params(frame: pd.DataFrame) -> pd.DataFrame:
     columns = [f"param_{name}" for name in COMPILER_PARAMS if f"param_{name}" in frame]
     if not columns:
         return frame
-    frame = frame.copy()
     has_own = frame[columns].notna().any(axis=1)
 
     def strip(text: str) -> str:
         return params_text(dict(item.split("=", 1) for item in text.split(",")
                                 if item and item.split("=", 1)[0] not in COMPILER_PARAMS))
-    frame.loc[has_own, "params"] = frame.loc[has_own, "params"].map(strip)
-    frame.loc[has_own, "problem"] = (frame.loc[has_own, "workload"] + " " + frame.loc[has_own, "params"]).str.strip()
-    return frame
+    params = frame["params"].where(~has_own, frame.loc[has_own, "params"].map(strip))
+    problem = frame["problem"].where(~has_own, (frame["workload"] + " " + params).str.strip())
+    return frame.assign(params=params, problem=problem)  # copy-on-write: the other columns are not copied
 
 
 def break_even_text(steps: float | None) -> str:

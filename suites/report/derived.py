@@ -70,7 +70,7 @@ def _from_median_step(frame: pd.DataFrame, per_row: pd.DataFrame) -> dict[str, p
 def fill_metrics(frame: pd.DataFrame, work_of: WorkOf | None = None) -> pd.DataFrame:
     """Fill metrics a source did not store, from the case's work (`work_of`; without it, only
     what needs no work) and the median step time."""
-    frame = frame.copy()
+    frame = frame.copy(deep=False)
     case_ids = frame["case_id"].unique()
     counts = pd.DataFrame([_work_per_step(case_id, work_of) for case_id in case_ids], index=case_ids,
                           columns=list(CASE_WORK), dtype="float64")
@@ -96,7 +96,7 @@ def roofline_of_physical_devices(frame: pd.DataFrame) -> pd.DataFrame:
     """The roofline bound and the share of it reached, from each row's one-device roof (peak and
     bandwidth) times its physical devices: n_devices, 1 where emulated. Records written before
     emulated rows were given one device's roof stored n_devices x it; this puts them right."""
-    frame = frame.copy()
+    frame = frame.copy(deep=False)
     roofed = frame[["arithmetic_intensity", "roof_peak_tflops", "roof_bandwidth_gbs", "n_devices"]].notna().all(axis=1)
     if not roofed.any():
         return frame
@@ -116,7 +116,7 @@ def memory_fit(frame: pd.DataFrame) -> pd.DataFrame:
     share it). NA where the row has no peak (older records, asv, pytest-benchmark) or the
     device's memory is unknown. The CUDA context is in no peak: a GPU row that fits by less
     than ~0.5 GiB may still not."""
-    frame = frame.copy()
+    frame = frame.copy(deep=False)
     cpu = frame["device"].eq("cpu")
     frame["device_memory_gib"] = frame["device_memory_gib"].where(~cpu | frame["device_memory_gib"].notna(),
                                                                   frame["memory_gib"])
@@ -129,7 +129,7 @@ def memory_fit(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_throughput(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.copy()
+    frame = frame.copy(deep=False)
     frame["throughput"] = np.nan
     frame["throughput_unit"] = ""
     for column, unit in THROUGHPUT_SOURCES:

@@ -58,5 +58,5 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     if not parquet_available():
         raise UserError(PARQUET_MISSING)
-    table = frame.assign(samples_s=frame["samples_s"].map(list))
+    table = frame.assign(samples_s=frame["samples_s"].map(lambda samples: [float(value) for value in samples]))
     return write_whole(path, lambda temporary: table.to_parquet(temporary, index=False))

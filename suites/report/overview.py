@@ -153,23 +153,22 @@ def type_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per device type, family, problem and precision (plus BEST): the median over machines of
     each machine's best comparable figure, its min and max, how many machines, and which
     configuration gave the best one."""
-    rows = comparable(latest(frame)).copy()
+    rows = comparable(latest(frame))
     if rows.empty:
         return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
                                      "config", "scope"])
-    rows["type"], rows["family"] = device_type(rows), family(rows)
-    rows["value"] = _figure_columns(rows, metric)
-    rows["scope"] = rows["energy_scope"].fillna("").astype(str) if metric == "energy" else ""
+    rows = rows.assign(type=device_type(rows), family=family(rows), value=_figure_columns(rows, metric),
+                       scope=rows["energy_scope"].fillna("").astype(str) if metric == "energy" else "")
     rows = rows[rows["value"].notna()]
     if rows.empty:
         return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
                                      "config", "scope"])
-    rows["config"] = (rows["framework"].astype(str) + " " + rows["strategy"].astype(str) + " "
-                      + rows["precision"].astype(str)
-                      + rows["compile"].astype(str).map(lambda c: "" if c in ("none", "", "nan") else f" +{c}"))
+    keys = ["type", "family", "problem", "precision", "scope"]
+    config = (rows["framework"].astype(str) + " " + rows["strategy"].astype(str) + " " + rows["precision"].astype(str)
+              + rows["compile"].astype(str).map(lambda c: "" if c in ("none", "", "nan") else f" +{c}"))
+    rows = rows[[*keys, "machine", "value"]].assign(config=config)  # only what is pooled: a fleet's rows are many
     best_precision = rows.assign(precision=BEST)
     both = pd.concat([rows, best_precision], ignore_index=True)
-    keys = ["type", "family", "problem", "precision", "scope"]
     per_machine = (both.sort_values("value", ascending=False, kind="stable")
                    .drop_duplicates(subset=[*keys, "machine"], keep="first"))
     pooled = per_machine.groupby(keys, as_index=False, sort=False).agg(
@@ -381,7 +380,7 @@ def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
     mean over training problems, paired within one run where one exists (C5). Built from group
     aggregates, so a fleet's thousands of rows cost one merge, not a search per cell."""
     current = latest(frame)
-    training = current[current["workload"].eq("train_step") & current["status"].isin(["ok", "failed"])].copy()
+    training = current[current["workload"].eq("train_step") & current["status"].isin(["ok", "failed"])].copy(deep=False)
     if training.empty:
         return []
     training["host"] = host_type(training)

@@ -32,7 +32,7 @@ def scaling(frame: pd.DataFrame) -> pd.DataFrame:
     one = rows[rows["n_devices"].eq(1)][[*SERIES, "throughput"]].rename(columns={"throughput": "throughput_1"})
     curves = rows.merge(one, on=SERIES)
     counts = curves.groupby(SERIES)["n_devices"].transform("nunique")
-    curves = curves[counts >= 2].copy()
+    curves = curves[counts >= 2].copy(deep=False)
     curves["speedup"] = curves["throughput"] / curves["throughput_1"]
     curves["efficiency"] = curves["speedup"] / curves["n_devices"].astype(float)
     curves["scaling"] = scaling_mode(curves)

@@ -241,7 +241,7 @@ def energy_text(group: pd.DataFrame) -> str:
 
 
 def per_problem(frame: pd.DataFrame, currency: str) -> list[Section]:
-    rows = usable(latest(flagged(frame))).copy()
+    rows = usable(latest(flagged(frame))).copy(deep=False)
     rows["cost"], rows["cost_unit"] = cost_per_unit(rows)
     # A row that is not comparable is in no ratio and no price (rule C3): its own figure stays.
     rows["cost"] = rows["cost"].where(rows["comparable"])
@@ -574,15 +574,16 @@ def build_content(frame: pd.DataFrame, options: ReportOptions) -> ReportContent:
         if options.baseline else default_baseline(costed, reference_machine)
     current = latest(costed)
     prices = f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)"
+    sections = [head, rel, versus_baseline(costed, baseline, free)]
+    sections += [build_section(costed) for build_section in (scaling_section, precision_section, compile_section,
+                                                             peak_section, roofline_section, limits_section)]
+    references = options.references if options.references is not None else load_references()
+    sections.append(references_section(costed, references, options.model_sizes))
+    sections += [not_ok_section(costed), environment_section(costed)]
+    problems = per_problem(costed, currency)
     return ReportContent(
-        sections=[head, rel, versus_baseline(costed, baseline, free), scaling_section(costed),
-                  precision_section(costed), compile_section(costed), peak_section(costed), roofline_section(costed),
-                  limits_section(costed),
-                  references_section(costed, options.references if options.references is not None
-                                     else load_references(), options.model_sizes),
-                  not_ok_section(costed),
-                  environment_section(costed)],
-        problems=per_problem(costed, currency),
+        sections=sections,
+        problems=problems,
         counts={status: int((current["status"] == status).sum()) for status in ("ok", "unavailable", "failed")}
         | {"emulated": int(current["emulated"].fillna(False).sum()), "records": len(frame),
            "not_comparable": len(not_comparable(current)),

@@ -19,9 +19,10 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
     global _LATEST
     known, answer = _LATEST
     if known is None or known() is not frame or answer is None:
-        answer = (frame.sort_values("timestamp", kind="stable", na_position="first")
-                  .drop_duplicates(subset=["machine", "case_id"], keep="last")
-                  .sort_index())
+        keys = frame[["timestamp", "machine", "case_id"]]  # chosen on the keys, the rows taken once
+        kept = (keys.sort_values("timestamp", kind="stable", na_position="first")
+                .drop_duplicates(subset=["machine", "case_id"], keep="last").index.sort_values())
+        answer = frame if len(kept) == len(frame) else frame.loc[kept]  # nothing superseded: no copy
         _LATEST = (weakref.ref(frame), answer)
     # a caller may add or set columns: under copy-on-write (pandas >= 3) that stays in its copy
     return answer.copy(deep=False)
