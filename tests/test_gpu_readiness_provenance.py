@@ -465,7 +465,7 @@ def test_readiness_fails_when_a_path_fails_or_computes_the_wrong_thing(monkeypat
     code, summary = readiness(tmp_path, FakeExecutor(answer))
     assert code == 1 and not summary["ready"]
     assert summary["not_ready"] == ["train_step torch gpu:2 ddp fp32", "train_step torch gpu:2 ddp bf16",
-                                    "conv2d tf gpu:1 single fp16"]
+                                    "train_step torch gpu:2 ddp fp16", "conv2d tf gpu:1 single fp16"]
     ddp = next(entry for entry in summary["paths"] if entry["path"] == "train_step torch gpu:2 ddp fp32")
     assert ddp["status"] == "failed" and ddp["reason"] == "rank 1: NCCL error"
 
@@ -519,3 +519,21 @@ def test_readiness_runs_tpu_strategy_on_every_core(cores):
         (Strategy.TPU, Precision.FP32, cores, True), (Strategy.TPU, Precision.BF16, cores, True)]
     plugin = find_plugin(Framework.TF, Strategy.TPU)
     assert all(plugin.unavailable_reason(job_for(path.case), tpu_device(cores)) is None for path in paths)
+
+
+def test_readiness_trains_every_multi_device_strategy_in_fp16_too(monkeypatch, tmp_path):
+    """fp16 brings loss scaling across devices (GradScaler under DDP, FSDP's sharded scaler, TF's
+    LossScaleOptimizer under a strategy): readiness runs it where a strategy has it and lists it,
+    with the strategy's reason, where it has none."""
+    pretend_gpus(monkeypatch)
+    paths = {path.name: path for path in gpu_readiness.plan(
+        {(Framework.TORCH, DeviceKind.GPU): gpu_readiness.discover(Framework.TORCH, DeviceKind.GPU),
+         (Framework.TF, DeviceKind.GPU): gpu_readiness.discover(Framework.TF, DeviceKind.GPU)})}
+    for name in ("train_step torch gpu:2 ddp fp16", "train_step torch gpu:2 fsdp fp16",
+                 "train_step tf gpu:2 mirrored fp16"):
+        assert paths[name].expected, (name, paths[name].why)
+    for strategy in ("tensor", "fsdp_tensor"):
+        fp16 = next(path for name, path in paths.items()
+                    if name.startswith("train_step torch") and f" {strategy} fp16" in name)
+        assert not fp16.expected and fp16.why
+    assert not any(name.startswith("allreduce") and name.endswith("fp16") for name in paths)

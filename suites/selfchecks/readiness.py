@@ -89,14 +89,17 @@ class ReadinessPath:
 
 
 def _precisions(kind: DeviceKind, workload_kind: str, single: bool) -> list[Precision]:
-    """Kernels and `single` in every precision the device has; a multi-device training step and a
-    collective in fp32 and bf16, the mixed precision every multi-device path has (autocast in
-    DataParallel's threads, FSDP's MixedPrecisionPolicy, NCCL's bf16 reduction). fp16 adds loss
-    scaling, which `single` runs, and which tensor and fsdp_tensor do not have."""
+    """Kernels and `single` in every precision the device has; a multi-device training step in
+    fp32, bf16 and fp16 (fp16 is the one with loss scaling across devices: DDP's GradScaler,
+    FSDP's sharded scaler, TF's LossScaleOptimizer under a strategy; a strategy that has none,
+    tensor and fsdp_tensor, says so and the path is not expected); a collective in fp32 and
+    bf16 (the dtypes every backend reduces)."""
     own = [p for p in Precision if not (kind is DeviceKind.TPU and p in (Precision.FP16, Precision.TF32))]
     if workload_kind == "kernel" or single:
         return own
-    return [p for p in (Precision.FP32, Precision.BF16) if p in own]
+    multi = (Precision.FP32, Precision.BF16, Precision.FP16) if workload_kind == "training" else (
+        Precision.FP32, Precision.BF16)
+    return [p for p in multi if p in own]
 
 
 def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPath]:
