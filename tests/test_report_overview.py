@@ -156,3 +156,14 @@ def test_the_first_screen_escapes_text_from_the_records():
 def test_ratios_are_printed_with_the_digits_they_carry():
     assert [fmt_ratio(v) for v in (1.0, 0.33333, 12.345, 480.2, 0.0015, float("nan"))] == \
         ["1.00×", "0.33×", "12.3×", "480×", "0.0015×", "–"]
+
+
+def test_the_reports_one_device_strategies_are_the_plugins():
+    """The grids grey a one-device run of every strategy but these: the plugins decide which."""
+    from suites.cases.vocabulary import Framework
+    from suites.report.overview import ONE_DEVICE_STRATEGIES
+    from suites.strategies.registry import find_plugin, strategies_of
+
+    one_device = {str(strategy) for framework in Framework for strategy in strategies_of(framework)
+                  if find_plugin(framework, strategy).one_device}
+    assert one_device == ONE_DEVICE_STRATEGIES
