@@ -60,6 +60,13 @@ def positive_seconds(value: str) -> float:
     return number
 
 
+def positive_number(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("a finite number > 0, such as 2e12")
+    return number
+
+
 def fraction(value: str) -> float:
     number = float(value)
     if not 0 < number < 10:
@@ -132,6 +139,9 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
     Knob("PARBENCH_CASE_TIMEOUT_S", positive_seconds, "a finite number of seconds > 0",
          "a case's deadline, which bounds how long a multiworker worker waits for its peers in a "
          "collective; set by the worker from its --timing"),
+    Knob("PARBENCH_REFERENCE_FLOP_BUDGET", positive_number, "a finite number of FLOP > 0, such as 2e12",
+         "the most a training check's reference may cost before the check is left undone; default "
+         "5e11 (suites.run.reference_budget)"),
     Knob("PARBENCH_GATE_THRESHOLD", fraction, "a fraction such as 0.2 (20%)",
          "pytest-benchmark gate threshold; default 0.2"),
     Knob("PARBENCH_PEAKS", existing_file, "the path of an existing TOML file",
@@ -146,13 +156,16 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "1 or 0", "set by `parbench run --rehearse` in its processes: GPU cases on the CPU take CUDA's optimizer kernels"),
     Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/run/faults.py",
          "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
+    Knob("PARBENCH_TPU_PLUGGABLE_DEVICE_LIBRARY", str, "the path of a libtpu library or a folder holding one",
+         "set by parbench in a process that keeps libtpu out: the libtpu TF_PLUGGABLE_DEVICE_LIBRARY_PATH it "
+         "took out of its environment, which the TPU processes it starts get back"),
 )}
 
 
 #: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
 CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
               "PARBENCH_CPUS", "PARBENCH_CASE_ROOT", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_CASE_TIMEOUT_S",
-              "PARBENCH_PEAKS")
+              "PARBENCH_PEAKS", "PARBENCH_REFERENCE_FLOP_BUDGET")
 
 
 def read(name: str) -> Any:

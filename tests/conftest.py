@@ -50,3 +50,16 @@ def tiny_disk(tmp_path) -> Path:
         yield disk
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.fixture
+def fresh_discovery():
+    """Device discovery forgotten before and after the test (it is cached per process), so a test's
+    pretended GPUs are discovered anew and leave nothing behind."""
+    from suites.hardware import devices
+
+    devices.discover.cache_clear()
+    devices._FOUND.clear()
+    yield
+    devices.discover.cache_clear()
+    devices._FOUND.clear()

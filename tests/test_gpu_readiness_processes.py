@@ -270,7 +270,7 @@ def failing_workloads(tmp_path, monkeypatch):
 def test_a_worker_whose_case_fails_writes_its_outcome_and_exits_non_zero(tmp_path, failing_workloads):
     out = tmp_path / "outcome.json"
     case = Case.make("failing_setup", "torch", "cpu")
-    result = subprocess.run([sys.executable, "-m", "suites.worker", "--case", case.id,
+    result = subprocess.run([sys.executable, "-m", "suites", "worker", "--case", case.id,
                              "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0, result.stderr
     outcome = Outcome.from_dict(json.loads(out.read_text()))

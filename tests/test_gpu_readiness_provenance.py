@@ -40,13 +40,7 @@ MiB = 2**20
 H100_L2 = 50 * 10**6
 
 
-@pytest.fixture(autouse=True)
-def fresh_discovery():
-    devices.discover.cache_clear()
-    devices._FOUND.clear()
-    yield
-    devices.discover.cache_clear()
-    devices._FOUND.clear()
+pytestmark = pytest.mark.usefixtures("fresh_discovery")
 
 
 def writable_store(root: Path) -> ResultsStore:

@@ -39,9 +39,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "orchestration": ("suites.orchestration",),
     "grids": ("suites.grids",),
     "report": ("suites.report",),
-    "tools": ("suites.selfchecks", "suites.studies", "suites.overhead", "suites.examples"),
+    "tools": ("suites.selfchecks", "suites.studies", "suites.examples"),
     # The package itself: its public names are imported lazily from the layers above.
-    "front ends": ("suites", "suites.frontends", "suites.__main__", "suites.worker"),
+    "front ends": ("suites", "suites.frontends", "suites.__main__"),
 }
 
 #: layer -> the layers below it that it may import (its own is always allowed): a DAG.

@@ -195,11 +195,9 @@ class World:
         self.barrier = threading.Barrier(size, timeout=60)
 
 
-def test_every_ranks_peaks_reach_every_rank_in_rank_order():
-    own = {0: [MemoryPeak("cpu", 0, 300 * MiB, None, 200 * MiB)],
-           1: [MemoryPeak("cpu", 0, 320 * MiB, None, None)],
-           2: []}  # a rank that measured nothing still takes part in the collective
-    world, results = World(3), {}
+def gathered_by_every_rank(own: dict[int, list[MemoryPeak]]) -> dict[int, tuple[MemoryPeak, ...]]:
+    """`gather_peaks` in every rank of a threaded world, each with its own peaks: what each got."""
+    world, results = World(len(own)), {}
 
     def run(rank: int) -> None:
         results[rank] = gather_peaks(Rank(rank, world), own[rank])
@@ -209,6 +207,14 @@ def test_every_ranks_peaks_reach_every_rank_in_rank_order():
         thread.start()
     for thread in threads:
         thread.join()
+    return results
+
+
+def test_every_ranks_peaks_reach_every_rank_in_rank_order():
+    own = {0: [MemoryPeak("cpu", 0, 300 * MiB, None, 200 * MiB)],
+           1: [MemoryPeak("cpu", 0, 320 * MiB, None, None)],
+           2: []}  # a rank that measured nothing still takes part in the collective
+    results = gathered_by_every_rank(own)
     expected = (MemoryPeak("cpu", 0, 300 * MiB, None, 200 * MiB, rank=0),
                 MemoryPeak("cpu", 0, 320 * MiB, None, None, rank=1))
     assert results[0] == results[1] == results[2] == expected

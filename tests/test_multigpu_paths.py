@@ -20,13 +20,7 @@ from suites.workloads import workload_of
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-@pytest.fixture(autouse=True)
-def fresh_discovery():
-    devices.discover.cache_clear()
-    devices._FOUND.clear()
-    yield
-    devices.discover.cache_clear()
-    devices._FOUND.clear()
+pytestmark = pytest.mark.usefixtures("fresh_discovery")
 
 
 def gpus(framework: Framework, count: int) -> DeviceInfo:

@@ -55,7 +55,7 @@ def test_the_lockstep_gathers_through_its_timed_all_reduces():
 
 
 def test_a_worker_sets_the_case_deadline_from_its_timing(monkeypatch, tmp_path):
-    """`python -m suites.worker --timing ...`: what it runs sees the deadline of that timing."""
+    """`parbench worker --timing ...`: what it runs sees the deadline of that timing."""
     monkeypatch.setenv(CASE_TIMEOUT_ENV, "1")  # restored after the test
     seen = []
 

@@ -6,6 +6,10 @@ channels_last conv net with FSDP2. The rehearsal runs both paths here."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +142,51 @@ def test_n17_a_pipeline_ranks_meta_parameters_do_not_decide_the_optimizer_kernel
     monkeypatch.setattr(torch.optim, "AdamW", lambda groups, **options: captured.update(options))
     training.make_optimizer("adamw", [*on_gpu.parameters(), *other_stage.parameters()])
     assert captured["fused"] is True
+
+
+#: Issue 32, N22: TF's strict placement had never met a GPU. A rehearsal takes a TF GPU case that
+#: pins ops to devices (model_parallel: each stage's variables and ops with `tf.device`) through
+#: the same placement, on logical CPU devices, with soft placement off.
+TF_PLACED = "train_step/tf/gpu:2/model_parallel/fp32/batch=16,model=mlp"
+
+
+def test_n22_a_tf_case_that_pins_ops_to_devices_rehearses_under_strict_placement(tmp_path, monkeypatch):
+    pytest.importorskip("tensorflow")
+    monkeypatch.setenv(REHEARSAL_ENV, "1")
+    (case,) = [case for case in load_suite("parallel").cases if case.id == TF_PLACED]
+    rehearsed = rehearsal_of(case).case
+    context = RunContext(suite="rehearsal", store=ResultsStore(tmp_path), timing=FAST, label="rehearsal")
+    context.store.ensure_writable()
+    record = run_case(rehearsed, context)
+    assert record.status is Status.OK, record.reason
+    assert record.check.passed and record.emulated
+    placement = record.details["device_placement"]
+    assert placement.startswith("strict:") and "devices /CPU:0, /CPU:1" in placement, placement
+
+
+def test_n22_a_rehearsals_runtime_refuses_an_op_pinned_where_it_cannot_run():
+    """What strict means there: the rehearsed case's runtime (its own process, as the case's) has
+    one logical CPU device per GPU of the case, and an op pinned to a device it lacks fails, as
+    one without a GPU kernel fails on the GPU, instead of moving quietly to /CPU:0."""
+    pytest.importorskip("tensorflow")
+    rehearsed = rehearsal_of(Case.from_id(TF_PLACED)).case
+    code = textwrap.dedent(f"""
+        from suites.cases.case import Case
+        from suites.frameworks.tf.distribute import configure_runtime, placement_detail
+        from suites.strategies.jobs import job_for
+        import tensorflow as tf
+
+        job = job_for(Case.from_id({rehearsed.id!r}))
+        configure_runtime(job)
+        print(placement_detail(job).split(":")[0], len(tf.config.list_logical_devices("CPU")))
+        try:
+            with tf.device("/CPU:2"):
+                tf.constant(1.0) * 2
+            print("moved")
+        except tf.errors.InvalidArgumentError:
+            print("refused")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["strict", "2", "refused"], done.stdout

@@ -197,7 +197,7 @@ def test_parameter_server_worker_killed_mid_case_gives_a_failed_record(tmp_path,
 def _machine(case: Case, cluster: dict, job: str, index: int, results: Path, env: dict) -> subprocess.Popen:
     tf_config = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
     return subprocess.Popen(
-        [sys.executable, "-m", "suites.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
+        [sys.executable, "-m", "suites", "worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
          "--results", str(results), "--label", "two-machines"],
         cwd=REPO, env={**os.environ, **env, "TF_CONFIG": tf_config}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True)
@@ -215,7 +215,7 @@ def _finish(processes: list[subprocess.Popen]) -> list[str]:
 
 @pytest.mark.slow
 def test_two_machines_with_their_own_tf_config_run_a_multiworker_case(tmp_path, our_processes):
-    """Two "machines" on 127.0.0.1, each started with `python -m suites.worker` and a
+    """Two "machines" on 127.0.0.1, each started with `parbench worker` and a
     hand-written TF_CONFIG: worker 0 stores one record, with both machines' provenance."""
     case = cluster_case("multiworker", 2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
@@ -236,7 +236,7 @@ def test_two_machines_with_their_own_tf_config_run_a_multiworker_case(tmp_path, 
 def test_a_missing_machine_fails_at_the_rendezvous_timeout_with_its_address(monkeypatch):
     """Worker 0 of 2 started by hand, worker 1 never: the case fails at the rendezvous timeout,
     its reason naming the missing worker's address (in this process: the runnable's setup is
-    what `python -m suites.worker` runs, and it fails before TF would block)."""
+    what `parbench worker` runs, and it fails before TF would block)."""
     case = cluster_case("multiworker", 2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))

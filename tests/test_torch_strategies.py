@@ -426,7 +426,7 @@ def test_two_torchrun_nodes_on_localhost_run_a_ddp_case(tmp_path, our_processes)
     command = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"parbench-test-{port}",
                "--rdzv-conf", "join_timeout=60", "--max-restarts", "0",
-               "-m", "suites.worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
+               "-m", "suites", "worker", "--case", case.id, "--timing", json.dumps(asdict(FAST)),
                "--out", str(out), "--results", str(tmp_path / "results"), "--label", "two-nodes"]
     # Both "machines" share this host's cores: one thread per rank, as parbench's launcher does.
     env = {**os.environ, "PARBENCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -456,7 +456,7 @@ def test_worker_refuses_bad_input_in_one_line(tmp_path):
     out = ["--out", str(tmp_path / "outcome.json")]
     for args, problem in ((["--case", "train_step/torch/cpu:2/ddp", *out], "not a case id"),
                           (["--case", train_case("ddp", n=2).id], "give --out")):
-        result = subprocess.run([sys.executable, "-m", "suites.worker", *args], cwd=REPO,
+        result = subprocess.run([sys.executable, "-m", "suites", "worker", *args], cwd=REPO,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and problem in result.stderr
         assert "Traceback" not in result.stderr

@@ -16,7 +16,7 @@ from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
 #: before it starts), `add_arguments(parser)` and `run(args) -> int`.
-COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "ready")
+COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "ready", "worker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +40,8 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line  # one line per warning, no source location
     args = build_parser().parse_args(argv)
+    if args.command == "worker":  # a case's own process: its signals, exit codes and knobs are the worker's
+        args.handler(args)
     try:
         knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models

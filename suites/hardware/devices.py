@@ -3,24 +3,27 @@
 Frameworks are imported only when asked about, and a framework that is not installed is a
 reason, not an error. The TPU probe never connects anywhere unless a TPU runtime is visibly
 present (connecting TF to an absent TPU address blocks forever), and even then it runs in a
-subprocess with a timeout.
+subprocess with a timeout. The one network read here, the metadata server's accelerator type,
+is made only on a TPU VM (its TPU device files exist), once, with a 1 s timeout.
 """
 from __future__ import annotations
 
 import ctypes
 import glob
+import http.client
 import importlib.util
 import os
 import platform
 import re
 import sys
+import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from suites.cases.vocabulary import DeviceKind, Framework
+from suites.cases.vocabulary import DeviceKind, Framework, Precision
 
 
 
@@ -87,6 +90,13 @@ class FrameworkDescriptor(ABC):
     @abstractmethod
     def gpus(self) -> DeviceInfo:
         """What the framework sees of GPUs, or why it sees none."""
+
+    def precision_reason(self, precision: Precision, device: DeviceInfo) -> str | None:
+        """Why this framework cannot run `precision` as its name means on `device` (what its
+        discovery found), or None. The rules common to every framework (tf32 off a GPU, below
+        compute capability 8.0) are `suites.run.availability.precision_reason`'s; this is for
+        what only the framework knows (torch's tf32 switches on ROCm)."""
+        return None
 
     @abstractmethod
     def tpus(self) -> DeviceInfo:
@@ -433,6 +443,89 @@ def cuda_total_memory_bytes(ordinal: int, library: str = CUDA_DRIVER) -> int | N
     return int(total.value)
 
 
+#: The Infinity Cache of each AMD Instinct architecture, in bytes, by the base of torch's
+#: `gcnArchName` ("gfx942" of "gfx942:sramecc+:xnack-"): AMD's MALL, a memory-side last-level
+#: cache on the I/O dies, shared by every compute die and far larger than their L2s (4 MB per
+#: XCD on an MI300X), so a rotation sized on the L2 would stay inside it. None: the architecture
+#: has none, and its L2 is the last level. Sources: AMD's "AMD CDNA 3 Architecture" white paper
+#: (MI300X and MI300A, 256 MB; the MI325X is the same CDNA 3 silicon with more HBM); "AMD CDNA 4
+#: Architecture" white paper (MI350X and MI355X, 256 MB); the CDNA 2 and CDNA white papers
+#: (MI200 and MI100: no Infinity Cache, an 8 MB L2 per die). An architecture not here (a Radeon,
+#: whose Infinity Cache differs by SKU within one architecture) keeps its L2, and says so.
+AMD_INFINITY_CACHE_BYTES: dict[str, int | None] = {
+    "gfx942": 256 * 2**20,  # CDNA 3: MI300X, MI300A, MI325X
+    "gfx950": 256 * 2**20,  # CDNA 4: MI350X, MI355X
+    "gfx90a": None,  # CDNA 2: MI210, MI250, MI250X
+    "gfx908": None,  # CDNA: MI100
+}
+
+
+def gcn_arch_base(gcn_arch_name: str) -> str:
+    """"gfx942:sramecc+:xnack-" -> "gfx942": the architecture without its target features."""
+    return gcn_arch_name.split(":", 1)[0].strip().lower()
+
+
+def amd_last_level_caches(gcn_arch_names: list[str], l2_bytes: list[int]) -> dict[str, Any]:
+    """The last-level cache of each AMD GPU (torch's `gcnArchName` and L2 size of each), as device
+    details: `last_level_cache_bytes` (what the cold-cache rotation is sized on), `last_level_cache`
+    (which cache that is), and `last_level_cache_reason` where an architecture is not in
+    `AMD_INFINITY_CACHE_BYTES` and its L2 stands in."""
+    sizes, kinds, unknown = [], [], []
+    for name, l2 in zip(gcn_arch_names, l2_bytes):
+        arch = gcn_arch_base(name)
+        if arch not in AMD_INFINITY_CACHE_BYTES:
+            unknown.append(arch or "an unnamed architecture")
+        infinity = AMD_INFINITY_CACHE_BYTES.get(arch)
+        sizes.append(infinity or l2)
+        kinds.append("infinity_cache" if infinity else "l2")
+    details: dict[str, Any] = {"last_level_cache_bytes": sizes, "last_level_cache": kinds}
+    if unknown:
+        details["last_level_cache_reason"] = (
+            f"no Infinity Cache size known for {', '.join(sorted(set(unknown)))}: the input rotation is sized on "
+            f"the L2, which a larger Infinity Cache would hold (add the architecture to "
+            f"suites.hardware.devices.AMD_INFINITY_CACHE_BYTES)")
+    return details
+
+
+#: The amdgpu driver's compute (KFD) topology: a node per CPU socket and per GPU it serves.
+KFD_TOPOLOGY_NODES = "/sys/class/kfd/kfd/topology/nodes"
+
+
+def _kfd_properties(text: str) -> dict[str, int]:
+    """A KFD node's `properties` file ("simd_count 1216" a line) as {name: value}."""
+    fields = {}
+    for line in text.splitlines():
+        name, _, value = line.strip().partition(" ")
+        if value.strip().isdigit():
+            fields[name] = int(value)
+    return fields
+
+
+def _gfx_name(target_version: int) -> str:
+    """KFD's `gfx_target_version` (major * 10000 + minor * 100 + stepping) as the gfx name that
+    ROCm prints: 90402 -> "gfx942", 90010 -> "gfx90a" (minor and stepping are hex digits)."""
+    major, minor, stepping = target_version // 10000, target_version // 100 % 100, target_version % 100
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def amd_gpus_listed(nodes: str = KFD_TOPOLOGY_NODES) -> list[str]:
+    """The AMD GPUs the amdgpu driver serves ("GPU 0: gfx942 (KFD node 2)"), from its KFD
+    topology in sysfs: the AMD counterpart of `nvidia-smi -L` on a machine without NVML, whether or
+    not a framework can use them. A GPU node is one with SIMDs (a CPU node has none); a node this
+    process may not open (a container's device cgroup) is left out. Empty without the driver."""
+    found = []
+    numbered = [path for path in glob.glob(os.path.join(nodes, "*")) if os.path.basename(path).isdigit()]
+    for node in sorted(numbered, key=lambda path: int(os.path.basename(path))):
+        try:
+            properties = _kfd_properties(Path(node, "properties").read_text())
+        except OSError:
+            continue
+        if properties.get("simd_count", 0) > 0:
+            arch = _gfx_name(properties["gfx_target_version"]) if properties.get("gfx_target_version") else "AMD GPU"
+            found.append(f"GPU {len(found)}: {arch} (KFD node {os.path.basename(node)})")
+    return found
+
+
 def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -482,15 +575,61 @@ def tpu_runtime_evidence() -> str | None:
     return None
 
 
-#: Where a TPU host names its accelerator type ("v5litepod-8"): GKE sets TPU_ACCELERATOR_TYPE, as
-#: libtpu's launchers do on a TPU VM; the peaks table finds the chip's peak by it.
+#: Where a TPU host names its accelerator type ("v5litepod-8") in the environment: GKE sets
+#: TPU_ACCELERATOR_TYPE, as libtpu's launchers do; the peaks table finds the chip's peak by it.
+#: A Cloud TPU VM rarely exports either: there the metadata server says (`TPU_METADATA_URL`).
 TPU_ACCELERATOR_VARIABLES = ("TPU_ACCELERATOR_TYPE", "ACCELERATOR_TYPE")
+#: The accelerator type of a Cloud TPU VM, an attribute of its GCE instance that the metadata
+#: server gives any process on it that sends `METADATA_HEADERS` (Compute Engine's "About VM
+#: metadata"; the same read libtpu and `gcloud` make).
+TPU_METADATA_URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/accelerator-type"
+METADATA_HEADERS = {"Metadata-Flavor": "Google"}
+#: Seconds the metadata read may take, connecting and reading: the server is on the VM's own
+#: link and answers in milliseconds; a host without one must not wait on it.
+TPU_METADATA_TIMEOUT_S = 1.0
+#: The `accelerator_type_source` of a type read from the metadata server.
+METADATA_SOURCE = "GCE metadata server (instance/attributes/accelerator-type)"
+#: Why a TPU has no accelerator type (and so no peaks-table peak).
+NO_ACCELERATOR_TYPE = ("neither TPU_ACCELERATOR_TYPE nor ACCELERATOR_TYPE is set, and this host is no TPU VM whose "
+                       "metadata server names it")
+
+
+def tpu_accelerator() -> tuple[str | None, str]:
+    """The TPU's accelerator type and where it was read (a variable's name, or
+    `METADATA_SOURCE`); (None, "") where nothing says.
+
+    The environment first. Else, only where this host is a TPU VM (its TPU device files exist,
+    `tpu_device_files`), the metadata server: never on any other host, where the name may not
+    resolve or the address may not answer (a TPU_NAME alone names a TPU elsewhere, whose type
+    this host's metadata does not hold)."""
+    for name in TPU_ACCELERATOR_VARIABLES:
+        if os.environ.get(name, "").strip():
+            return os.environ[name].strip(), name
+    if not tpu_device_files():
+        return None, ""
+    found = metadata_accelerator_type()
+    return (found, METADATA_SOURCE) if found else (None, "")
 
 
 def tpu_accelerator_type() -> str | None:
-    """The TPU's accelerator type from the environment, or None where it does not say."""
-    return next((os.environ[name].strip() for name in TPU_ACCELERATOR_VARIABLES
-                 if os.environ.get(name, "").strip()), None)
+    """The TPU's accelerator type (`tpu_accelerator`), or None where nothing says."""
+    return tpu_accelerator()[0]
+
+
+@lru_cache(maxsize=1)
+def metadata_accelerator_type() -> str | None:
+    """The metadata server's accelerator type of this VM, read once per process; None on any
+    failure (no server, no such attribute, a timeout, an empty answer). Callers must have
+    evidence of a TPU VM first (`tpu_accelerator`). No proxy: the server is link-local, and a
+    proxy from the environment would send the read (and its header) off the host."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(TPU_METADATA_URL, headers=METADATA_HEADERS)
+    try:
+        with opener.open(request, timeout=TPU_METADATA_TIMEOUT_S) as response:
+            text = response.read(256).decode("ascii", errors="replace").strip()
+    except (OSError, ValueError, http.client.HTTPException):  # URLError, HTTPError and timeouts are OSErrors
+        return None
+    return text or None
 
 
 NO_TPU_RUNTIME = "no TPU runtime: TPU_NAME is not set and no TPU device file (/dev/accel*, /dev/vfio) exists"
@@ -529,12 +668,15 @@ def discover_all() -> list[DeviceInfo]:
 
 
 def last_level_cache_bytes(framework: Framework, kind: DeviceKind) -> int | None:
-    """The last-level cache of the device a case of `framework` runs on: the CPU's LLC, or
-    the largest L2 of the GPUs `framework` discovered. None where it is not known (TPUs,
-    a framework that did not report it): the caller falls back to a fixed span."""
+    """The last-level cache of the device a case of `framework` runs on: the CPU's LLC, or the
+    largest last-level cache of the GPUs `framework` discovered: their `last_level_cache_bytes`
+    where discovery recorded it (an AMD GPU's Infinity Cache, `amd_last_level_caches`), else
+    their L2. None where it is not known (TPUs, a framework that did not report it): the caller
+    falls back to a fixed span."""
     if kind is DeviceKind.CPU:
         return cpu_last_level_cache_bytes()
     if kind is DeviceKind.GPU:
-        sizes = discover(framework, kind).details.get("l2_cache_bytes") or []
+        details = discover(framework, kind).details
+        sizes = details.get("last_level_cache_bytes") or details.get("l2_cache_bytes") or []
         return max(sizes) if sizes else None
     return None

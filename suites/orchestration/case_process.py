@@ -1,4 +1,6 @@
 """Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome.
+`parbench worker` is this command for people (torchrun, TF_CONFIG tasks); parbench's own launchers
+start `python -m suites.orchestration.case_process`, which imports no CLI.
 
 parbench's launcher starts it with `--out` and stores the record itself. A worker whose case
 failed writes its outcome, then exits non-zero (`CASE_FAILED_EXIT`): the launcher (or torchrun)
@@ -111,8 +113,14 @@ def _serve_or_execute(job: Job, timing: TimingConfig) -> tuple[bool, Outcome]:
         return served, failed(error, "worker")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m suites.worker")
+#: What `parbench worker` is for, in `parbench --help`.
+SUMMARY = ("run one case as one process of it: a rank under torchrun (`torchrun ... -m suites worker --case ID "
+           "--results DIR`), or a task of a TF cluster started with its own TF_CONFIG; parbench's own launchers "
+           "start the same")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The worker's command line: `parbench worker ...` and `python -m suites.orchestration.case_process ...`."""
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
@@ -125,7 +133,17 @@ def main() -> None:
                                         f"under torchrun, {TF_CONFIG_SUITE} with TF_CONFIG, else worker)")
     parser.add_argument("--label", help="machine label stored with the record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
-    args = parser.parse_args()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="parbench worker", description=SUMMARY)
+    add_arguments(parser)
+    run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run the case of `args` in this process, write or store its outcome, and exit (never returns:
+    a served TF cluster task may hold up the interpreter's exit)."""
     try:
         knobs.check(knobs.CASE_KNOBS)
         knobs.check_label(args.label)
@@ -139,7 +157,7 @@ def main() -> None:
     # the log too, which the failed record's output_tail carries.
     faulthandler.enable(all_threads=True)
     if args.out is None and args.results is None:
-        parser.error("give --out (the outcome as JSON), --results (a stored record), or both")
+        sys.exit("parbench worker: give --out (the outcome as JSON), --results (a stored record), or both")
     try:
         case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
                 else Case.from_id(args.case))

@@ -21,7 +21,7 @@ from suites.strategies.jobs import job_for
 from suites.strategies.registry import NoSuchStrategy
 
 #: The module a launcher starts, `python -m WORKER`, for each process of a case run out of
-#: this one (`suites.worker` is the same entry point under the name users start it by).
+#: this one (`parbench worker` is the same entry point under the name users start it by).
 WORKER = "suites.orchestration.case_process"
 
 

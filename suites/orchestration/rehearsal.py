@@ -2,7 +2,9 @@
 takes on the device, so that what would break on the first real run breaks here first.
 
 What stays as on the device: the framework, workload, strategy (FSDP2 and DTensor wrapping, the
-same rank processes over gloo, TF's logical devices), precision (fp16 with its loss scaling, bf16
+same rank processes over gloo, TF's logical devices, one per GPU, with strict placement as on the
+GPUs: an op pinned where it cannot run fails instead of moving, and the record's
+`device_placement` says so; `parameter_server` alone needs soft placement), precision (fp16 with its loss scaling, bf16
 autocast), compilation, the model's layout (channels_last) and its architecture (fewer, smaller
 layers), and the optimizer implementation CUDA picks (`suites.run.process_env.REHEARSAL_ENV`: fused AdamW, foreach for
 the rest, where the CPU's default is a per-parameter loop that hides CUDA-only failures). What

@@ -38,9 +38,28 @@ class Check:
     def from_dict(cls, data: dict[str, Any]) -> "Check":
         return cls(**data)
 
+    @property
+    def checked(self) -> bool:
+        """Whether the check ran (`not_checked`: it did not, and it did not pass)."""
+        return self.metric != NOT_CHECKED
+
     def __str__(self) -> str:
+        if not self.checked:
+            return f"not checked ({self.detail})"
         verdict, relation = ("pass", "<=") if self.passed else ("FAIL", ">")
         return f"{verdict} ({self.metric}={self.value:.2e} {relation} {self.tolerance:.0e})"
+
+
+#: The metric of a check that did not run: it never passes (a check left undone shows nothing
+#: correct); its value is what running it would have needed (e.g. its reference's FLOP) and its
+#: tolerance the limit that is over, both named in its detail.
+NOT_CHECKED = "not_checked"
+
+
+def not_checked(value: float, limit: float, detail: str) -> Check:
+    """A check left undone because what it needs, `value`, is over `limit`; `detail` says what
+    they are and how to check the case instead."""
+    return Check(False, NOT_CHECKED, float(value), float(limit), detail)
 
 
 def normwise_relative_error(output: np.ndarray, reference: np.ndarray) -> float:

@@ -180,11 +180,12 @@ _REGISTRY = (
            "and waiting), 0-1",
            lambda work: work.exchange_share, needs=("exchange_share",)),
     Metric("peak_memory_bytes", "bytes",
-           "max over the case's GPUs / rank processes of the peak during the timed steps: GPU bytes allocated "
-           "(torch max_memory_allocated, TF get_memory_info peak; after resetting the peak before timing), "
+           "max over the case's GPUs / TPU cores / rank processes of the peak during the timed steps: GPU bytes "
+           "allocated (torch max_memory_allocated, TF get_memory_info peak; after resetting the peak before timing), "
+           "TPU core bytes allocated (TF get_memory_info('TPU:i') peak, likewise reset; none where TF cannot read it), "
            "CPU resident set of the process (the kernel's VmHWM, reset before timing through /proc/self/clear_refs; "
            "where that is refused, RSS sampled every 5 ms)",
-           "peak memory of one device over the timed steps, bytes: GPU allocated, CPU process resident set "
+           "peak memory of one device over the timed steps, bytes: GPU or TPU allocated, CPU process resident set "
            "(the largest over devices / ranks)",
            lambda work: work.peak_memory_bytes, needs=("peak_memory_bytes",)),
     Metric("peak_reserved_bytes", "bytes",

@@ -1,4 +1,5 @@
-"""Peak memory of a case over its timed steps: one figure per device (GPU) or rank process (CPU).
+"""Peak memory of a case over its timed steps: one figure per device (GPU, TPU core) or rank
+process (CPU).
 
 What a peak is depends on the device, and the record says which (`kind`):
 - ``gpu``: the framework allocator's peak of bytes held by tensors on that GPU (torch
@@ -6,6 +7,9 @@ What a peak is depends on the device, and the record says which (`kind`):
   peak of what its caching allocator held from the driver (`max_memory_reserved`), which is
   what the device must have room for. TensorFlow reports no such figure (None). Neither counts
   the CUDA context.
+- ``tpu``: TF's `get_memory_info("TPU:i")["peak"]`, bytes held by tensors in that TPU core's
+  memory (HBM); no reserved figure. Where TF cannot read it the case has no TPU peak (and says
+  why in its details' `memory_not_measured`): the host's resident set is never reported for it.
 - ``cpu``: the rank process's peak resident set (RSS): framework runtime, model, optimizer state,
   batches and activations together. `baseline_bytes` is its RSS at the start of the case's setup,
   before the model was built, so `peak - baseline` is what the training state took beyond the
@@ -16,19 +20,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal
 
-MemoryKind = Literal["gpu", "cpu"]
+MemoryKind = Literal["gpu", "cpu", "tpu"]
 
 
 @dataclass(frozen=True)
 class MemoryPeak:
-    #: "gpu": one GPU's allocator statistics; "cpu": one process's resident set.
+    #: "gpu" / "tpu": one GPU's or TPU core's allocator statistics; "cpu": one process's resident set.
     kind: MemoryKind
-    #: GPU: the device's ordinal in its process (cuda:N, /GPU:N); CPU: 0.
+    #: GPU, TPU: the device's ordinal in its process (cuda:N, /GPU:N, /TPU:N); CPU: 0.
     device: int
     peak_bytes: int
     #: torch GPUs: peak bytes its caching allocator reserved; None elsewhere.
     reserved_bytes: int | None = None
-    #: What the device (GPU: allocated) or process (CPU: resident) held when setup began.
+    #: What the device (GPU, TPU: allocated) or process (CPU: resident) held when setup began.
     baseline_bytes: int | None = None
     #: The rank process that measured it (0 in a single-process case).
     rank: int = 0

@@ -39,7 +39,9 @@ Schema version 1, one JSON object per line:
   metrics       {name: value} for each derived metric that applies to the case; the names, units
                 and formulas are suites.records.metric_registry.METRICS (null: applies, but unknown)
   check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
-                check held beyond what was held when it began; both null in older records)} or null
+                check held beyond what was held when it began; both null in older records)} or null;
+                metric not_checked: the check did not run (never passed), value what it would have
+                needed, tolerance the limit that is over, detail why (suites.records.check)
   contention    {others_core_share (share of the case's cores other processes and steal took over
                 its timed blocks), own_core_share (share its own process tree ran), threads and
                 own_thread_share (its CPU time over wall x its threads, at most its cores), starved

@@ -37,7 +37,7 @@ def row(record: Record, path: Path) -> dict[str, Any]:
         "starved": _flag(record.contention, "starved"),
         "bimodal": _flag(m, "bimodal"),
         **{name: metrics.get(name) for name in TIDY_METRICS},
-        "check_passed": check.passed if check else None, "check_metric": check.metric if check else "",
+        "check_passed": check.passed if check and check.checked else None, "check_metric": check.metric if check else "",
         "check_value": check.value if check else None,
         "check_s": check.check_s if check else None,
         "check_memory_gib": (check.memory_bytes / 2**30 if check and check.memory_bytes is not None else None),

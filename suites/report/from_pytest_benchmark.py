@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from suites.cases.case import Case
+from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import TIDY_METRICS
 from suites.report.columns import case_fields, environment_fields
 
@@ -56,7 +57,8 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "sustained_step_s": stats.get("mean"),  # every round's time over the rounds
             "compile_s": extra.get("compile_s"),  # absent before the compile axis
             **{name: metrics.get(name) for name in TIDY_METRICS},
-            "check_passed": check.get("passed"), "check_metric": check.get("metric", ""),
+            "check_passed": check.get("passed") if check.get("metric") != NOT_CHECKED else None,
+            "check_metric": check.get("metric", ""),
             "check_value": check.get("value"), "check_s": check.get("check_s"),
             "check_memory_gib": (check["memory_bytes"] / 2**30 if check.get("memory_bytes") is not None else None),
             "run_id": path.stem, "timestamp": data.get("datetime"),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
-from suites.hardware.devices import DeviceInfo, discover
+from suites.hardware.devices import DeviceInfo, descriptor, discover
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -56,8 +56,14 @@ TF32_OVERRIDE = "NVIDIA_TF32_OVERRIDE"
 
 
 def precision_reason(case: Case, device: DeviceInfo) -> str | None:
+    """Why the case's precision cannot run as its name means on `device`, or None: the rules of
+    every framework here, then the framework's own (`FrameworkDescriptor.precision_reason`:
+    torch's tf32 on ROCm)."""
     if case.precision is Precision.TF32 and case.device is not DeviceKind.GPU:
         return "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this case is not on a GPU"
+    framework_reason = descriptor(case.framework).precision_reason(case.precision, device)
+    if framework_reason:
+        return framework_reason
     if case.precision is Precision.TF32 and os.environ.get(TF32_OVERRIDE, "").strip() == "0":
         return (f"{TF32_OVERRIDE}=0 turns TF32 off in cuBLAS and cuDNN: the case would run as fp32 and "
                 f"the record say tf32 (unset {TF32_OVERRIDE} to measure tf32)")

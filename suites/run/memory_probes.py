@@ -3,7 +3,7 @@
 A runnable that measures memory returns a `MemoryProbe` from `Runnable.memory_probe`. The timer
 starts it after the first (compiling) step, starts it again (a reset) just before the timed
 blocks, and stops it after the last one; every rank's peaks are then gathered to rank 0
-(`gather_peaks`). GPU probes read their framework's allocator statistics
+(`gather_peaks`). GPU and TPU probes read their framework's allocator statistics
 (`suites.frameworks.<framework>.memory`); the CPU one is here, framework-free.
 
 Why the CPU needs more than `ru_maxrss`: that is the process's high-water mark over its whole
@@ -182,8 +182,8 @@ class ResidentMemoryProbe(MemoryProbe):
         return [] if peak is None else [MemoryPeak("cpu", 0, peak, baseline_bytes=self.baseline_bytes)]
 
 
-#: A peak's kind as a gathered float.
-_KINDS = ("cpu", "gpu")
+#: A peak's kind as a gathered float (its index here).
+_KINDS = ("cpu", "gpu", "tpu")
 
 
 def _int(figure: float | None) -> int | None:

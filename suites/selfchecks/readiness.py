@@ -17,8 +17,9 @@ check. A path parbench rightly skips on this hardware (tf32 or bf16 below comput
 to a temporary directory, or to `--results DIR` to keep them.
 
 On a machine with no GPU or TPU it prints one line saying so and exits 0. Where nvidia-smi lists
-GPUs, or a TPU runtime is evidently present, that no framework can use (a broken driver or CUDA
-install, a failed TPU probe), it says NOT READY and why, and exits 1.
+GPUs, or the amdgpu driver does (its KFD topology: an AMD machine has no NVML), or a TPU runtime is
+evidently present, that no framework can use (a CPU-only build, a broken driver or CUDA install, a
+failed TPU probe), it says NOT READY and why, and exits 1: GPU readiness it never ran is no pass.
 
 With fewer GPUs than a multi-device strategy's case spans (one GPU: two ranks), the strategies
 that can share GPUs (torch's rank strategies over gloo, TF's logical GPUs) run on the one there,
@@ -39,7 +40,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import UserError
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
-from suites.hardware.devices import DeviceInfo, descriptor, discover, tpu_runtime_evidence
+from suites.hardware.devices import DeviceInfo, amd_gpus_listed, descriptor, discover, tpu_runtime_evidence
 from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
 from suites.records.record import Record
@@ -143,15 +144,17 @@ def plan(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo]) -> list[Rea
 
 
 def discovery_gaps(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo],
-                   listed_gpus: list[str] | None = None, tpu_evidence: str | None = None) -> list[dict[str, Any]]:
-    """Hardware here that an installed framework cannot use: GPUs that another framework sees or
-    nvidia-smi lists (`listed_gpus`) where this one sees none (a CPU-only build, a broken driver or
-    CUDA install), or TPU runtime evidence (`tpu_evidence`) where the TPU probe failed. Each is
-    summarised as a path that should run and did not."""
-    listed = list(listed_gpus or [])
-    gpus_here = listed or any(device.available for (_, kind), device in devices.items() if kind is DeviceKind.GPU)
-    shown = f"nvidia-smi lists {len(listed)} GPU(s) ({listed[0]}{', ...' if len(listed) > 1 else ''}) but " \
-        if listed else ""
+                   listed_gpus: list[str] | None = None, tpu_evidence: str | None = None,
+                   amd_gpus: list[str] | None = None) -> list[dict[str, Any]]:
+    """Hardware here that an installed framework cannot use: GPUs that another framework sees,
+    nvidia-smi lists (`listed_gpus`) or the amdgpu driver lists (`amd_gpus`, where there is no
+    NVML) where this one sees none (a CPU-only build, a broken driver or CUDA install), or TPU
+    runtime evidence (`tpu_evidence`) where the TPU probe failed. Each is summarised as a path that
+    should run and did not."""
+    listed, amd = list(listed_gpus or []), list(amd_gpus or [])
+    gpus_here = listed or amd or any(device.available for (_, kind), device in devices.items()
+                                     if kind is DeviceKind.GPU)
+    shown = _listing("nvidia-smi", listed) if listed else _listing("the amdgpu driver", amd) if amd else ""
 
     def gap(framework: Framework, kind: DeviceKind, reason: str) -> dict[str, Any]:
         return {"path": f"{kind} discovery {framework}", "case": "", "expected": True, "why": "",
@@ -166,6 +169,11 @@ def discovery_gaps(devices: Mapping[tuple[Framework, DeviceKind], DeviceInfo],
              if kind is DeviceKind.TPU and tpus_here and not device.available and descriptor(framework).installed()
              and framework is Framework.TF]  # parbench reaches TPUs through TF's TPUStrategy only
     return gaps
+
+
+def _listing(source: str, gpus: list[str]) -> str:
+    """"nvidia-smi lists 2 GPU(s) (GPU 0: ..., ...) but ": how a gap's reason begins."""
+    return f"{source} lists {len(gpus)} GPU(s) ({gpus[0]}{', ...' if len(gpus) > 1 else ''}) but "
 
 
 def _figure(record: Record) -> dict[str, Any] | None:
@@ -295,7 +303,7 @@ def run(args: argparse.Namespace, execute: Callable[[Case, TimingConfig], Outcom
     if args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes:g}")
     devices = discover_accelerators()
-    gaps = discovery_gaps(devices, nvidia_smi_listed(), tpu_runtime_evidence())
+    gaps = discovery_gaps(devices, nvidia_smi_listed(), tpu_runtime_evidence(), amd_gpus_listed())
     if not gaps and not any(device.available for device in devices.values()):
         reasons = "; ".join(f"{framework} {kind}: {device.reason}" for (framework, kind), device in devices.items())
         print(f"gpu_readiness: no GPU or TPU visible, nothing to check ({reasons})")

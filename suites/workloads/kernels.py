@@ -12,7 +12,8 @@ from suites.workloads.base import Param, Workload
 from suites.workloads.collectives import DTYPE_BYTES
 
 #: A kernel's inputs are rotated through copies that together span more than the device's
-#: last-level cache (CACHE_MULTIPLE x its size: the CPU's L3, a GPU's L2 — 50 MB on an H100),
+#: last-level cache (CACHE_MULTIPLE x its size: the CPU's L3, a GPU's L2 — 50 MB on an H100 — or
+#: an AMD GPU's Infinity Cache, 256 MiB on an MI300X: suites.hardware.devices.last_level_cache_bytes),
 #: so a kernel whose operands would fit in it is not timed hot from the previous step. The span
 #: is at least ROTATION_BYTES, which is also the span where the cache size is unknown.
 #: PARBENCH_ROTATION_BYTES sets the span instead (0: one copy, hot-cache timing as

@@ -12,10 +12,10 @@ import sys
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework
-from suites.hardware.devices import (NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor, cuda_l2_cache_bytes,
-                                 cuda_visible_devices_reason, tpu_accelerator_type, tpu_device_files,
-                                 register_descriptor, tpu_runtime_evidence)
-from suites.frameworks.tf.environment import TPU_PROCESS
+from suites.hardware.devices import (NO_ACCELERATOR_TYPE, NO_TPU_RUNTIME, DeviceInfo, FrameworkDescriptor,
+                                     cuda_l2_cache_bytes, cuda_visible_devices_reason, register_descriptor,
+                                     tpu_accelerator, tpu_device_files, tpu_runtime_evidence)
+from suites.frameworks.tf.environment import tpu_process_env
 
 #: The probe imports TensorFlow, loads libtpu, connects and initialises the TPU system: on a
 #: TPU VM that takes from ~20 s to over a minute (v4 and v5p initialise slowest). The limit
@@ -98,7 +98,7 @@ class TfDescriptor(FrameworkDescriptor):
         try:
             probe = subprocess.run([sys.executable, "-c", _TPU_PROBE, tpu_address() or ""],
                                    capture_output=True, text=True, timeout=TPU_PROBE_TIMEOUT_S,
-                                   env={**os.environ, **TPU_PROCESS})
+                                   env={**os.environ, **tpu_process_env()})
         except subprocess.TimeoutExpired:
             return DeviceInfo(self.framework, DeviceKind.TPU, 0, reason=(
                 f"{evidence}, but connecting to the TPU did not finish in {TPU_PROBE_TIMEOUT_S:.0f} s"))
@@ -108,10 +108,11 @@ class TfDescriptor(FrameworkDescriptor):
             return DeviceInfo(self.framework, DeviceKind.TPU, 0,
                               reason=f"{evidence}, but the TPU did not initialise: {tail}")
         count = int(printed)
-        accelerator = tpu_accelerator_type()
+        accelerator, source = tpu_accelerator()
         names = tuple(f"TPU {accelerator}" if accelerator else f"TPU:{i}" for i in range(count))
-        return DeviceInfo(self.framework, DeviceKind.TPU, count, names,
-                          details={"accelerator_type": accelerator} if accelerator else {})
+        return DeviceInfo(self.framework, DeviceKind.TPU, count, names, details=(
+            {"accelerator_type": accelerator, "accelerator_type_source": source} if accelerator
+            else {"accelerator_type_reason": NO_ACCELERATOR_TYPE}))
 
 
 DESCRIPTOR = register_descriptor(TfDescriptor())

@@ -97,6 +97,11 @@ class Task:
         return f"{self.job} {self.index} ({self.address})"
 
     @property
+    def host(self) -> str:
+        """The address's host, lower-case, an IPv6 literal without its brackets."""
+        return self.address.rsplit(":", 1)[0].strip("[]").lower()
+
+    @property
     def cpu(self) -> str:
         """The task's CPU as a device name: an op placed there runs in the task's process."""
         return f"/job:{self.job}/replica:0/task:{self.index}/device:CPU:0"
@@ -116,15 +121,41 @@ def cluster_tasks() -> tuple[list[Task], Task]:
     if config is None:
         raise RuntimeError("TF_CONFIG is not set: this case runs as a cluster of processes "
                            "(parbench's launcher sets it; across machines, set it on each)")
+    return tasks_of(config)
+
+
+def tasks_of(config: Mapping[str, Any]) -> tuple[list[Task], Task]:
+    """Every task of a TF_CONFIG's cluster (jobs in `CLUSTER_JOBS` order) and its own task."""
     tasks = [Task(job, index, address) for job in CLUSTER_JOBS
              for index, address in enumerate(config["cluster"].get(job, ()))]
     me = config["task"]
     return tasks, next(t for t in tasks if t.job == me["type"] and t.index == int(me["index"]))
 
 
+#: Host names that always mean the machine they are used on.
+LOCAL_HOSTS = frozenset({"localhost", "::1", "0.0.0.0", "::"})
+
+
+def is_local_host(host: str) -> bool:
+    """Whether `host` names this machine without the network: a loopback address or name, or
+    this machine's host name (full or short). No name is resolved: a DNS lookup may hang."""
+    own = socket.gethostname().lower()
+    return host in LOCAL_HOSTS or host.startswith("127.") or host in (own, own.split(".")[0])
+
+
+def same_host(a: Task, b: Task) -> bool:
+    """Whether two tasks' addresses name the same machine: the same host, or both this one."""
+    return a.host == b.host or (is_local_host(a.host) and is_local_host(b.host))
+
+
+def tasks_beside(tasks: list[Task], me: Task) -> list[Task]:
+    """The tasks of the cluster on `me`'s machine, `me` included, by their TF_CONFIG addresses."""
+    return [task for task in tasks if same_host(task, me)]
+
+
 def _missing_reason(missing: list[Task], timeout: float) -> str:
     return (f"rendezvous timed out: {', '.join(t.name for t in missing)} did not come up within "
-            f"{timeout:.0f} s; start `python -m suites.worker` with the same --case on each "
+            f"{timeout:.0f} s; start `parbench worker` with the same --case on each "
             f"task's machine, each with its TF_CONFIG ({RENDEZVOUS_TIMEOUT_ENV} sets the timeout)")
 
 

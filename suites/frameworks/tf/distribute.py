@@ -81,6 +81,17 @@ def configure_runtime(job: "Job") -> None:
     tf.config.set_soft_device_placement(isinstance(job.strategy, SoftPlacement))
 
 
+def placement_detail(job: "Job") -> str:
+    """How TF placed the case's ops, as its record says it: read back from TF after
+    `configure_runtime`, so a record (a rehearsal's too: GPU cases on logical CPU devices)
+    shows the placement that ran, and the devices the case's replicas or stages were pinned to."""
+    devices = ", ".join(local_tpus(job) or replica_devices(job))
+    if not tf.config.get_soft_device_placement():
+        return f"strict: an op without a kernel on its device fails, never moves (devices {devices})"
+    reason = getattr(job.strategy, "soft_placement_reason", "")
+    return f"soft: TF may move an op off its device (devices {devices}){f'; {reason}' if reason else ''}"
+
+
 def visible_gpu_count(job: "Job") -> int:
     """How many GPUs (the first ones) TF may see in the process that runs `case` (module docstring)."""
     case = job.case
@@ -184,6 +195,14 @@ def local_gpus(job: "Job") -> list[str]:
     if case.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
         return []
     return replica_devices(job)
+
+
+def local_tpus(job: "Job") -> list[str]:
+    """The TPU cores a TPU case's replicas run on ('/TPU:0', ...): TPUStrategy replicates over
+    every core the TPU shows TF, `n_devices` of them (`suites.strategies.tf.tpu`); none for a
+    case on another device."""
+    case = job.case
+    return [f"/TPU:{index}" for index in range(case.n_devices)] if case.device is DeviceKind.TPU else []
 
 
 def this_task_index() -> int:

@@ -21,7 +21,9 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+from typing import Iterator, MutableMapping
+
+from suites import knobs
 
 #: Set in a process unless its environment already says otherwise; the processes parbench
 #: starts inherit them.
@@ -32,21 +34,90 @@ DEFAULTS = {
     # life of the process; torch cases, DDP ranks and TF workers after it would run out.
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     # Loading libtpu locks /tmp/libtpu_lockfile for the life of the process: the parbench
-    # process must leave it to the TPU probe and the TPU worker (`TPU_PROCESS`).
+    # process must leave it to the TPU probe and the TPU worker (`tpu_process_env`). What this
+    # covers of TF's ways to libtpu, and what else is needed, is noted below.
     "TPU_LOAD_LIBRARY": "0",
 }
 
-#: The environment of a process that must use the TPU (the probe, a `tpu` strategy worker):
-#: explicit, because it inherits "0" from a parent that has loaded TensorFlow. "1" makes TF load
-#: libtpu without taking its lockfile; the parbench process never holds the TPU, and the probe
-#: exits before a worker starts.
+# What decides whether TensorFlow loads libtpu, checked against TF 2.21:
+#
+# 1. The tensorflow and tensorflow-cpu wheels have no libtpu loader. In the tensorflow-cpu 2.21.0
+#    checked, none of the 77 shared libraries under tensorflow/ holds the strings TPU_LOAD_LIBRARY,
+#    TPU_LIBRARY_PATH, libtpu.so, FindAndLoadTpuLibrary, libtpu_lockfile or LIBTPU_INIT_ARGS, and
+#    no Python file reads them. The one mention is tensorflow/tools/pip_package/setup.py:312-313:
+#    only the `tensorflow_tpu` build requires the libtpu package. Those wheels never load libtpu.
+# 2. The tensorflow-tpu build (the StreamExecutor route that TPUStrategy takes on TPU VMs) loads
+#    it in a static initializer, when its library loads: `FindAndLoadTpuLibrary` in
+#    tensorflow/core/tpu/tpu_api_dlsym_initializer.cc. The path is TPU_LIBRARY_PATH, else
+#    site-packages/libtpu/libtpu.so (the libtpu wheel), else "libtpu.so" on the loader's path.
+#    It is dlopen()ed first; then `TryAcquireTpuLock` (xla/stream_executor/tpu/
+#    tpu_initialize_util.cc) reads TPU_LOAD_LIBRARY before anything else: "1" skips the
+#    lockfile, "0" fails with "TPU_LOAD_LIBRARY=0, not loading libtpu", so no lockfile, no
+#    TfTpu_Initialize and no TPU platform (ALLOW_MULTIPLE_LIBTPU_LOAD and
+#    TPU_CHIPS_PER_PROCESS_BOUNDS are read only after it). TPU_LOAD_LIBRARY=0 covers this route:
+#    the library is mapped but never initialised, and nothing touches the chips. Clearing
+#    TPU_LIBRARY_PATH would not stop the dlopen (the wheel's path and "libtpu.so" come next), so
+#    it is left alone.
+# 3. Any build, at `import tensorflow` (tensorflow/__init__.py:443-446 in 2.21): the library that
+#    TF_PLUGGABLE_DEVICE_LIBRARY_PATH names is loaded as a PluggableDevice / PJRT plugin
+#    (`load_pluggable_device_library`), whatever TPU_LOAD_LIBRARY says: TF reads it nowhere on
+#    this route. libtpu is a PJRT plugin, and the PJRT TF runtimes of v5e-class TPU VMs can
+#    reach it this way. So where TPU_LOAD_LIBRARY is "0", `apply_defaults` takes a libtpu named
+#    there out of the process's environment (`hold_libtpu_plugin`), and `tpu_process_env` gives
+#    it back to the TPU processes.
+# 4. Also at import (tensorflow/__init__.py:436-441): every library in a site-packages
+#    `tensorflow-plugins` folder. No variable covers that; the libtpu wheel installs into
+#    site-packages/libtpu/, not there.
+
+#: The variable TF reads at import for a PluggableDevice (PJRT) library (route 3 above).
+PLUGGABLE_DEVICE_LIBRARY = "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"
+#: Where a process that keeps libtpu out holds the libtpu `PLUGGABLE_DEVICE_LIBRARY` it took out of
+#: its environment, so that its TPU processes get it back (`tpu_process_env`), however deep.
+HELD_PLUGGABLE_DEVICE_LIBRARY = "PARBENCH_TPU_PLUGGABLE_DEVICE_LIBRARY"
+
+#: The environment of a process that must use the TPU (the probe, a `tpu` strategy worker) beside
+#: any held libtpu plugin (`tpu_process_env`): explicit, because it inherits "0" from a parent
+#: that has loaded TensorFlow. "1" makes TF load libtpu without taking its lockfile; the parbench
+#: process never holds the TPU, and the probe exits before a worker starts.
 TPU_PROCESS = {"TPU_LOAD_LIBRARY": "1"}
 
 
+def names_libtpu(path: str) -> bool:
+    """Whether a PluggableDevice path (a library, or a folder of them) is or holds libtpu."""
+    path = path.strip().rstrip("/")
+    if os.path.basename(path).startswith("libtpu"):
+        return True
+    try:
+        return os.path.isdir(path) and any(name.startswith("libtpu") for name in os.listdir(path))
+    except OSError:
+        return False
+
+
+def hold_libtpu_plugin(environ: MutableMapping[str, str]) -> bool:
+    """Move a libtpu `PLUGGABLE_DEVICE_LIBRARY` out of `environ` into `HELD_PLUGGABLE_DEVICE_LIBRARY`;
+    whether there was one. Another plugin stays where it is."""
+    path = environ.get(PLUGGABLE_DEVICE_LIBRARY, "")
+    if not path.strip() or not names_libtpu(path):
+        return False
+    environ[HELD_PLUGGABLE_DEVICE_LIBRARY] = environ.pop(PLUGGABLE_DEVICE_LIBRARY)
+    return True
+
+
+def tpu_process_env() -> dict[str, str]:
+    """What a process that must use the TPU sets over the environment it inherits: `TPU_PROCESS`,
+    and the libtpu plugin path a parent held (`hold_libtpu_plugin`) where one did."""
+    held = knobs.read(HELD_PLUGGABLE_DEVICE_LIBRARY)
+    return {**TPU_PROCESS, **({PLUGGABLE_DEVICE_LIBRARY: held} if held else {})}
+
+
 def apply_defaults() -> None:
-    """Put `DEFAULTS` into this process's environment where it does not set them already."""
+    """Put `DEFAULTS` into this process's environment where it does not set them already; then,
+    where this process keeps libtpu out (TPU_LOAD_LIBRARY is "0"), hold a libtpu plugin path
+    too (`hold_libtpu_plugin`), which TF would load at import whatever TPU_LOAD_LIBRARY says."""
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
+    if os.environ.get("TPU_LOAD_LIBRARY", "").strip() == "0":
+        hold_libtpu_plugin(os.environ)
 
 
 #: The line absl writes before the first message logged before `absl::InitializeLog()`.

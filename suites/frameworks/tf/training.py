@@ -25,8 +25,8 @@ from suites.records.check import (LOSS_TRAJECTORY_STEPS, Check, gradients_agains
                      loss_trajectory_check)
 from suites.cases.vocabulary import Compile, DeviceKind, Precision
 from suites.frameworks.tf import memory_probe as tf_memory
-from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus,
-                                             replica_devices)
+from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, host_cpu, local_gpus, local_tpus,
+                                             placement_detail, replica_devices)
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, Trainer, TrainingSetup
@@ -49,6 +49,12 @@ BATCHNORM_DETAILS = {
             "(as keras.layers.BatchNormalization(synchronized=True))"}
 
 
+#: How far copies of a variable may lie apart after the check's steps, relative to the largest
+#: weight (at least 1): about 8 float32 ulps, rounding of identical updates rewritten differently
+#: per device (`TfTrainStep._copies_diverged`), far below any copy that missed an update.
+COPY_RTOL = 1e-6
+
+
 class TfTrainStep(Runnable):
     workload: TrainStep
     unsupported_errors = backend.UNSUPPORTED_ERRORS
@@ -57,6 +63,7 @@ class TfTrainStep(Runnable):
         self.memory_baseline = tf_memory.Baseline.now()  # before anything of the case exists
         self.plugin = self.job.strategy
         configure_runtime(self.job)
+        self.details["device_placement"] = placement_detail(self.job)
         self.details.update(backend.cudnn_details(self.case))
         backend.set_matmul_precision(self.case.precision)
         self.spec = faults.step_model(self.workload.model)
@@ -68,7 +75,7 @@ class TfTrainStep(Runnable):
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
-        self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.job))
+        self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.job)).with_tpus(local_tpus(self.job))
         if self.plugin.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
@@ -115,7 +122,8 @@ class TfTrainStep(Runnable):
         return gpu_ordinals(self.job)
 
     def memory_probe(self) -> MemoryProbe | None:
-        """Allocator peaks of the GPUs holding replicas; on the CPU, this process's resident set.
+        """Allocator peaks of the GPUs or TPU cores holding replicas (a TPU's unknown where TF
+        cannot read it, never the host's); on the CPU, this process's resident set.
         None in a GPU case run from a process without a GPU (a parameter-server chief): its
         tasks' host memory is not the case's GPU memory, and the workers' GPUs are theirs."""
         if self.case.device is DeviceKind.GPU and not local_gpus(self.job):
@@ -123,7 +131,8 @@ class TfTrainStep(Runnable):
                 "the chief that runs the case sees no GPU; the workers' GPU memory is not read from it")
             return None
         return (self.trainer.memory_probe()
-                or tf_memory.memory_probe(replica_devices(self.job), self.memory_baseline))
+                or tf_memory.memory_probe(local_tpus(self.job) or replica_devices(self.job), self.memory_baseline,
+                                          self.details))
 
     # --- correctness ------------------------------------------------------------------------
     def check(self) -> Check:
@@ -232,10 +241,17 @@ class TfTrainStep(Runnable):
 
     def _copies_diverged(self, copies: list[dict[str, np.ndarray]], work: TrainStep) -> Check | None:
         """A failed check if the copies of the variables in this process differ after the check's
-        steps (every copy must apply the same update), else None."""
-        difference = max(float(np.max(np.abs(copy[name] - copies[0][name])))
-                         for copy in copies[1:] for name in copy) if len(copies) > 1 else 0.0
-        if difference == 0.0:
+        steps by more than rounding (`COPY_RTOL` of the largest weight), else None. Every copy
+        applies the same update, but not always bit for bit: Grappler's arithmetic optimizer may
+        rewrite each tower's identical update ops differently (seen with fp16's loss-scale guard
+        on towers: 1.5e-8 apart, none with the optimizer off); a broken broadcast or a copy left
+        out of an update differs by far more."""
+        if len(copies) < 2:
             return None
-        return Check(False, "copy_max_abs_diff", difference, 0.0,
+        difference = max(float(np.max(np.abs(copy[name] - copies[0][name]))) for copy in copies[1:] for name in copy)
+        scale = max(float(np.max(np.abs(values))) for values in copies[0].values())
+        tolerance = COPY_RTOL * max(1.0, scale)
+        if difference <= tolerance:
+            return None
+        return Check(False, "copy_max_abs_diff", difference, tolerance,
                      f"{self._describe(work)}: the {len(copies)} copies of the variables diverged")

@@ -6,9 +6,11 @@ so a case runs unchanged under `parbench run` and under `torchrun` on one or man
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -17,11 +19,13 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
 from suites.hardware.devices import cuda_visible_devices_reason
+from suites.run.reference_budget import reference_threads
 from suites.run.unsupported import Unsupported
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
 RENDEZVOUS_TIMEOUT_S = 120.0
 THREADS_ENV = "PARBENCH_THREADS"
+T = TypeVar("T")
 
 
 def limit_threads_from_env() -> None:
@@ -29,6 +33,33 @@ def limit_threads_from_env() -> None:
     threads = knobs.read(THREADS_ENV)
     if threads:
         torch.set_num_threads(threads)
+
+
+def local_world_size() -> int:
+    """The rank processes on this node: torchrun's LOCAL_WORLD_SIZE (parbench's launcher sets it
+    too), 1 where it is not set."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and int(local) > 0 else 1
+
+
+def node_share_thread_count() -> int:
+    """The threads `node_share_of_threads` gives this process (`reference_threads`)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return reference_threads(torch.get_num_threads(), os.cpu_count() or 1, usable, local_world_size())
+
+
+@contextlib.contextmanager
+def node_share_of_threads() -> Iterator[int]:
+    """Within: this process's share of its node's cores as torch's intra-op threads
+    (`reference_threads`: torchrun leaves a rank one thread, OMP_NUM_THREADS=1); after: the
+    threads it had, so the timed steps keep theirs. Yields the threads used."""
+    saved = torch.get_num_threads()
+    threads = node_share_thread_count()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(saved)
 
 
 @dataclass(frozen=True)
@@ -43,7 +74,7 @@ class RankEnv:
                    if name not in os.environ]
         if missing:
             raise RuntimeError(f"not launched as a rank: {', '.join(missing)} unset (run it "
-                               "through `parbench run` or `torchrun ... -m suites.worker`)")
+                               "through `parbench run` or `torchrun ... -m suites worker`)")
         rank = int(os.environ["RANK"])
         return cls(rank, int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", rank)))
 
@@ -104,6 +135,30 @@ class ProcessGroup:
         holder = [value]
         dist.broadcast_object_list(holder, src=0, device=self.device)
         return holder[0]
+
+    def broadcast_computed(self, compute: Callable[[], T], timeout_s: float) -> T:
+        """Rank 0's `compute()`, on every rank; the others wait for it up to `timeout_s`. They wait
+        in a CPU (gloo) group made for it, whose collectives time out after `timeout_s`: in the
+        default group they would time out after `RENDEZVOUS_TIMEOUT_S` (NCCL's watchdog then
+        aborts the job) while rank 0 still computes. Where rank 0's `compute` raises, it raises
+        there and the others raise at once, naming it. Every rank must call it, in the same order
+        as every other process group it creates; `destroy` ends the group with the default one."""
+        waiting = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+        failure: Exception | None = None
+        holder: list[object] = [None]
+        if self.rank == 0:
+            try:
+                holder = [(compute(), None)]
+            except Exception as error:  # the others must not wait for what will not come
+                failure = error
+                holder = [(None, f"{type(error).__name__}: {error}")]
+        dist.broadcast_object_list(holder, src=0, group=waiting, device=torch.device("cpu"))
+        if failure is not None:
+            raise failure
+        value, error_text = holder[0]  # type: ignore[misc]
+        if error_text is not None:
+            raise RuntimeError(f"rank 0 failed to compute what this rank waited for: {error_text}")
+        return value  # type: ignore[no-any-return]
 
     def mean(self, value: float) -> float:
         """The mean of `value` over all ranks, on every rank."""

@@ -29,13 +29,16 @@ from suites.frameworks.torch import memory_breakdown as torch_breakdown
 from suites.frameworks.torch import memory_probe as torch_memory
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models
-from suites.frameworks.torch.distributed import all_gather_objects, limit_threads_from_env
+from suites.frameworks.torch.distributed import (all_gather_objects, limit_threads_from_env, node_share_of_threads,
+                                                node_share_thread_count)
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
 from suites.run import faults
 from suites.run.memory_probes import MemoryProbe
 from suites.run.process_env import rehearsing
+from suites.run.reference_budget import (ReferenceCost, flop_budget, gradient_reference_cost, over_budget,
+                                         trajectory_reference_cost)
 from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.run.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
@@ -347,8 +350,12 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             gradients = self._own_shard_gradients(x_local, y_local)
         gradients = faults.observed_gradients(gradients, world)
         self.optimizer.zero_grad(set_to_none=True)
-        reference = self._on_root(lambda: reference_gradients(self.workload.model, self.weights, x, y,
-                                                               self.job.check_job().statistics_groups()))
+        cost = gradient_reference_cost(check.flops_per_step(), check.global_batch)
+        reference = self._on_root(cost, lambda: reference_gradients(self.workload.model, self.weights, x, y,
+                                                                     self.job.check_job().statistics_groups()),
+                                  self._describe(check))
+        if isinstance(reference, Check):
+            return reference
         result = gradients_against_reference(gradients, reference, self.case.precision,
                                              f"{self._describe(check)} vs float64 single-device"
                                              f"{faults.detail()}")
@@ -387,10 +394,13 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             losses.append(self._global_loss(loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
-        reference = self._on_root(lambda: reference_losses(
+        cost = trajectory_reference_cost(check.flops_per_step(), check.global_batch, self.device.type == "cpu")
+        reference = self._on_root(cost, lambda: reference_losses(
             self.workload.model, self.weights, [b for b, _ in batches], applied, self.device,
-            self.workload.optimizer, self.job.check_job().statistics_groups()))
+            self.workload.optimizer, self.job.check_job().statistics_groups()), self._describe(check))
         backend.set_matmul_precision(self.case.precision)
+        if isinstance(reference, Check):
+            return reference
         skipped = (f"; {applied.count(False)} step(s) skipped by loss scaling (skipped in "
                    "the fp32 trajectory too)" if self.scaler else "")
         result = loss_trajectory_check(losses, reference, self.case.precision,
@@ -401,13 +411,33 @@ class TorchTrainStep(ProfiledKernels, Runnable):
                            "loss scaling skipped every step: no update was checked")
         return self._worst_rank(result)
 
-    def _on_root(self, compute: Callable[[], T]) -> T:
-        """`compute()` on rank 0 only, its result sent to every rank: the reference is computed
-        once per case, not once per rank."""
+    def _on_root(self, cost: ReferenceCost, compute: Callable[[], T], detail: str) -> T | Check:
+        """The check's reference: `compute()` on rank 0 only, with its node's share of the cores
+        (`node_share_of_threads`), its result sent to every rank, which wait for it as long as
+        its `cost` may take (`ProcessGroup.broadcast_computed`); the reference is computed once
+        per case, not once per rank. Where it would cost more than rank 0's budget
+        (`suites.run.reference_budget`), nothing is computed and every rank returns the same
+        `not_checked` check at once."""
+        skipped = over_budget(cost, self._agreed_budget(), self._agreed(node_share_thread_count()), detail)
+        if skipped is not None:
+            return skipped
+
+        def on_root() -> T:
+            with node_share_of_threads():
+                return compute()
+
         if not self.group:
-            return compute()
-        shared = self.group.broadcast_object(compute() if self.rank == 0 else None)
-        return shared  # type: ignore[return-value]
+            return on_root()
+        return self.group.broadcast_computed(on_root, cost.wait_s())
+
+    def _agreed_budget(self) -> float:
+        """Rank 0's reference budget, on every rank (a knob set on one node only must not leave
+        rank 0 computing a reference that the others do not wait for)."""
+        return self._agreed(flop_budget())
+
+    def _agreed(self, value: float) -> float:
+        """Rank 0's `value` on every rank."""
+        return self.group.broadcast_from_root(value) if self.group else value
 
     def _worst_rank(self, check: Check) -> Check:
         """The worst rank's check, on every rank; its detail names the rank where several."""

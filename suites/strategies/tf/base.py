@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
-from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tf_config_rank
+from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tasks_beside, tasks_of, tf_config_rank
 from suites.run.launch import Launch
 from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
 from suites.run.capabilities import CoordinatesWorkers
@@ -121,7 +121,7 @@ def nccl_bf16_reason(job: "Job", what: str) -> str | None:
 class ClusterStrategy(DistributeStrategy):
     """A strategy over processes joined by TF_CONFIG: parbench's launcher starts them on
     127.0.0.1 with ports picked at run time (`rank_env`); across machines a user starts
-    `python -m suites.worker --case ID` on each with their own TF_CONFIG (`this_rank`)."""
+    `parbench worker --case ID` on each with their own TF_CONFIG (`this_rank`)."""
 
     launch = Launch.RANKS
     coordinated = True
@@ -172,4 +172,28 @@ class ClusterStrategy(DistributeStrategy):
         if found != expected:
             raise UserError(f"TF_CONFIG's cluster has {found or 'no tasks'}, but case {case.id} needs "
                             f"{expected} ({self.strategy}: one worker per device)")
+        shared = shared_gpus_problem(job, config)
+        if shared:
+            raise UserError(shared)
         return tf_config_rank(config)
+
+
+def shared_gpus_problem(job: "Job", config: Mapping[str, Any]) -> str | None:
+    """Why a task started by hand from `config` (TF_CONFIG) must not run a GPU case here: other
+    tasks of its cluster are on the same machine and CUDA_VISIBLE_DEVICES is unset, so each
+    would see every GPU, and TF would put every worker's replica on GPU 0. parbench's launcher
+    sets it for every task (`ClusterStrategy.rank_env`: a worker its own GPU, the others none);
+    by hand only the user can. Set to anything, even empty, it is the user's choice: None."""
+    if job.case.device is not DeviceKind.GPU or "CUDA_VISIBLE_DEVICES" in os.environ:
+        return None
+    tasks, me = tasks_of(config)
+    beside = tasks_beside(tasks, me)
+    if len(beside) < 2:
+        return None
+    others = ([] if all(task.job == "worker" for task in tasks)
+              else ["the chief and parameter servers none (CUDA_VISIBLE_DEVICES=)"])
+    way_out = "; ".join(["each worker its own GPU (worker 0 CUDA_VISIBLE_DEVICES=0, worker 1 =1, ...)", *others])
+    return (f"TF_CONFIG puts {', '.join(task.name for task in beside)} on one machine and CUDA_VISIBLE_DEVICES "
+            f"is not set, so every one of them would see every GPU and train on GPU 0: start each task with its "
+            f"own CUDA_VISIBLE_DEVICES ({way_out}), or let parbench launch the cluster (`parbench run`), "
+            "which does")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
-from suites.frameworks.tf.environment import TPU_PROCESS
+from suites.frameworks.tf.environment import tpu_process_env
 from suites.run.launch import Launch
 from suites.strategies.base import split_reason
 from suites.strategies.tf.base import DistributeStrategy
@@ -63,7 +63,7 @@ class Tpu(DistributeStrategy):
 
     def isolated_env(self, job: "Job") -> dict[str, str]:
         """Its process may load libtpu, which the parbench process keeps out of itself."""
-        return dict(TPU_PROCESS)
+        return tpu_process_env()
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         import tensorflow as tf
