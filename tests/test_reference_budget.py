@@ -224,3 +224,12 @@ def test_the_report_reads_a_check_left_undone_as_no_check_not_a_fail(tmp_path):
     assert made["check_passed"] is None and made["check_metric"] == NOT_CHECKED
     frame = pd.DataFrame([{"status": "ok", "throughput": 1.0, "check_passed": made["check_passed"]}])
     assert len(usable(frame)) == 1
+
+
+def test_the_reports_flags_say_a_figure_was_not_checked():
+    import pandas as pd
+    from suites.report.sections import badges
+
+    frame = pd.DataFrame({"check_metric": [NOT_CHECKED, "grad_rel_l2_err"], "noisy": [False, True],
+                          "why_not_text": ["", ""]})
+    assert list(badges(frame)) == ["numerics not checked", "noisy"]

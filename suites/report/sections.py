@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import METRICS
 from suites.report import figures
 from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
@@ -77,12 +78,16 @@ PROBLEM_ROWS = 50
 
 
 def badges(frame: pd.DataFrame) -> pd.Series:
-    """Short flags of a row: 'noisy · straggler · contended (load 2.7 on 2 cores) · emulated' —
-    its own marks, then each reason it is not comparable, by its head (the explanation of each is
+    """Short flags of a row: 'noisy · straggler · numerics not checked · contended (load 2.7 on 2
+    cores) · emulated' — its own marks, then each reason it is not comparable, by its head (the explanation of each is
     in the report's method, and `why_not_text` keeps it whole in the exports)."""
     marks = [column for column in ("noisy", "straggler") if column in frame]
     own = ([[column for column in marks if row.get(column) is True] for row in frame[marks].to_dict("records")]
            if marks else [[] for _ in range(len(frame))])
+    if "check_metric" in frame:  # a check left undone (its reference over budget): the figure is unchecked
+        for mine, metric in zip(own, frame["check_metric"]):
+            if metric == NOT_CHECKED:
+                mine.append("numerics not checked")
     why = frame["why_not_text"].fillna("").astype(str) if "why_not_text" in frame else pd.Series("", index=frame.index)
     heads = [[reason.split(": ")[0] for reason in text.split("; ") if reason] for text in why]
     return pd.Series([" · ".join(dict.fromkeys([*mine, *theirs])) for mine, theirs in zip(own, heads)],
