@@ -7,4 +7,7 @@ python -m pip install --quiet --disable-pip-version-check -e ".[all,test]"
 if [ -x tests/browser/setup.sh ]; then
   bash tests/browser/setup.sh
 fi
+if [ -x tests/cluster/setup.sh ]; then
+  bash tests/cluster/setup.sh
+fi
 exec python -m pytest -q "$@"

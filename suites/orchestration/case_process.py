@@ -33,6 +33,7 @@ from suites.run.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.run.launchers import case_timeout
 from suites.run.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.run.scratch import run_temp_dir
+from suites.run.slurm import node_provenance
 from suites.run.capabilities import ServesCluster
 from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
@@ -187,6 +188,9 @@ def run(args: argparse.Namespace) -> None:
         served, outcome = _serve_or_execute(job, timing)
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
+    node = node_provenance()
+    if node is not None:  # started by Slurm: the record keeps every rank's node (`suites.run.slurm`)
+        outcome.details["node"] = {**node, "rank": rank}
     if args.out is not None:
         write_outcome(outcome, args.out, rank)
     if stores:

@@ -29,7 +29,7 @@ from suites.records.contention import CASE_ROOT_ENV
 from suites.run.bounds import Bound, Probe, bound_for
 from suites.run.execute import FAILED_AT, Outcome, execute_in_process
 from suites.run.launch import Launch
-from suites.run import termination
+from suites.run import slurm, termination
 from suites.run.scratch import TMPDIR_ENV
 from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
@@ -324,10 +324,18 @@ def run_isolated(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
 
 
 def run_ranks(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
-    """`plugin.processes(job)` rank processes of `worker`, each told its rank and the rendezvous ports."""
+    """`plugin.processes(job)` rank processes of `worker`, each told its rank and the rendezvous
+    ports; inside a Slurm allocation, ranks that do not fit on one node as one srun step over the
+    nodes they need (`suites.run.slurm`)."""
     plugin = job.strategy
     count = plugin.processes(job)
     ports = free_ports(plugin.ports_needed(job))
+    where = slurm.allocation()
+    if where is not None and slurm.nodes_needed(job, where, count) > 1:
+        # each rank's threads are its node's (OMP_NUM_THREADS unset), not a share of this one's cores
+        envs = [plugin.rank_env(job, rank, count, ports) for rank in range(count)]
+        commands = [_worker_command(job, timing, Path("rank.json"), worker) for _ in range(count)]
+        return slurm.run_step(job, commands, envs, where, case_timeout(timing, job))
     threads = str(threads_per_process(job.case, count))
     cpus = rank_cpus(job, count)
     envs = [{**plugin.rank_env(job, rank, count, ports),

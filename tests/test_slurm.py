@@ -1,0 +1,106 @@
+"""A suite across a Slurm allocation, on a real 2-node cluster started on this machine
+(tests/slurm_cluster.py): `salloc -N 2 parbench run --suite GRID` runs each case whose ranks span
+nodes as one srun step, every other case where parbench runs, and a case needing more nodes than
+the allocation has is unavailable with the count."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suites.run import slurm
+from tests.slurm_cluster import missing, two_node_cluster
+
+pytest.importorskip("torch")
+
+GRID = """description = "Slurm: ranks across two nodes, and a case on one"
+
+[timing]
+budget_s = 0.5
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = ["ddp", "fsdp"]
+n_devices = 2
+params = { model = "mlp", batch = 16 }
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = "ddp"
+n_devices = 4
+params = { model = "mlp", batch = 16 }
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = "single"
+n_devices = 1
+params = { model = "mlp", batch = 16 }
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = missing()
+    if why:
+        pytest.skip(why)
+    with two_node_cluster(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
+def records_of(results: Path) -> dict[str, dict]:
+    return {record["case"]["strategy"] + f"x{record['case']['n_devices']}": record
+            for path in results.rglob("*.jsonl") for line in path.read_text().splitlines() if line.strip()
+            for record in [json.loads(line)]}
+
+
+def test_a_suite_in_a_two_node_allocation_spans_the_nodes(cluster, tmp_path, our_processes):
+    grid = tmp_path / "slurm.toml"
+    grid.write_text(GRID)
+    results = tmp_path / "results"
+    run = subprocess.run(["salloc", "-N", "2", sys.executable, "-m", "suites", "run", "--suite", str(grid),
+                          "--results", str(results), "--label", "slurm-test"],
+                         cwd=tmp_path, env={**__import__("os").environ, **cluster}, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = records_of(results)
+    for spanning in ("ddpx2", "fsdpx2"):
+        record = records[spanning]
+        assert record["status"] == "ok", record["reason"]
+        assert record["check"]["passed"], record["check"]
+        details = record["details"]
+        assert details["launcher"] == "slurm"
+        assert sorted(node["slurm_node"] for node in details["nodes"]) == ["node1", "node2"]
+        assert "one physical host" in details["nodes_share_a_host"]  # both slurmd run on this machine
+        assert record["emulated"] is True
+    too_big = records["ddpx4"]
+    assert too_big["status"] == "unavailable" and "needs 4 nodes" in too_big["reason"]
+    single = records["singlex1"]
+    assert single["status"] == "ok" and "nodes" not in single["details"]
+    assert not list(tmp_path.glob(".parbench-slurm-*"))  # the step's folder is removed
+    assert our_processes() == []
+
+
+def test_outside_an_allocation_nothing_changes(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert slurm.allocation() is None
+    assert slurm.allocation({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node1", "SLURM_JOB_NUM_NODES": "1"}) is None
+
+
+def test_ranks_are_placed_on_the_steps_nodes():
+    where = slurm.Allocation("7", ("node1", "node2"), ("10.0.0.1", "10.0.0.2"), 8)
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "9", "LOCAL_RANK": "9",
+           "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "16"}
+    assert slurm.rank_env_on_nodes(env, 9, 8, where) == {
+        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": "9", "LOCAL_RANK": "1",
+        "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}
+    assert slurm._gpus_per_node({"SLURM_GPUS_PER_NODE": "h100:8"}) == 8
+    assert slurm._gpus_per_node({}) == 0
