@@ -39,6 +39,14 @@ params = { model = "mlp", batch = 16 }
 
 [[grid]]
 workload = "train_step"
+framework = "tf"
+device = "cpu"
+strategy = "multiworker"
+n_devices = 2
+params = { model = "mlp", batch = 16 }
+
+[[grid]]
+workload = "train_step"
 framework = "torch"
 device = "cpu"
 strategy = "single"
@@ -72,7 +80,8 @@ def test_a_suite_in_a_two_node_allocation_spans_the_nodes(cluster, tmp_path, our
                          text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     records = records_of(results)
-    for spanning in ("ddpx2", "fsdpx2"):
+    assert set(records) == {"ddpx2", "fsdpx2", "multiworkerx2", "ddpx4", "singlex1"}, run.stdout[-3000:]
+    for spanning in ("ddpx2", "fsdpx2", "multiworkerx2"):
         record = records[spanning]
         assert record["status"] == "ok", record["reason"]
         assert record["check"]["passed"], record["check"]
@@ -102,5 +111,11 @@ def test_ranks_are_placed_on_the_steps_nodes():
     assert slurm.rank_env_on_nodes(env, 9, 8, where) == {
         "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": "9", "LOCAL_RANK": "1",
         "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}
+    tf_config = {"cluster": {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001", "127.0.0.1:5002"]},
+                 "task": {"type": "worker", "index": 1}}
+    placed = slurm.rank_env_on_nodes({"TF_CONFIG": json.dumps(tf_config), "CUDA_VISIBLE_DEVICES": "1"}, 2, 2, where)
+    assert json.loads(placed["TF_CONFIG"])["cluster"] == {
+        "chief": ["10.0.0.1:5000"], "worker": ["10.0.0.1:5001", "10.0.0.2:5002"]}
+    assert placed["CUDA_VISIBLE_DEVICES"] == "0"
     assert slurm._gpus_per_node({"SLURM_GPUS_PER_NODE": "h100:8"}) == 8
     assert slurm._gpus_per_node({}) == 0

@@ -127,7 +127,8 @@ def too_few_nodes(job: "Job", where: Allocation, processes: int) -> str | None:
 
 def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: Allocation) -> dict[str, str]:
     """A rank's environment from its strategy (made for one machine) set for the step's nodes:
-    the rendezvous on the first node, the rank's place on its own node."""
+    torch's rendezvous on the first node and the rank's place on its own node; a TF cluster's
+    tasks (TF_CONFIG, in rank order) each at its node's address, a worker's GPU its node's own."""
     placed = dict(env)
     if "MASTER_ADDR" in placed:
         placed["MASTER_ADDR"] = where.addresses[0]
@@ -135,7 +136,23 @@ def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: A
         placed["LOCAL_RANK"] = str(rank % per_node)
     if "LOCAL_WORLD_SIZE" in placed:
         placed["LOCAL_WORLD_SIZE"] = str(per_node)
+    if "TF_CONFIG" in placed:
+        placed["TF_CONFIG"] = json.dumps(_tf_config_on_nodes(json.loads(placed["TF_CONFIG"]), per_node, where))
+        if placed.get("CUDA_VISIBLE_DEVICES"):  # a worker's GPU: one per rank on its node
+            placed["CUDA_VISIBLE_DEVICES"] = str(rank % per_node)
     return placed
+
+
+def _tf_config_on_nodes(config: dict, per_node: int, where: Allocation) -> dict:
+    """TF_CONFIG whose tasks (rank r is the r-th task of the cluster, jobs in their order) are on
+    the node of their rank, each keeping its port."""
+    rank, cluster = 0, {}
+    for job, addresses in config["cluster"].items():
+        cluster[job] = []
+        for address in addresses:
+            cluster[job].append(f"{where.addresses[rank // per_node]}:{address.rsplit(':', 1)[1]}")
+            rank += 1
+    return {**config, "cluster": cluster}
 
 
 def _rank_script(command: list[str], env: Mapping[str, str]) -> str:
