@@ -119,3 +119,74 @@ def test_ranks_are_placed_on_the_steps_nodes():
     assert placed["CUDA_VISIBLE_DEVICES"] == "0"
     assert slurm._gpus_per_node({"SLURM_GPUS_PER_NODE": "h100:8"}) == 8
     assert slurm._gpus_per_node({}) == 0
+
+
+DIES = """description = "Slurm: a node dies mid-case"
+
+[timing]
+budget_s = 30.0
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = "ddp"
+n_devices = 2
+params = { model = "mlp", batch = 16 }
+
+[[grid]]
+workload = "train_step"
+framework = "torch"
+device = "cpu"
+strategy = "single"
+n_devices = 1
+params = { model = "mlp", batch = 16 }
+"""
+
+
+def _rank_process(node: str, rank: int) -> int | None:
+    """The pid of the case process Slurm started as `rank` on `node`, if it is running."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = dict(item.split("=", 1) for item in (entry / "environ").read_bytes().decode(
+                errors="replace").split("\0") if "=" in item)
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if (environ.get("SLURMD_NODENAME") == node and environ.get("SLURM_PROCID") == str(rank)
+                and "suites.orchestration.case_process" in command):
+            return int(entry.name)
+    return None
+
+
+def test_a_node_that_dies_mid_case_fails_that_case_and_the_suite_goes_on(cluster, tmp_path, our_processes):
+    import os
+    import signal
+    import time
+
+    grid = tmp_path / "dies.toml"
+    grid.write_text(DIES)
+    results = tmp_path / "results"
+    started = time.monotonic()
+    run = subprocess.Popen(["salloc", "-N", "2", sys.executable, "-m", "suites", "run", "--suite", str(grid),
+                            "--results", str(results), "--label", "slurm-test"],
+                           cwd=tmp_path, env={**os.environ, **cluster}, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    victim = None
+    while victim is None and time.monotonic() - started < 300 and run.poll() is None:
+        victim = _rank_process("node2", 1)
+        time.sleep(0.2)
+    assert victim is not None, "rank 1 never started on node2"
+    time.sleep(3.0)  # mid-case: set up, checking or timing
+    os.kill(victim, signal.SIGKILL)  # the node's processes die
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode == 1, output[-3000:]  # a case failed; the run went on to the next one
+    records = records_of(results)
+    assert records["singlex1"]["status"] == "ok"
+    record = records["ddpx2"]
+    assert record["status"] == "failed" and record["reason"].startswith("rank 1 on node2 ended without reporting")
+    assert "Killed" in record["reason"] or "signal" in record["reason"].lower(), record["reason"]
+    assert time.monotonic() - started < 300  # well within the case's deadline, not at it
+    assert not list(tmp_path.glob(".parbench-slurm-*")) and our_processes() == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -227,10 +228,15 @@ def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | No
         assert primary is not None
         primary.details.update(_nodes_details(nodes))
         return primary
-    rank = min(failed, key=lambda r: (outcomes[r] is None, r))  # a reported failure before a missing outcome
+    ended = _ended_tasks(folder / "srun.log")
+    # a reported failure first; else the task srun saw end first (its peers were stopped after it)
+    rank = min(failed, key=lambda r: (outcomes[r] is None, r not in ended, list(ended).index(r) if r in ended else r))
     outcome = outcomes[rank]
     if outcome is not None:
         why = f"rank {rank}: {outcome.reason}"
+    elif rank in ended:
+        why = (f"rank {rank} on {ended[rank][0]} ended without reporting: {ended[rank][1]} (srun stopped the "
+               f"step's other ranks)")
     elif timed_out:
         why = f"rank {rank} did not finish within {deadline_s:.0f} s (the srun step was stopped)"
     else:
@@ -238,6 +244,24 @@ def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | No
     return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
         "rank": rank, "output_tail": _tail(folder / f"rank{rank}.log") or _tail(folder / "srun.log"),
         **(outcome.details if outcome else {}), **_nodes_details(nodes)})
+
+
+#: srun's line for a task that ended badly: "srun: error: node2: task 1: Killed".
+TASK_ENDED = re.compile(r"error: (?P<node>\S+): tasks? (?P<tasks>[\d,-]+): (?P<how>.+)")
+
+
+def _ended_tasks(log: Path) -> dict[int, tuple[str, str]]:
+    """Tasks srun said ended badly, in the order it said so: rank -> (node, how)."""
+    ended: dict[int, tuple[str, str]] = {}
+    for line in _tail(log, 200):
+        match = TASK_ENDED.search(line)
+        if not match:
+            continue
+        for part in match["tasks"].split(","):
+            low, _, high = part.partition("-")
+            for task in range(int(low), int(high or low) + 1):
+                ended.setdefault(task, (match["node"], match["how"].strip()))
+    return ended
 
 
 def _nodes_details(nodes: list[object]) -> dict[str, object]:
