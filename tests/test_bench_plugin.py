@@ -62,7 +62,8 @@ def test_benchmark_json_carries_case_metrics_check_and_provenance(pytester):
     out.parent.mkdir(parents=True)  # pytest-benchmark opens the file at start-up
     result = run_suite(pytester, f"--benchmark-json={out}")
     result.assert_outcomes(passed=1, skipped=3)
-    result.stdout.re_match_lines_random([r"SKIPPED \[1\] .*: no gpu: .*", r"SKIPPED \[2\] .*heavy benchmark: run with --heavy"])
+    result.stdout.re_match_lines_random([r"SKIPPED \[1\] .*: no gpu: .*",
+                                         r"SKIPPED \[2\] .*heavy benchmark: run with --heavy"])
     data = json.loads(out.read_text())
     (benchmark,) = data["benchmarks"]
     extra = benchmark["extra_info"]

@@ -109,7 +109,8 @@ def test_a_record_keeps_its_verdict_and_signals_come_from_its_measurement_and_me
 def test_the_report_shows_the_verdicts_and_its_summary_names_host_bound_and_power_capped_figures():
     power = Record(Case.make("matmul", "torch", "gpu", precision="bf16", params={"m": 8192, "n": 8192, "k": 8192}),
                    Status.OK, "r1", "2026-11-24T00:00:00+00:00", "gpu", {"machine": "h100"},
-                   measurement=Measurement((1.6e-3,) * 9, telemetry=Telemetry((gpu(1300.0, 699.0, ("sw_power_cap",)),))),
+                   measurement=Measurement((1.6e-3,) * 9,
+                                           telemetry=Telemetry((gpu(1300.0, 699.0, ("sw_power_cap",)),))),
                    bound_by=BoundBy("power", "clocks held at 66% of their maximum with sw_power_cap seen"))
     launch = Record(Case.make("train_step", "torch", "gpu", params={"model": "mlp", "batch": 32}),
                     Status.OK, "r1", "2026-11-24T00:00:00+00:00", "training", {"machine": "h100"},

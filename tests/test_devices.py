@@ -49,9 +49,11 @@ def test_tf32_needs_a_gpu():
 
 
 def test_neutral_code_imports_no_framework():
-    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.orchestration.runner, suites.records.store, suites.workloads;"
+    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.orchestration.runner, "
+            "suites.records.store, suites.workloads;"
             "suites.frontends.cli.build_parser(); suites.grids.grid.load_suite('training');"
-            "from suites.workloads import WORKLOADS; from suites.strategies.versions import version_of; [version_of(w) for w in WORKLOADS.values()];"
+            "from suites.workloads import WORKLOADS; from suites.strategies.versions import version_of; "
+            "[version_of(w) for w in WORKLOADS.values()];"
             "print([m for m in ('torch', 'tensorflow') if m in sys.modules])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

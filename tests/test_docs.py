@@ -92,7 +92,8 @@ def broken_links(path: Path) -> list[str]:
             file_part, _, anchor = target.partition("#")
             linked = (path.parent / file_part).resolve() if file_part else path
             if not linked.exists():
-                broken.append(f"{target}: no file {linked.relative_to(ROOT) if linked.is_relative_to(ROOT) else linked}")
+                broken.append(f"{target}: no file "
+                              f"{linked.relative_to(ROOT) if linked.is_relative_to(ROOT) else linked}")
             elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text()):
                 broken.append(f"{target}: no heading with anchor #{anchor} in {linked.name}")
     return broken

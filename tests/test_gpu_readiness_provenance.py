@@ -144,7 +144,8 @@ def test_the_training_suite_has_a_runnable_tpu_case_for_each_single_host_tpu(cor
         for model in ("mlp", "cnn", "transformer")}
     assert all(case.n_devices == cores for case in runnable)
     other = next(case for case in tpu_cases if case.n_devices != cores)
-    assert f"the case with n_devices = {cores} runs here" in plugin.unavailable_reason(job_for(other), tpu_device(cores))
+    assert (f"the case with n_devices = {cores} runs here"
+            in plugin.unavailable_reason(job_for(other), tpu_device(cores)))
 
 
 def test_the_eight_core_tpu_case_ids_are_unchanged():
@@ -269,7 +270,8 @@ if {old} and "compute_cap" in query:
     sys.exit(2)
 rows = {{"index": ["0", "1"], "name": ["NVIDIA H100 80GB HBM3"] * 2, "memory.total": ["81559"] * 2,
         "driver_version": ["550.54.15"] * 2, "compute_cap": ["9.0"] * 2, "clocks.max.sm": ["1980"] * 2,
-        "clocks.max.memory": ["2619"] * 2, "power.limit": ["700.00", "[N/A]"], "mig.mode.current": ["Disabled", "Enabled"]}}
+        "clocks.max.memory": ["2619"] * 2, "power.limit": ["700.00", "[N/A]"],
+        "mig.mode.current": ["Disabled", "Enabled"]}}
 for gpu in range(2):
     print(", ".join(rows[field][gpu] for field in query.split(",")))
 '''

@@ -109,7 +109,8 @@ _SPY = textwrap.dedent("""
 """)
 TF_MODULES = sorted([*(f"suites.frameworks.tf.{path.stem}" for path in (REPO / "suites/frameworks/tf").glob("*.py")
                       if path.stem not in ("__init__", "environment")),
-                     *(f"suites.models.{path.parent.name}.tf_model" for path in (REPO / "suites/models").glob("*/tf_model.py"))])
+                     *(f"suites.models.{path.parent.name}.tf_model"
+                       for path in (REPO / "suites/models").glob("*/tf_model.py"))])
 #: The ways into TensorFlow: every module of the TF subpackage and every model's TF module, the
 #: descriptor's discovery and the overhead check's bare TF loop.
 TF_ENTRY_POINTS = [*TF_MODULES, "suites.frameworks.tf:DESCRIPTOR.gpus",
@@ -163,8 +164,8 @@ def test_the_tpu_worker_is_allowed_libtpu_and_other_isolated_workers_are_not(mon
     launched = []
     monkeypatch.setattr(launchers, "_run_processes",
                         lambda job, timing, envs, worker: launched.append(envs) or Outcome(Status.OK))
-    launchers.run_isolated(job_for(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 4, {"model": "mlp", "batch": 32})),
-                           FAST, WORKER)
+    launchers.run_isolated(job_for(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 4,
+                                             {"model": "mlp", "batch": 32})), FAST, WORKER)
     launchers.run_isolated(job_for(Case.make("train_step", "tf", "cpu", "towers", "fp32", 2,
                                              {"model": "mlp", "batch": 4})), FAST, WORKER)
     assert launched == [[{"TPU_LOAD_LIBRARY": "1"}], [{}]]
@@ -230,7 +231,8 @@ def test_one_gpu_is_split_into_logical_gpus_for_a_multi_device_case(four_gpus, m
     distribute.configure_runtime(job_for(case))
     assert split == [(FAKE_GPUS[0], [int(81559 * distribute.LOGICAL_GPUS_MEMORY_SHARE / 2)] * 2)]
     assert four_gpus["growth"] == []
-    assert distribute.replica_devices(job_for(case)) == ["/GPU:0", "/GPU:1"] and distribute.gpu_ordinals(job_for(case)) == (0,)
+    assert (distribute.replica_devices(job_for(case)) == ["/GPU:0", "/GPU:1"]
+            and distribute.gpu_ordinals(job_for(case)) == (0,))
 
 
 def train(device: str, strategy: str, n: int) -> Case:

@@ -79,7 +79,8 @@ def test_a_kernel_that_computes_the_wrong_thing_is_a_failed_case(monkeypatch, fa
 def test_tf_kernel_missing_on_this_device_is_unavailable_not_failed(fast_timing, monkeypatch):
     """A CPU without oneDNN's kernels has no NCHW Conv2D in fp16 (one with AVX-512 has): TF says
     so with UnimplementedError, a fact about the platform, not a bug. Here TF is made to say it."""
-    message = "The Conv2D op currently only supports the NHWC tensor format on the CPU. The op was given the format: NCHW"
+    message = ("The Conv2D op currently only supports the NHWC tensor format on the CPU. "
+               "The op was given the format: NCHW")
 
     import tensorflow as tf
 

@@ -279,7 +279,8 @@ def test_tf_gpu_probe_resets_then_reads_the_peak_and_has_no_reserved_figure(monk
     probe = tf_memory.memory_probe(["/GPU:0", "/GPU:1"], baseline)
     probe.start()
     assert resets == ["GPU:0", "GPU:1"]
-    assert probe.stop() == [MemoryPeak("gpu", 0, 64 * MiB, None, 3 * MiB), MemoryPeak("gpu", 1, 128 * MiB, None, 3 * MiB)]
+    assert probe.stop() == [MemoryPeak("gpu", 0, 64 * MiB, None, 3 * MiB),
+                            MemoryPeak("gpu", 1, 128 * MiB, None, 3 * MiB)]
     assert isinstance(tf_memory.memory_probe(["/CPU:0"], baseline), ResidentMemoryProbe)
 
 
@@ -368,7 +369,9 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
     measured = add_throughput(fill_metrics(tidy([
         report_row(gpu, "<b>box</b>", H100, peak_memory_bytes=3 * 2**30, training_state_bytes=3 * 2**30,
                    peak_reserved_bytes=4 * 2**30, peak_memory_total_bytes=3 * 2**30),
-        report_row(Case.make("train_step", "torch", "gpu", precision="bf16", params={"model": "mlp", "batch": 8}), "<b>box</b>", H100),  # an older record: no memory
+        # an older record: no memory
+        report_row(Case.make("train_step", "torch", "gpu", precision="bf16", params={"model": "mlp", "batch": 8}),
+                   "<b>box</b>", H100),
     ]), case_work))
     (section,) = per_problem(add_costs(measured, PriceTable.load()), PriceTable.load().currency)
     result = whole(section.tables[0])

@@ -30,7 +30,8 @@ ALLREDUCE = Case.make("allreduce", "torch", "cpu", strategy="ddp", n_devices=4, 
 
 
 def run_time(case: Case, results_dir: Path) -> dict[str, float | None]:
-    return derive(case, Measurement(samples=SAMPLES), results_dir, "box", PeakTable.load(), case_work(case), job_for(case).emulated)
+    return derive(case, Measurement(samples=SAMPLES), results_dir, "box", PeakTable.load(), case_work(case),
+                  job_for(case).emulated)
 
 
 def pytest_benchmark_row(case: Case) -> dict:
@@ -93,7 +94,8 @@ def test_a_metric_without_its_inputs_is_left_out_but_an_unknown_peak_is_kept_as_
 
 
 def test_the_method_section_lists_every_metric_with_its_unit_and_formula():
-    frame = add_throughput(fill_metrics(tidy([pytest_benchmark_row(case) for case in (MATMUL, TRAIN, ALLREDUCE)]), case_work))
+    frame = add_throughput(fill_metrics(tidy([pytest_benchmark_row(case) for case in (MATMUL, TRAIN, ALLREDUCE)]),
+                                        case_work))
     content = build_content(frame, ReportOptions(prices=PriceTable.load()))
     page = html.unescape(render(content, "metrics", files=1, warnings=[]))
     method = page[page.index("Method and formulas"):]

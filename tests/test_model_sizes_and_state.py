@@ -85,7 +85,8 @@ def test_transformer_layers_stack_identical_blocks_with_block_prefixed_names():
                 if name.startswith(f"block{i}.")} == block
     assert [name for name in three.parameter_shapes() if not name.startswith("block")] == ["head.kernel", "head.bias"]
     head_flops = 2 * 128 * 10
-    assert three.forward_flops_per_sample() - head_flops == pytest.approx(3 * (one.forward_flops_per_sample() - head_flops))
+    assert three.forward_flops_per_sample() - head_flops == pytest.approx(
+        3 * (one.forward_flops_per_sample() - head_flops))
     # one block draws the weights today's single block drew: same names in order, same values
     assert list(one.init_weights()) == [f"block0.{name}" for name in block] + ["head.kernel", "head.bias"]
 
@@ -94,9 +95,10 @@ def test_a_size_that_sizes_another_model_is_rejected_with_one_message():
     with pytest.raises(GridError) as raised:
         parse_suite(grid('{ model = "cnn", batch = 8, hidden = 1024 }'), "g.toml", "g")
     assert str(raised.value).count("does not apply") == 1
-    assert "size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are memory_format, channels, blocks" \
-        in str(raised.value)
-    with pytest.raises(GridError, match=r"size parameters d_model \(transformer, bert_base, gpt2_small, llama_block\), depth \(mlp\) do not apply"):
+    assert ("size parameter hidden (mlp) does not apply to model 'cnn'; its size parameters are "
+            "memory_format, channels, blocks") in str(raised.value)
+    with pytest.raises(GridError, match=r"size parameters d_model \(transformer, bert_base, gpt2_small, llama_block\), "
+                                        r"depth \(mlp\) do not apply"):
         parse_suite(grid('{ model = "cnn", batch = 8, depth = 2, d_model = 64 }'), "g.toml", "g")
 
 
@@ -116,8 +118,8 @@ def test_sizes_of_a_model_in_explicit_points_and_invalid_sizes():
 
 def test_a_case_made_outside_a_grid_with_a_foreign_size_is_unavailable_with_the_reason():
     workload = workload_of(Case.from_id("train_step/tf/cpu:1/single/fp32/batch=8,layers=2,model=mlp"))
-    assert workload.unavailable_reason() == ("size parameter layers (transformer, bert_base, gpt2_small, llama_block) does not apply to model "
-                                            "'mlp'; its size parameters are hidden, depth")
+    assert workload.unavailable_reason() == ("size parameter layers (transformer, bert_base, gpt2_small, llama_block) "
+                                            "does not apply to model 'mlp'; its size parameters are hidden, depth")
 
 
 def test_a_user_model_takes_no_size_parameters(monkeypatch):
@@ -150,8 +152,10 @@ def test_mlp_activations_scale_with_the_per_device_batch_and_the_compute_dtype()
     assert job_for(train_step(precision="bf16", model="mlp").case).state_estimate()["activations"] == 8 * per_sample * 2
     # weak scaling: 8 per device; strong: the global 8 split over 2
     assert job_for(train_step("ddp", n=2, model="mlp").case).state_estimate()["activations"] == 8 * per_sample * 4
-    assert job_for(train_step("ddp", n=2, model="mlp", scaling="strong").case).state_estimate()["activations"] == 4 * per_sample * 4
-    assert job_for(train_step(model="mlp", hidden=1024, depth=2).case).state_estimate()["activations"] == 8 * (256 + 2048 + 10) * 4
+    assert (job_for(train_step("ddp", n=2, model="mlp", scaling="strong").case).state_estimate()["activations"]
+            == 4 * per_sample * 4)
+    assert (job_for(train_step(model="mlp", hidden=1024, depth=2).case).state_estimate()["activations"]
+            == 8 * (256 + 2048 + 10) * 4)
 
 
 def test_models_without_a_simple_activation_count_have_none_and_user_models_no_estimate(monkeypatch):
@@ -184,7 +188,8 @@ def test_a_strategy_plugin_overrides_the_accounting(monkeypatch):
 
 def test_records_and_reports_carry_the_estimates(tmp_path: Path):
     case = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 8, "optimizer": "adam"})
-    stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load(), case_work(case), job_for(case).emulated)
+    stored = derive(case, Measurement(samples=(0.01, 0.011, 0.012)), tmp_path, "box", PeakTable.load(), case_work(case),
+                    job_for(case).emulated)
     estimate = job_for(case).state_estimate()
     assert stored["state_bytes_per_device_estimate"] == estimate["total"] == 16 * parameter_count(Mlp())
     assert stored["activation_bytes_per_device_estimate"] == estimate["activations"]

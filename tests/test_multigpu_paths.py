@@ -158,7 +158,8 @@ def test_strategies_that_share_a_gpu_run_emulated_on_one(monkeypatch, framework,
     pretend(monkeypatch, gpu_count=1)
     case = Case.make("train_step", framework, "gpu", strategy, "fp32", 2, {"model": "mlp", "batch": 32})
     plugin = find_plugin(Framework(framework), Strategy(strategy))
-    assert plugin.unavailable_reason(job_for(case), gpus(Framework(framework), 1)) is None and plugin.emulated(job_for(case))
+    assert (plugin.unavailable_reason(job_for(case), gpus(Framework(framework), 1)) is None
+            and plugin.emulated(job_for(case)))
 
 
 @pytest.mark.parametrize("framework, strategy", [("tf", "multiworker"), ("tf", "parameter_server"),

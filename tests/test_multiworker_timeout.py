@@ -67,7 +67,8 @@ def test_a_worker_sets_the_case_deadline_from_its_timing(monkeypatch, tmp_path):
     monkeypatch.setattr(case_process, "faulthandler", SimpleNamespace(register=lambda *a, **k: None,
                                                                       enable=lambda *a, **k: None))
     timing = TimingConfig(case_timeout_s=37.0)
-    monkeypatch.setattr(sys, "argv", ["suites.worker", "--case", CASE.id, "--timing", json.dumps({"case_timeout_s": 37.0}),
+    monkeypatch.setattr(sys, "argv", ["suites.worker", "--case", CASE.id,
+                                      "--timing", json.dumps({"case_timeout_s": 37.0}),
                                       "--out", str(tmp_path / "outcome.json")])
     with pytest.raises(SystemExit) as exit:
         case_process.main()

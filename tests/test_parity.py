@@ -106,7 +106,8 @@ def fake_transformers(monkeypatch):
 def test_parity_builds_the_canonical_resnet_at_the_cases_sizes_and_times_both_interleaved(fake_torchvision,
                                                                                            monkeypatch):
     # torchvision's ResNet is 64 wide; the fake takes any width, so the test's parbench model can be 8
-    monkeypatch.setitem(parity.CANONICAL, "resnet50", replace(parity.CANONICAL["resnet50"], sizes_problem=lambda spec: None))
+    monkeypatch.setitem(parity.CANONICAL, "resnet50",
+                        replace(parity.CANONICAL["resnet50"], sizes_problem=lambda spec: None))
     case = parity.parity_case("resnet50", "cpu", "fp32", {**TINY_RESNET, "width": 8})
     assert case.param_dict["optimizer"] == "momentum"  # ResNet's recipe on both sides
     result = parity.run_parity(job_for(case), rounds=1, steps=1)

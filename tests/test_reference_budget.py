@@ -192,12 +192,14 @@ def test_the_other_ranks_get_rank_0s_result_or_its_failure():
         got = dict(results)
     assert got[0, "computed"] == got[1, "computed"] == [1, 2, 3]
     assert got[0, "failed"] == "ValueError: out of memory, say"
-    assert got[1, "failed"].startswith("RuntimeError: rank 0 failed") and "ValueError: out of memory" in got[1, "failed"]
+    assert (got[1, "failed"].startswith("RuntimeError: rank 0 failed")
+            and "ValueError: out of memory" in got[1, "failed"])
 
 
 def test_ddp_over_budget_on_two_gloo_ranks_is_not_checked_without_waiting(monkeypatch, fast_timing, our_processes):
     """Every rank returns the same check at once, computing no reference; the case is ok and
-    its check is stored as not done (the report shows no check, not a pass or a FAIL). (Under the budget, test_torch_strategies' two-rank ddp case passes.)"""
+    its check is stored as not done (the report shows no check, not a pass or a FAIL). (Under the
+    budget, test_torch_strategies' two-rank ddp case passes.)"""
     from suites.orchestration.cases import run_ranks
 
     monkeypatch.setenv(BUDGET_ENV, "1")

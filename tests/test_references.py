@@ -51,7 +51,8 @@ def test_the_shipped_table_holds_lambdas_h100_and_a100_resnet50_figures_on_their
     sxm5_row = next(r for r in rows if r.match == sxm5)
     # CUDA names the SXM5 board "NVIDIA H100 80GB HBM3"; the PCIe, NVL and GH200 boards are others
     assert sxm5_row.matches_device("NVIDIA H100 80GB HBM3")
-    assert not any(sxm5_row.matches_device(name) for name in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA GH200 480GB"))
+    assert not any(sxm5_row.matches_device(name)
+                   for name in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA GH200 480GB"))
     pcie_row = next(r for r in rows if r.match == pcie)
     assert pcie_row.matches_device("NVIDIA H100 PCIe") and not pcie_row.matches_device("NVIDIA H100 80GB HBM3")
 
@@ -59,7 +60,8 @@ def test_the_shipped_table_holds_lambdas_h100_and_a100_resnet50_figures_on_their
 def test_the_shipped_table_holds_the_transformer_figures_in_tokens_per_second_at_their_sizes():
     rows = load_references()
     (gpt2,) = [r for r in rows if r.model == "gpt2_small"]
-    assert (gpt2.samples_per_s, gpt2.unit, gpt2.precision, gpt2.n_devices, gpt2.sizes) == (1251751, "tokens/s", "bf16", 8, ())
+    assert ((gpt2.samples_per_s, gpt2.unit, gpt2.precision, gpt2.n_devices, gpt2.sizes)
+            == (1251751, "tokens/s", "bf16", 8, ()))
     assert "MPT-125m, not GPT-2" in gpt2.conditions  # the nearest published figure says what it is
     llama = {(r.source.split(",")[0], r.match): r for r in rows if r.model == "llama_block"}
     figures = {key: (r.samples_per_s, r.unit, r.precision, r.n_devices) for key, r in llama.items()}
@@ -77,7 +79,8 @@ def test_an_h100_run_stands_beside_the_shipped_rows_of_other_boards_in_their_uni
     tables = reference_tables(pd.DataFrame([run]), load_references(), SIZES)
     others = [[cell.text for cell in row] for row in tables[-1].rows]
     (beside,) = [row for row in others if row[0] == "llama_block (seq=8192)"]
-    assert beside[5:9] == ["6,000", "NVIDIA H100 96GB HBM2e SXM, 500 W (Meta Grand Teton)", "5,762 tokens/s/GPU", "1.04×"]
+    assert beside[5:9] == ["6,000", "NVIDIA H100 96GB HBM2e SXM, 500 W (Meta Grand Teton)", "5,762 tokens/s/GPU",
+                           "1.04×"]
 
 
 def test_every_shipped_row_reads_a_record_figure_and_names_its_source():
@@ -143,7 +146,8 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
     assert texts[0][-3:] == ["box: torch single, gpu×1, batch 256/device", "900", "0.96×"]
     assert texts[1][-3:] == ["no matching run", "–", "–"]  # nothing invented for the V100 row
     assert all("5,000" not in cell for row in texts for cell in row)  # a failed check is no figure
-    assert [[cell.text for cell in row][-1] for row in unmatched.rows] == ["not resnet50 at its published size: image=64"]
+    assert ([[cell.text for cell in row][-1] for row in unmatched.rows]
+            == ["not resnet50 at its published size: image=64"])
 
 
 def test_a_run_on_another_accelerator_stands_beside_the_a100_row_with_the_ratio():

@@ -140,7 +140,8 @@ def test_torch_sync_batch_norm_on_two_emulated_ranks_passes_against_the_global_b
     assert record.check.passed and record.check.value < 1e-4, record.check
     assert "check batch 4 of global batch 8" in record.check.detail
     assert "over the global batch of 4" in record.check.detail
-    assert record.details["batchnorm"].startswith("sync") and "all-reduce of per-rank sums" in record.details["batchnorm"]
+    assert (record.details["batchnorm"].startswith("sync")
+            and "all-reduce of per-rank sums" in record.details["batchnorm"])
 
 
 #: Two replicas of a MirroredStrategy over 2 logical CPU devices (set before TF initialises, so in

@@ -158,7 +158,8 @@ def test_a_cpu_case_asking_for_more_emulated_devices_than_the_machine_holds_is_u
     fits = Case.make("train_step", "torch", "cpu", "ddp", "fp32", most, {"model": "mlp", "batch": 8})
     too_many = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 100_000, {"model": "mlp", "batch": 8})
     assert emulation_reason(fits) is None
-    assert f"100000 emulated CPU devices are more than this machine can hold: at most {EMULATED_DEVICES_PER_CORE} per core, {most} on its {cores} cores" == emulation_reason(too_many)
+    assert (f"100000 emulated CPU devices are more than this machine can hold: at most {EMULATED_DEVICES_PER_CORE} "
+            f"per core, {most} on its {cores} cores") == emulation_reason(too_many)
 
 
 @pytest.mark.parametrize("device, in_process", [(DeviceKind.GPU, False), (DeviceKind.CPU, True)])

@@ -263,8 +263,10 @@ def test_a_tied_embedding_stays_with_fsdp_root_and_is_never_split_into_stages(mo
     assert built.tok not in blocks(built) and built.block0 in blocks(built)
     assert built.stage_layers()[-1].names[-1] == "tok"  # the head reads the embedding's table
     for framework, strategy in [("torch", "pipeline"), ("tf", "model_parallel"), ("tf", "pipeline")]:
-        case = Case.make("train_step", framework, "cpu", strategy, "fp32", 2, {"model": model, "batch": 2, **TINY[model]})
-        assert "ties its token embedding to its LM head" in job_for(case).strategy.unavailable_reason(job_for(case), CPU)
+        case = Case.make("train_step", framework, "cpu", strategy, "fp32", 2,
+                         {"model": model, "batch": 2, **TINY[model]})
+        assert ("ties its token embedding to its LM head"
+                in job_for(case).strategy.unavailable_reason(job_for(case), CPU))
 
 
 @pytest.mark.slow

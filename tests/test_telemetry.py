@@ -73,7 +73,8 @@ POWER_CAPPED = {"sm": [1755, 1980, 1410, 1100, 1200], "mem": [2619],
                 "temperature": [40, 48, 61, 66, 64], "utilization": [0, 100], "events": [0x0, 0x4, 0x4, 0x4]}
 
 
-def sampled(nvml: FakeNvml, samples: int, ordinals: tuple[int, ...] = (0,), visible: str = "0,1,2,3") -> list[GpuTelemetry]:
+def sampled(nvml: FakeNvml, samples: int, ordinals: tuple[int, ...] = (0,),
+            visible: str = "0,1,2,3") -> list[GpuTelemetry]:
     """`samples` samples: start's, stop's and those between, taken without the thread's timing."""
     sampler = GpuSampler(ordinals, nvml=nvml, interval_s=3600, visible=visible)  # type: ignore[arg-type]
     sampler.start()

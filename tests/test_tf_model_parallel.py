@@ -78,7 +78,8 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     # The plugins' own trainers, on TWO_STAGES: TF may have initialised with one CPU device.
     monkeypatch.setattr("suites.frameworks.tf.distribute.replica_devices", lambda case: TWO_STAGES)
     mp_case, pipe_case = train_case("model_parallel"), train_case("pipeline", microbatches=1)
-    assert job_for(mp_case).strategy.microbatches(job_for(mp_case)) == job_for(pipe_case).strategy.microbatches(job_for(pipe_case)) == 1
+    assert (job_for(mp_case).strategy.microbatches(job_for(mp_case))
+            == job_for(pipe_case).strategy.microbatches(job_for(pipe_case)) == 1)
     assert job_for(mp_case).strategy.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
         job_for(pipe_case).strategy.describe(job_for(pipe_case), {}).split(" ", 1)[1]
     spec = TINY["mlp"]

@@ -123,7 +123,8 @@ def test_each_strategy_says_which_part_of_the_global_batch_a_rank_feeds():
     assert [job_for(fsdp).strategy.data_shard(job_for(fsdp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
     assert [job_for(tensor).strategy.data_shard(job_for(tensor), r) for r in (0, 1)] == [slice(0, 8)] * 2
     two_d = case("fsdp_tensor", 4, batch=2, mesh="2x2")  # rows of 2 tensor-parallel ranks
-    assert [job_for(two_d).strategy.data_shard(job_for(two_d), r) for r in range(4)] == [slice(0, 4)] * 2 + [slice(4, 8)] * 2
+    assert ([job_for(two_d).strategy.data_shard(job_for(two_d), r) for r in range(4)]
+            == [slice(0, 4)] * 2 + [slice(4, 8)] * 2)
     single = case("single", 1)
     assert job_for(single).strategy.data_shard(job_for(single), 0) == slice(0, 4)
 

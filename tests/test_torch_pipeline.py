@@ -139,7 +139,8 @@ def test_pipeline_says_why_a_case_cannot_run():
             "has 2 layers to split (block0, head)"
             == PIPELINE.unavailable_reason(job_for(pipeline_case("interleaved_1f1b", model="transformer")), CPU))
     # stages cannot share a GPU: gloo has no send/recv of CUDA tensors, NCCL no two ranks on one GPU
-    assert "gloo does not do for CUDA tensors" in PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(1))
+    assert ("gloo does not do for CUDA tensors"
+            in PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(1)))
     assert PIPELINE.unavailable_reason(job_for(pipeline_case(device="gpu")), _gpus(2)) is None
 
 
@@ -191,7 +192,8 @@ def test_where_a_worker_hung_is_read_from_its_stack_dump():
         Current thread 0x00007f7697231b80 (most recent call first):
           File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2570 in recv
           File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83 in wrapper
-          File "/venv/lib/python3.11/site-packages/torch/distributed/pipelining/schedules.py", line 950 in _step_microbatches
+          File "/venv/lib/python3.11/site-packages/torch/distributed/pipelining/schedules.py", \
+line 950 in _step_microbatches
           File "/venv/lib/python3.11/site-packages/torch/distributed/pipelining/schedules.py", line 780 in step
           File "/repo/suites/strategies/torch/pipeline.py", line 300 in backward
           File "/repo/suites/frameworks/torch/training.py", line 190 in _gradient_check

@@ -99,7 +99,8 @@ def test_misbehaving_user_models_fail_their_case_and_the_run_goes_on(tmp_path, m
     assert "did not finish within 25 s" in records["faulty_hang"]["reason"]
     assert "faulty.py" in records["faulty_hang"]["reason"]  # where it hung
     assert "MemoryError" in records["faulty_oom"]["reason"]
-    assert re.search(r"outputs have shape \(\d+, 5\) but its targets \(\d+, 1\)", records["faulty_wrong_shape"]["reason"])
+    assert re.search(r"outputs have shape \(\d+, 5\) but its targets \(\d+, 1\)",
+                     records["faulty_wrong_shape"]["reason"])
     assert records["faulty_none"]["status"] == "ok"  # the run went on after all of them
     assert done.returncode == 1  # failed cases: non-zero, but the run finished
     end = time.monotonic() + 15

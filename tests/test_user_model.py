@@ -76,7 +76,8 @@ def test_tf_builder_data_parallel_over_two_logical_cpus_matches_the_full_batch_g
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err", record.check
-    assert "global batch 16" in record.check.detail and "2 copies of the variables here, identical" in record.check.detail
+    assert ("global batch 16" in record.check.detail
+            and "2 copies of the variables here, identical" in record.check.detail)
 
 
 def test_tf_builder_in_bf16_follows_the_fp32_loss_trajectory(tmp_path):

@@ -15,7 +15,8 @@ One class per workload and launch kind, holding the selected suite's cases of th
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
 samples per step; `track_compile_s` only in a class holding compiled cases). A compiled case's
 compiler is part of its `precision` axis value (``fp32+inductor``), as of its id, so the
-benchmarks and asv history of uncompiled cases are unchanged. The asv parameters are named axes (`asv_layout.AXES`: framework, device,
+benchmarks and asv history of uncompiled cases are unchanged. The asv parameters are named
+axes (`asv_layout.AXES`: framework, device,
 strategy, precision, params), each listing the values the class's cases take. asv runs their
 cartesian product; a combination that is no case of the suite is skipped in `setup` (asv shows
 n/a), as is an unavailable case. Each benchmark method lists its class's case ids in `case_ids`,

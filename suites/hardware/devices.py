@@ -54,8 +54,8 @@ class FrameworkDescriptor(ABC):
     name, the distributions whose versions provenance records, its devices, its threads.
 
     Each framework subpackage (`suites.frameworks.<framework>`) defines one as `DESCRIPTOR` and
-    registers it here (`register_descriptor`); importing it imports no framework. Code outside the subpackage asks the descriptor
-    rather than branching on the framework's name.
+    registers it here (`register_descriptor`); importing it imports no framework. Code outside
+    the subpackage asks the descriptor rather than branching on the framework's name.
     """
 
     framework: ClassVar[Framework]

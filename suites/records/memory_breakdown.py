@@ -224,9 +224,10 @@ class MemoryExplanation:
                    "forward": "the units after it were not gathered yet",
                    "optimizer step": "every unit is resharded by the update"}[b.phase]
             return (f"{text}: {_size(b.gathered)} of it gathered (unsharded) copies live at the peak, in the "
-                    f"{_phase(b.phase)}; " + (f"{why}, where the estimate counts every unit's gathered copy held at once"
-                                      if measured < self.estimates[category]
-                                      else "the estimate counts one unit's gathered copy"))
+                    f"{_phase(b.phase)}; "
+                    + (f"{why}, where the estimate counts every unit's gathered copy held at once"
+                       if measured < self.estimates[category]
+                       else "the estimate counts one unit's gathered copy"))
         if category == "gradients" and measured < self.estimates[category] and b.phase == "backward":
             return (f"{text}: the peak came in the backward pass, before every unit's gradients were made"
                     + (" and reduce-scattered (unsharded gradients awaiting their reduce-scatter count as "

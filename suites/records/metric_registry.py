@@ -166,7 +166,8 @@ _REGISTRY = (
            "sequence models: tokens per second, all devices together, from the median step time",
            lambda work: work.tokens_per_step / work.median_s, needs=("tokens_per_step",), from_median_step=True),
     Metric("mfu_pct", "%",
-           "sequence models: 100 * model FLOP/s / (physical devices * peak of one device in this precision: peaks.toml, "
+           "sequence models: 100 * model FLOP/s / (physical devices * peak of one device in this "
+           "precision: peaks.toml, "
            "else `parbench calibrate`'s); model FLOPs per token = 6 N + 12 layers seq d_model (N: the matmul "
            "weights, the LM head's vocabulary projection included, a tied embedding counted once; attention's "
            "QK^T and AV, no saving for a causal mask; PaLM's and nanoGPT's accounting), so MFU = tokens/s x that "

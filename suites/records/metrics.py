@@ -52,7 +52,8 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
     roof = table_peak or own_peak
     if roof and per_device and per_device > roof:
         roof = per_device  # a figure above a peak replaces that peak for this record's roofline (flagged)
-    work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated, **{name: counts.get(name) for name in CASE_WORK},
+    work = Work(median_s=measurement.median, n_devices=case.n_devices, emulated=emulated,
+                **{name: counts.get(name) for name in CASE_WORK},
                 sustained_step_s=measurement.sustained_step_s or None,
                 exchange_share=measurement.exchange_share,
                 peak_memory_bytes=measurement.peak_memory_bytes,

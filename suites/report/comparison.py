@@ -172,7 +172,8 @@ def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str
     pairs["speedup"] = (pairs["throughput"] / positive(pairs["throughput_base"])).where(paired)
     kind = ACROSS_MACHINES if across_machines else pd.Series(np.where(pairs["rank"].eq(0), SAME_RUN, ACROSS_RUNS),
                                                               index=pairs.index)
-    emulated = pairs["emulated"].astype("boolean").fillna(False) | pairs["emulated_base"].astype("boolean").fillna(False)
+    emulated = (pairs["emulated"].astype("boolean").fillna(False)
+                | pairs["emulated_base"].astype("boolean").fillna(False))
     pairs["pairing"] = (kind + emulated.map({True: f" · {EMULATION}", False: ""})).where(paired, "")
     pairs["no_ratio"] = _no_ratio(pairs, differing, target_ok)
     judged = noise_columns(pairs[paired.to_numpy()]).reindex(pairs.index)
@@ -189,7 +190,8 @@ def _no_ratio(pairs: pd.DataFrame, differing: Sequence[str], target_ok: pd.Serie
     texts = []
     for i, ok, rank in zip(pairs.index, target_ok, pairs["rank"]):
         if not ok:
-            texts.append(f"no ratio: the {target[i]} row {sentence(pairs.at[i, 'why_not'], pairs.at[i, 'why_not_text'])}")
+            texts.append(f"no ratio: the {target[i]} row "
+                         f"{sentence(pairs.at[i, 'why_not'], pairs.at[i, 'why_not_text'])}")
         elif rank in (2, 3):
             run = f" (run {pairs.at[i, 'run_id_base']})" if rank == 3 else ""
             texts.append(f"no ratio: the {base[i]} row{run} "

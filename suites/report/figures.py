@@ -112,7 +112,8 @@ def scaling(curves: pd.DataFrame) -> str:
     for axes in (speed, efficiency):
         axes.set_xticks(sorted(curves["n_devices"].astype(int).unique()))
         axes.grid(alpha=0.3)
-    figure.legend(loc="lower center", fontsize=7, ncol=1, bbox_to_anchor=(0.5, -0.02 - 0.045 * curves.groupby(keys).ngroups))
+    figure.legend(loc="lower center", fontsize=7, ncol=1,
+                  bbox_to_anchor=(0.5, -0.02 - 0.045 * curves.groupby(keys).ngroups))
     return png(figure)
 
 
@@ -121,7 +122,8 @@ def precision(pairs: pd.DataFrame) -> str:
     pairs = pairs[pairs["speedup"].notna()].sort_values("speedup", ascending=False)
     pairs, more = _top(pairs, MAX_BARS)
     across = pairs["pairing"] if "pairing" in pairs else pd.Series("", index=pairs.index)
-    labels = _labels(pairs, with_problem=True) + across.map(lambda how: " [across runs]" if "across runs" in how else "")
+    labels = (_labels(pairs, with_problem=True)
+              + across.map(lambda how: " [across runs]" if "across runs" in how else ""))
     return png(_bars(labels, pairs["speedup"], _colors(pairs["precision"]), "speedup over fp32 (throughput ratio)",
                      f"precision speedup vs fp32 (dashed: 1.0){more}", reference=1.0), tight=False)
 

@@ -127,7 +127,8 @@ def _status(value: Any) -> tuple[str, str]:
     if value is None:
         return "failed", "asv recorded no result: the benchmark raised (asv keeps no error text; see `asv run -e`)"
     if isinstance(value, float) and math.isnan(value):
-        return "unavailable", "skipped by asv: the benchmark's setup raised NotImplementedError (case unavailable there)"
+        return "unavailable", ("skipped by asv: the benchmark's setup raised NotImplementedError "
+                               "(case unavailable there)")
     return "ok", ""
 
 

@@ -46,7 +46,8 @@ def limits_summary(frame: pd.DataFrame) -> list[str]:
     lines = []
     for device, launched in rows[rows["bound_by"].eq("launch")].groupby("device", sort=True):
         lines.append(f"Launch-bound ({len(launched)}): {_named(launched)}. The {device} was busy a small share of "
-                     f"each step: this figure measures the host, not the {device.upper() if device == 'gpu' else device}.")
+                     f"each step: this figure measures the host, not the "
+                     f"{device.upper() if device == 'gpu' else device}.")
     capped = rows[rows["bound_by"].eq("power")]
     if not capped.empty:
         lines.append(f"Power-capped ({len(capped)}): {_named(capped)}. The clocks were held below their maximum by "

@@ -86,13 +86,15 @@ def why_unmatched(references: Sequence[ReferenceRow], row: pd.Series, sizes: Mod
         rows = f" (the rows are at {'; '.join(published)})" if any(r.sizes for r in of_model) else ""
         differences = ", ".join(size_differences(str(model), row, sizes)) or "its defaults"
         return f"not {model} at its published size: {differences}{rows}"
-    same_device = [r for r in of_model if r.matches_device(str(row.get("device_name") or "")) and at_sizes(r, row, sizes)]
+    same_device = [r for r in of_model
+                   if r.matches_device(str(row.get("device_name") or "")) and at_sizes(r, row, sizes)]
     if not same_device:
         return f"no reference row for {row.get('device')} {row.get('device_name') or '(unnamed device)'}"
     if not any(r.run_figure(row) is not None for r in same_device):
         units = ", ".join(sorted({r.unit for r in same_device}))
         return f"the rows for this device are in {units}, which this run does not report"
-    return (f"the rows for this device are for {', '.join(sorted({f'{r.precision} x{r.n_devices}' for r in same_device}))}, "
+    return ("the rows for this device are for "
+            f"{', '.join(sorted({f'{r.precision} x{r.n_devices}' for r in same_device}))}, "
             f"not {row.get('precision')} x{row.get('n_devices')}")
 
 
@@ -116,7 +118,8 @@ def _figure(value: float) -> str:
 def _run(row: pd.Series) -> str:
     emulated = " (emulated)" if row.get("emulated") is True else ""
     batch = row.get("param_batch")
-    per_device = "" if batch is None or (isinstance(batch, float) and math.isnan(batch)) else f", batch {int(batch)}/device"
+    per_device = ("" if batch is None or (isinstance(batch, float) and math.isnan(batch))
+                  else f", batch {int(batch)}/device")
     mode = row.get("param_batchnorm")
     batchnorm = f", batchnorm {mode}" if isinstance(mode, str) and mode else ""
     return (f"{row['machine']}: {row['framework']} {row['strategy']}, {row['device']}×{int(row['n_devices'])}"
@@ -136,7 +139,8 @@ def reference_table(references: Sequence[ReferenceRow], runs: pd.DataFrame, size
         for row in matched:
             own = float(reference.run_figure(row))
             rows.append(left + [_cell(_run(row)), _cell(_figure(own), f"{own:020.3f}"),
-                                _cell(f"{own / reference.samples_per_s:.2f}×", f"{own / reference.samples_per_s:012.4f}")])
+                                _cell(f"{own / reference.samples_per_s:.2f}×",
+                                      f"{own / reference.samples_per_s:012.4f}")])
     return Table(headers=["model", "reference device", "precision", "devices", "published", "source and conditions",
                           "run here", "here, in the published unit", "here / published"],
                  rows=rows, numeric=[False, False, False, True, True, False, False, True, True], identifier=[False] * 9,
@@ -175,8 +179,10 @@ def other_accelerators_table(references: Sequence[ReferenceRow], runs: pd.DataFr
             rows.append([_cell(_model(reference)), _cell(_run(row)), _cell(str(row["device_name"] or "–")),
                          _cell(reference.precision), _cell(str(reference.n_devices), reference.n_devices),
                          _cell(_figure(own), f"{own:020.3f}"), _cell(reference.device),
-                         _cell(f"{_figure(reference.samples_per_s)} {reference.unit}", f"{reference.samples_per_s:020.3f}"),
-                         _cell(f"{ratio:.2f}×", f"{ratio:012.4f}"), _cell(f"{reference.source}. {reference.conditions}".strip())])
+                         _cell(f"{_figure(reference.samples_per_s)} {reference.unit}",
+                               f"{reference.samples_per_s:020.3f}"),
+                         _cell(f"{ratio:.2f}×", f"{ratio:012.4f}"),
+                         _cell(f"{reference.source}. {reference.conditions}".strip())])
     return Table(headers=["model", "run here", "device here", "precision", "devices", "here, in the published unit",
                           "published on", "published", "here / published", "source and conditions"],
                  rows=rows, numeric=[False, False, False, False, True, True, False, True, True, False],

@@ -2,7 +2,8 @@
 
 A and B are each a results path, or a machine label or run id (or its unique prefix) within
 a results folder. Rows pair by case id; ratio = throughput(B) / throughput(A), so > 1 means B
-is faster; `verdict` is "B faster"/"B slower" only beyond noise, else "same". A regression is a case B runs slower than A by more than a threshold *and* beyond
+is faster; `verdict` is "B faster"/"B slower" only beyond noise, else "same". A regression is
+a case B runs slower than A by more than a threshold *and* beyond
 noise in one test (suites.report.noise.slower_beyond), or a case that was ok in A and failed in B.
 A gate fails when one side holds no records or the sides share no case: it judged nothing.
 """
@@ -67,7 +68,8 @@ def _latest_per_case(frame: pd.DataFrame) -> pd.DataFrame:
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """One row per case id in A or B: both sides' figures, `ratio`, the noise verdict, `verdict`."""
     a, b = (side.reindex(columns=list(dict.fromkeys([*side.columns, *SIDE_COLUMNS]))) for side in (a, b))
-    left = _latest_per_case(a)[["case_id", *SIDE_COLUMNS]].add_suffix("_base").rename(columns={"case_id_base": "case_id"})
+    left = (_latest_per_case(a)[["case_id", *SIDE_COLUMNS]].add_suffix("_base")
+            .rename(columns={"case_id_base": "case_id"}))
     right = _latest_per_case(b)[["case_id", *SIDE_COLUMNS]]
     pairs = right.merge(left, on="case_id", how="outer", indicator="side").sort_values("case_id").reset_index(drop=True)
     both_ok = pairs["status"].eq("ok") & pairs["status_base"].eq("ok") & pairs["throughput"].notna() \

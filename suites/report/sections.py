@@ -30,8 +30,8 @@ from suites.report.scaling import left_out as scaling_left_out
 from suites.report.scaling import scaling
 from suites.report.selection import latest, not_comparable, not_ok, usable
 from suites.report.tables import (MAX_COLUMNS, Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag,
-                                  fmt_fraction, fmt_gib, fmt_id, fmt_share, fmt_joules, fmt_number, fmt_pct, fmt_ratio, fmt_seconds, fmt_text,
-                                  fmt_watts)
+                                  fmt_fraction, fmt_gib, fmt_id, fmt_share, fmt_joules, fmt_number, fmt_pct, fmt_ratio,
+                                  fmt_seconds, fmt_text, fmt_watts)
 
 #: Formulas of the comparisons, shown in the report after the derived metrics' (`metric_formulas`).
 REPORT_FORMULAS = {
@@ -128,7 +128,8 @@ def not_ranked_text(frame: pd.DataFrame) -> list[str]:
     """One line per problem with emulated rows: they are named, and not ranked."""
     ranked = set(candidates(frame)["problem"])  # = choices(frame)'s problems, without judging noise
     return [f"Not ranked on {problem}: {', '.join(labels)}; emulated devices share one CPU (or fewer GPUs than "
-            f"ranks), so they measure the emulation, not hardware" + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
+            f"ranks), so they measure the emulation, not hardware"
+            + ("" if problem in ranked else " (no real hardware ran this problem)") + "."
             for problem, labels in emulated_configs(frame).items()]
 
 
@@ -429,7 +430,8 @@ def peak_section(frame: pd.DataFrame) -> Section:
     above = rows["pct_peak_table"].gt(100) | rows["pct_peak_measured"].gt(100)
     if above.any():
         devices = sorted(set(rows.loc[above, "machine"] + " · " + rows.loc[above, "device"] + " "
-                             + rows.loc[above, "device_name"].where(rows.loc[above, "device_name"].ne(""), "(unnamed)")))
+                             + rows.loc[above, "device_name"].where(rows.loc[above, "device_name"].ne(""),
+                                                                    "(unnamed)")))
         section.text.append(
             f"Above the peak ({int(above.sum())} rows, on {'; '.join(devices)}): the peak table is wrong for this "
             f"device (or the timing is), so these figures are not ranked: they are listed last, drawn in no chart, "

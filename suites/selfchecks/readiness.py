@@ -11,7 +11,8 @@ training step on all cores, in fp32 and bf16. Then, where records have memory fi
 the GPU/TPU records filled them.
 
 Each path is summarised in the JSON at `--out` — status, reason, headline figure, energy per step
-(or why it was not read) and numerics check — and the command exits 1 if any path that should run here did not run and pass its
+(or why it was not read) and numerics check — and the command exits 1 if any path that should
+run here did not run and pass its
 check. A path parbench rightly skips on this hardware (tf32 or bf16 below compute capability
 8.0, a multi-device strategy with one GPU) is listed as not expected. The records themselves go
 to a temporary directory, or to `--results DIR` to keep them.

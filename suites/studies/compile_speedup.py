@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{case.id}: eager {result.eager_step_s * 1e3:.3f} ms, speedup x{result.speedup:.3f} "
               f"(rounds {', '.join(f'{r:.3f}' for r in result.round_ratios)}), compile "
-              f"{statistics.median(result.compile_s):.3g} s, break-even: {_steps(result.break_even_steps)}; checks passed in {2 * args.rounds} eager and {2 * args.rounds} compiled runs")
+              f"{statistics.median(result.compile_s):.3g} s, break-even: {_steps(result.break_even_steps)}; "
+              f"checks passed in {2 * args.rounds} eager and {2 * args.rounds} compiled runs")
     return 1 if failures else 0
 
 

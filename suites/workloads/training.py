@@ -148,7 +148,8 @@ class TrainStep(Workload):
     name = "train_step"
     kind = "training"
     params = (
-        Param("model", type=str, minimum=None, help=f"a built-in model ({', '.join(MODELS)}) or a registered user model"),
+        Param("model", type=str, minimum=None,
+              help=f"a built-in model ({', '.join(MODELS)}) or a registered user model"),
         Param("batch", help="per-device batch (weak scaling) or global batch (strong scaling)"),
         Param("scaling", type=str, default="weak", choices=("weak", "strong"), minimum=None),
         Param("optimizer", type=str, default="sgd", choices=tuple(OPTIMIZERS), minimum=None,

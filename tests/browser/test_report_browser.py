@@ -53,10 +53,12 @@ def sample_report(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser():
     """One Chromium for the module (playwright's sync API allows one running instance at a time)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: run tests/browser/setup.sh")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed: run tests/browser/setup.sh")
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
-                                              args=CHROMIUM_FLAGS, timeout=120_000)
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
+            args=CHROMIUM_FLAGS, timeout=120_000)
         yield chromium
         chromium.close()
 

@@ -169,7 +169,8 @@ def summed_token_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tenso
     """Sum over the batch of each sample's mean softmax cross-entropy over its tokens ((batch,
     seq, vocab) logits, (batch, seq) targets); divided by the global batch, the mean over every
     token (torch's cross-entropy of the flattened tokens)."""
-    return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / labels.shape[-1]
+    return (tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            / labels.shape[-1])
 
 
 SUMMED_LOSSES: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {

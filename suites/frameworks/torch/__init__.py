@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from suites.cases.vocabulary import DeviceKind, Framework, Precision
-from suites.hardware.devices import (DeviceInfo, FrameworkDescriptor, amd_last_level_caches, cuda_visible_devices_reason,
-                                     register_descriptor)
+from suites.hardware.devices import (DeviceInfo, FrameworkDescriptor, amd_last_level_caches,
+                                     cuda_visible_devices_reason, register_descriptor)
 
 
 class TorchDescriptor(FrameworkDescriptor):

@@ -9,8 +9,9 @@ which part of the global batch this process feeds, names the devices `synchroniz
 supplies the step without its exchange; a strategy that steps the model its own way (a
 pipeline's schedule) supplies that step. An inductor case runs what `wrap` returned under
 `torch.compile` (`suites.frameworks.torch.compiling`): forward and backward compiled, the
-optimizer's update eager; the check calls the compiled module too. Where every rank is one process, the timer's `barrier`
-makes each timed block run barrier to barrier, so its time is the global step time.
+optimizer's update eager; the check calls the compiled module too. Where every rank is one
+process, the timer's `barrier` makes each timed block run barrier to barrier, so its time is
+the global step time.
 """
 from __future__ import annotations
 
@@ -335,7 +336,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
 
     def _describe(self, check: TrainStep) -> str:
         return (f"{self.case.strategy} on {self.case.n_devices} {self.case.device} device(s), check batch "
-                f"{check.global_batch} of global batch {self.workload.global_batch}{check.statistics_detail(self.job.check_job().statistics_groups())}")
+                f"{check.global_batch} of global batch {self.workload.global_batch}"
+                f"{check.statistics_detail(self.job.check_job().statistics_groups())}")
 
     def _gradient_check(self, check: TrainStep) -> Check:
         """Every rank's first-step gradients of the strategy (already averaged) against the

@@ -58,5 +58,6 @@ def run(args: argparse.Namespace) -> int:
     console = terminal()
     console.print(table, markup=True)
     for kind, reason in sorted(energy.items(), key=lambda item: str(item[0])):
-        console.print(f"energy ({kind}): " + (f"[yellow]{reason}[/]" if reason else "read over each case's timed steps"))
+        console.print(f"energy ({kind}): "
+                      + (f"[yellow]{reason}[/]" if reason else "read over each case's timed steps"))
     return 0

@@ -6,7 +6,8 @@ the bottom and right only, a different function from torch's), and the max pool 
 as torch's does. Local batch norm is TF's fused kernel (`fused_batch_norm`, training mode: the
 batch's own statistics, statistics in float32), as Keras' BatchNormalization runs it; under
 "sync", and in a float64 reference (the fused kernel has no float64), it is Keras':
-`keras.ops.moments`, with `synchronized=True` under "sync" — inside a `tf.distribute` replica context an all-reduce of each layer's sums, sums of
+`keras.ops.moments`, with `synchronized=True` under "sync" — inside a `tf.distribute` replica
+context an all-reduce of each layer's sums, sums of
 squares and counts over the replicas, exactly what `keras.layers.BatchNormalization(
 synchronized=True)` runs — then scale and shift. Statistics are computed in float32 (float64 for
 a float64 reference), as Keras does for float16 and bfloat16 inputs.

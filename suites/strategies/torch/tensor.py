@@ -8,7 +8,8 @@ pair costs one all-reduce forward and one backward. The MLP's dense layers pair 
 odd last one stays whole); a transformer block (the built-in one, BERT's, GPT-2's, Llama's)
 splits its attention by heads (q, k, v by columns, o by rows: each rank attends with its heads,
 a Llama block's query heads with their key/value heads) and its feed-forward (in, or SwiGLU's
-gate and up, by columns; out, or down, by rows). Norms, unpaired layers and row-split layers' biases are replicated. The plan is read
+gate and up, by columns; out, or down, by rows). Norms, unpaired layers and row-split layers'
+biases are replicated. The plan is read
 from the model's parameter names, which are its module paths, so a stack of blocks splits every
 block.
 

@@ -34,7 +34,8 @@ class MultiWorker(ClusterStrategy):
         case = job.case
         return {"worker": case.n_devices}
 
-    def implementation(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
+    def implementation(self, job: "Job",
+                       backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
         case = job.case
         import tensorflow as tf
 
