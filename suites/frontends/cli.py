@@ -16,7 +16,7 @@ from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
 #: before it starts), `add_arguments(parser)` and `run(args) -> int`.
-COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "ready", "worker")
+COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "ready", "slurm", "worker")
 
 
 def build_parser() -> argparse.ArgumentParser:
