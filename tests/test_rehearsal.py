@@ -15,6 +15,7 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Status
+from suites.cases.timing_config import TimingConfig
 from suites.grids.grid import load_suite
 from suites.orchestration.cases import unavailable_reason
 from suites.orchestration.rehearsal import rehearsal_of
@@ -190,3 +191,18 @@ def test_n22_a_rehearsals_runtime_refuses_an_op_pinned_where_it_cannot_run():
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["strict", "2", "refused"], done.stdout
+
+
+def test_a_rehearsed_case_gets_its_deadline_times_the_devices_each_core_carries(monkeypatch):
+    """A rehearsal checks the path, not the speed: 8 emulated devices on 2 cores get 4x the time."""
+    from suites.frontends import rehearse as rehearse_module
+    from suites.orchestration.cases import case_timeout as own_deadline
+
+    monkeypatch.setattr(rehearse_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    timing = TimingConfig()
+    eight = Case.from_id("train_step/torch/cpu:8/ddp/fp32/batch=16,model=mlp")
+    one = Case.from_id("train_step/torch/cpu:1/single/fp32/batch=16,model=mlp")
+    assert rehearse_module.rehearsal_deadline_s(eight, timing) == pytest.approx(4 * own_deadline(timing, eight))
+    assert rehearse_module.rehearsal_deadline_s(one, timing) == pytest.approx(own_deadline(timing, one))
+    fixed = TimingConfig(case_timeout_s=30.0)
+    assert rehearse_module.rehearsal_deadline_s(eight, fixed) == 30.0
