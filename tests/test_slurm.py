@@ -16,43 +16,22 @@ from tests.slurm_cluster import missing, two_node_cluster
 
 pytest.importorskip("torch")
 
-GRID = """description = "Slurm: ranks across two nodes, and a case on one"
-
-[timing]
-budget_s = 0.5
-
+def suite_toml(description: str, budget_s: float, *cases: tuple[str, str, int]) -> str:
+    """A suite file of mlp training steps, one (framework, strategy or [strategies], devices) each."""
+    blocks = "".join(f'''
 [[grid]]
 workload = "train_step"
-framework = "torch"
+framework = "{framework}"
 device = "cpu"
-strategy = ["ddp", "fsdp"]
-n_devices = 2
-params = { model = "mlp", batch = 16 }
+strategy = {strategy}
+n_devices = {devices}
+params = {{ model = "mlp", batch = 16 }}
+''' for framework, strategy, devices in cases)
+    return f'description = "{description}"\n\n[timing]\nbudget_s = {budget_s}\n{blocks}'
 
-[[grid]]
-workload = "train_step"
-framework = "torch"
-device = "cpu"
-strategy = "ddp"
-n_devices = 4
-params = { model = "mlp", batch = 16 }
 
-[[grid]]
-workload = "train_step"
-framework = "tf"
-device = "cpu"
-strategy = "multiworker"
-n_devices = 2
-params = { model = "mlp", batch = 16 }
-
-[[grid]]
-workload = "train_step"
-framework = "torch"
-device = "cpu"
-strategy = "single"
-n_devices = 1
-params = { model = "mlp", batch = 16 }
-"""
+GRID = suite_toml("Slurm: ranks across two nodes, and a case on one", 0.5, ("torch", '["ddp", "fsdp"]', 2),
+            ("torch", '"ddp"', 4), ("tf", '"multiworker"', 2), ("torch", '"single"', 1))
 
 
 @pytest.fixture(scope="module")
@@ -121,27 +100,7 @@ def test_ranks_are_placed_on_the_steps_nodes():
     assert slurm._gpus_per_node({}) == 0
 
 
-DIES = """description = "Slurm: a node dies mid-case"
-
-[timing]
-budget_s = 5.0
-
-[[grid]]
-workload = "train_step"
-framework = "torch"
-device = "cpu"
-strategy = "ddp"
-n_devices = 2
-params = { model = "mlp", batch = 16 }
-
-[[grid]]
-workload = "train_step"
-framework = "torch"
-device = "cpu"
-strategy = "single"
-n_devices = 1
-params = { model = "mlp", batch = 16 }
-"""
+DIES = suite_toml("Slurm: a node dies mid-case", 5.0, ("torch", '"ddp"', 2), ("torch", '"single"', 1))
 
 
 def _rank_process(node: str, rank: int) -> int | None:

@@ -130,12 +130,6 @@ class ProcessGroup:
         dist.broadcast(tensor, src=0)
         return float(tensor.item())
 
-    def broadcast_object(self, value: object) -> object:
-        """Rank 0's picklable `value`, on every rank."""
-        holder = [value]
-        dist.broadcast_object_list(holder, src=0, device=self.device)
-        return holder[0]
-
     def broadcast_computed(self, compute: Callable[[], T], timeout_s: float) -> T:
         """Rank 0's `compute()`, on every rank; the others wait for it up to `timeout_s`. They wait
         in a CPU (gloo) group made for it, whose collectives time out after `timeout_s`: in the
