@@ -129,9 +129,11 @@ def test_a_node_that_dies_mid_case_fails_that_case_and_the_suite_goes_on(cluster
     grid.write_text(DIES)
     results = tmp_path / "results"
     started = time.monotonic()
+    temp = tmp_path / "tmp"  # this run's temp folder: what its processes leave there is theirs
+    temp.mkdir()
     run = subprocess.Popen(["salloc", "-N", "2", sys.executable, "-m", "suites", "run", "--suite", str(grid),
                             "--results", str(results), "--label", "slurm-test"],
-                           cwd=tmp_path, env={**os.environ, **cluster}, stdout=subprocess.PIPE,
+                           cwd=tmp_path, env={**os.environ, **cluster, "TMPDIR": str(temp)}, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     victim = None
     while victim is None and time.monotonic() - started < 300 and run.poll() is None:
@@ -149,6 +151,7 @@ def test_a_node_that_dies_mid_case_fails_that_case_and_the_suite_goes_on(cluster
     assert "Killed" in record["reason"] or "signal" in record["reason"].lower(), record["reason"]
     assert time.monotonic() - started < 300  # well within the case's deadline, not at it
     assert not list(tmp_path.glob(".parbench-slurm-*")) and our_processes() == []
+    assert not list(temp.iterdir())  # the killed ranks' temp folders went with the step's
 
 
 def test_the_batch_script_asks_for_whole_nodes_and_runs_the_suite_once(tmp_path):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.run.execute import Outcome
+from suites.run.scratch import TMPDIR_ENV
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -189,7 +190,9 @@ def run_step(job: "Job", commands: list[list[str]], envs: list[dict[str, str]], 
             out = folder / f"rank{rank}.json"
             command = [*command[:command.index("--out")], "--out", str(out)] if "--out" in command else command
             script = folder / f"rank{rank}.sh"
-            script.write_text(_rank_script(command, rank_env_on_nodes(env, rank, per_node, where)))
+            # the rank's temp folder inside the step's, removed with it even where srun killed the rank
+            placed = {**rank_env_on_nodes(env, rank, per_node, where), TMPDIR_ENV: str(folder)}
+            script.write_text(_rank_script(command, placed))
             lines.append(f"{rank} sh {script}")
         (folder / "multi-prog.conf").write_text("\n".join(lines) + "\n")
         with open(folder / "srun.log", "wb") as log:
