@@ -100,6 +100,23 @@ def test_ranks_are_placed_on_the_steps_nodes():
     assert slurm._gpus_per_node({}) == 0
 
 
+@pytest.mark.parametrize("srun_log, blamed", [
+    # rank 1's node died first: rank 0's broken connection is a consequence, not the cause
+    ("srun: error: node2: task 1: Exited with exit code 137\nsrun: error: node1: task 0: Exited with exit code 1\n",
+     "rank 1 on node2 ended without reporting: Exited with exit code 137"),
+    # rank 0 failed first and --kill-on-bad-exit stopped rank 1: rank 0's own reason
+    ("srun: error: node1: task 0: Exited with exit code 1\nsrun: error: node2: task 1: Killed\n",
+     "rank 0: check: loss differs"),
+])
+def test_the_rank_that_ended_first_is_blamed(tmp_path, srun_log, blamed):
+    from suites.run.execute import Outcome, Status
+
+    (tmp_path / "rank0.json").write_text(json.dumps(Outcome(Status.FAILED, "check: loss differs").to_dict()))
+    (tmp_path / "srun.log").write_text(srun_log)
+    outcome = slurm._combine(tmp_path, 2, timed_out=False, returncode=1, took_s=3.0, deadline_s=60.0)
+    assert outcome.status is Status.FAILED and outcome.reason.startswith(blamed)
+
+
 DIES = suite_toml("Slurm: a node dies mid-case", 5.0, ("torch", '"ddp"', 2), ("torch", '"single"', 1))
 
 

@@ -232,8 +232,10 @@ def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | No
         primary.details.update(_nodes_details(nodes))
         return primary
     ended = _ended_tasks(folder / "srun.log")
-    # a reported failure first; else the task srun saw end first (its peers were stopped after it)
-    rank = min(failed, key=lambda r: (outcomes[r] is None, r not in ended, list(ended).index(r) if r in ended else r))
+    # the task srun saw end first: its peers failed after it (a peer's "connection reset" is a consequence, and
+    # --kill-on-bad-exit stops the rest); then a reported failure; then the lowest rank
+    order = list(ended)
+    rank = min(failed, key=lambda r: (r not in ended, order.index(r) if r in ended else 0, outcomes[r] is None, r))
     outcome = outcomes[rank]
     if outcome is not None:
         why = f"rank {rank}: {outcome.reason}"
