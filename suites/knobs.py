@@ -141,7 +141,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "collective; set by the worker from its --timing"),
     Knob("PARBENCH_REFERENCE_FLOP_BUDGET", positive_number, "a finite number of FLOP > 0, such as 2e12",
          "the most a training check's reference may cost before the check is left undone; default "
-         "5e11 (suites.run.reference_budget)"),
+         "5e11 (suites.measure.reference_budget)"),
     Knob("PARBENCH_GATE_THRESHOLD", fraction, "a fraction such as 0.2 (20%)",
          "pytest-benchmark gate threshold; default 0.2"),
     Knob("PARBENCH_PEAKS", existing_file, "the path of an existing TOML file",
@@ -155,7 +155,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
     Knob("PARBENCH_REHEARSAL", zero_or_one,
          "1 or 0",
          "set by `parbench run --rehearse` in its processes: GPU cases on the CPU take CUDA's optimizer kernels"),
-    Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/run/faults.py",
+    Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/measure/faults.py",
          "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
     Knob("PARBENCH_TPU_PLUGGABLE_DEVICE_LIBRARY", str, "the path of a libtpu library or a folder holding one",
          "set by parbench in a process that keeps libtpu out: the libtpu TF_PLUGGABLE_DEVICE_LIBRARY_PATH it "

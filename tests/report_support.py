@@ -21,9 +21,10 @@ from suites.frontends.asv_support import axis_params
 from suites.records.asv_layout import AXES, case_id_from_axes
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
-from suites.run.execute import Outcome, failed
-from suites.orchestration.cases import execute_in_process
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.execute import Outcome, failed
+from suites.runner.execute import execute_in_process
+from suites.strategies.jobs import job_for
+from suites.runner.runner import RunContext, Runner
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
                     budget_s=0.15)
@@ -61,9 +62,9 @@ def run_machine(results: Path, label: str, threads: int, cases=OK_CASES + UNAVAI
         context = RunContext(suite="report-test", store=ResultsStore(results), timing=TINY, label=label)
         context.store.ensure_writable()
         for case in cases:
-            run_case(case, context)
+            Runner.storing(context).run(case)
         if with_failure:
-            run_case(FAILED_CASE, context, execute=injected_crash)
+            Runner.storing(context, launcher=injected_crash).run(FAILED_CASE)
     finally:
         torch.set_num_threads(previous)
 
@@ -127,7 +128,7 @@ def write_asv(results: Path, machine: str = "asv-box") -> Path:
             ("kernels.Matmul.time_step", [OK_CASES[0], UNAVAILABLE_CASES[0], OK_CASES[1]],
              [OK_CASES[0], OK_CASES[1]], "v2"),
             ("kernels.Conv2d.time_step", [OK_CASES[2]], [OK_CASES[2]], "v1")):
-        measurements = {case: execute_in_process(case, TINY).measurement for case in measured}
+        measurements = {case: execute_in_process(job_for(case), TINY).measurement for case in measured}
         assert None not in measurements.values()
         benchmark = add_asv_benchmark(run, name, stored_version, cases, measurements)
         index[name] = {**benchmark, "version": "v2"}

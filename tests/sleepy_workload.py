@@ -8,7 +8,7 @@ import time
 
 from suites.cases.vocabulary import Framework
 from suites.records.check import Check
-from suites.run.runnable import Runnable
+from suites.measure.runnable import Runnable
 from suites.workloads import WORKLOADS, register
 from suites.workloads.base import Param, Workload
 

@@ -22,7 +22,7 @@ from suites.frontends.prepared import CaseUnavailable, runs_in_process
 from suites.grids.grid import builtin_suite_names, load_suite
 from suites.records.asv_layout import AXES, LAUNCHED_SUFFIX, axis_values, case_id_from_axes
 from suites.records.measurement import Measurement
-from suites.run.execute import Outcome
+from suites.runner.execute import Outcome
 from suites.strategies.versions import version_of
 from suites.workloads import workload_class, workload_of
 
@@ -249,7 +249,7 @@ def test_combinations_that_are_no_case_of_the_suite_are_skipped_in_setup(tmp_pat
 
 
 def fake_launch(outcome: Outcome):
-    def launch(case, timing):
+    def launch(runner, job):
         return outcome
     return launch
 
@@ -264,7 +264,7 @@ def test_sequence_models_track_tokens_per_second_and_others_do_not(tmp_path, mon
     case_id = next(c for c in bench.case_ids if "gpt2_small" in c)
     axes = axis_values(Case.from_id(case_id))
     ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
-    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.OK, measurement=ranks)))
+    monkeypatch.setattr(asv_support.Runner, "launch", fake_launch(Outcome(Status.OK, measurement=ranks)))
     workload = workload_of(Case.from_id(case_id))
     tokens = workload.tokens_per_step()
     assert tokens == workload.global_batch * 8  # every sample is a sequence of 8 tokens
@@ -278,15 +278,15 @@ def test_launched_benchmark_reports_what_the_ranks_measured(tmp_path, monkeypatc
     assert case_id in bench.case_ids
     axes = axis_values(Case.from_id(case_id))
     ranks = Measurement(samples=(0.010, 0.012, 0.011), rank_medians=(0.011, 0.0112))
-    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.OK, measurement=ranks)))
+    monkeypatch.setattr(asv_support.Runner, "launch", fake_launch(Outcome(Status.OK, measurement=ranks)))
     assert bench.track_rank_step_s(*axes) == pytest.approx(0.011)
     batch = workload_of(Case.from_id(case_id)).samples_per_step()
     assert bench.track_samples_per_s(*axes) == pytest.approx(batch / 0.011)
 
-    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
+    monkeypatch.setattr(asv_support.Runner, "launch", fake_launch(Outcome(Status.UNAVAILABLE, "gloo missing")))
     with pytest.raises(SkipNotImplemented, match="gloo missing"):
         bench.track_rank_step_s(*axes)
-    monkeypatch.setattr(asv_support, "launch_case", fake_launch(Outcome(
+    monkeypatch.setattr(asv_support.Runner, "launch", fake_launch(Outcome(
         Status.FAILED, "rank 1 exited with code 1", details={"output_tail": ["Traceback ..."]})))
     with pytest.raises(RuntimeError, match="rank 1 exited(.|\n)*Traceback"):
         bench.track_rank_step_s(*axes)

@@ -202,7 +202,7 @@ def test_harness_overhead_exits_non_zero_outside_its_agreement(monkeypatch, caps
 def test_a_gpu_rank_on_a_machine_without_a_gpu_is_unavailable_with_the_reason(monkeypatch):
     torch = pytest.importorskip("torch")
     from suites.frameworks.torch.distributed import rank_device
-    from suites.run.unsupported import Unsupported
+    from suites.measure.unsupported import Unsupported
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -15,8 +15,8 @@ from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.frontends.pytest_plugin import smoke_cases
 from suites.grids.grid import load_suite
 from suites.records.check import Check
-from suites.run.runnable import Runnable
-from suites.run.unsupported import Unsupported
+from suites.measure.runnable import Runnable
+from suites.measure.unsupported import Unsupported
 from suites.workloads import WORKLOADS, Workload
 
 ROOT = Path(__file__).resolve().parent.parent

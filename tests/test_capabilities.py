@@ -1,5 +1,5 @@
 """The strategy interface stays narrow: a hook that only one strategy gives meaning to is an
-optional capability (`suites.run.capabilities`), not a base-class default every other
+optional capability (`suites.measure.capabilities`), not a base-class default every other
 plugin inherits. The plugins are the registry's, for every framework."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from suites.strategies.registry import find_plugin, strategies_of
 from suites.cases.vocabulary import Framework
-from suites.run import capabilities
+from suites.measure import capabilities
 from suites.strategies.base import StrategyPlugin
 from suites.strategies.tf.base import TfStrategy
 from suites.strategies.torch.base import TorchStrategy

@@ -1,5 +1,5 @@
 """The training check: well-conditioned, sized independently of the global batch, timed and
-measured, and still failing what it must: each injected fault (`suites.run.faults`) turns the
+measured, and still failing what it must: each injected fault (`suites.measure.faults`) turns the
 case `failed` with a reason that names it."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Precision, Status
 from suites.records.check import gradients_against_reference
-from suites.run import faults
+from suites.measure import faults
 from suites.strategies.jobs import job_for
 
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=1, min_time_s=0.02, block_min_s=0.005)
@@ -54,7 +54,7 @@ def test_the_check_batch_is_a_few_samples_per_device_whatever_the_global_batch(s
 
 def test_the_check_records_its_time_and_memory_beside_its_verdict():
     pytest.importorskip("torch")
-    from suites.run.execute import measured_check
+    from suites.runner.execute import measured_check
 
     runnable = job_for(train_case("torch", "single", 1, batch=64)).runnable()
     runnable.setup()
@@ -79,12 +79,12 @@ def _failed_by(fault: faults.Fault, case: Case, tmp_path: Path, monkeypatch) -> 
     """Run `case` with `fault` injected (rank processes inherit it): it fails, and its check's
     detail (returned) names the fault."""
     from suites.records.store import ResultsStore
-    from suites.orchestration.runner import RunContext, run_case
+    from suites.runner.runner import RunContext, Runner
 
     monkeypatch.setenv(faults.FAULT_ENV, fault.value)
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    record = run_case(case, RunContext(suite="test", store=store, timing=FAST))
+    record = Runner.storing(RunContext(suite="test", store=store, timing=FAST)).run(case)
     assert record.status is Status.FAILED and "numerics check failed" in record.reason, record.reason
     assert not record.check.passed and f"fault injected: {fault.value}" in record.check.detail, record.check
     return record.check.detail

@@ -21,10 +21,12 @@ from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
 from suites.report.columns import case_fields, tidy
 from suites.report.compilation import compile_pairs
-from suites.run import execute
-from suites.orchestration.cases import execute_in_process
-from suites.run.timing import FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow, measure
+from suites.runner import execute
+from suites.runner.deadline import case_timeout
+from suites.runner.execute import execute_in_process
 from suites.strategies.jobs import job_for
+from suites.measure.timing import (FIRST_STEP_ALLOWANCE_S, MAX_RECOMPILES, STABLE_STEPS, KeepsRecompiling, TooSlow,
+                                   measure)
 from suites.strategies.registry import find_plugin
 from suites.strategies.torch.base import TorchStrategy
 from tests.test_timing import FakeClock, PretendDevice, constant
@@ -251,7 +253,7 @@ def test_a_compiled_kernel_passes_the_numerics_check_with_its_compile_time_apart
     if not framework_installed(Framework(framework)):
         pytest.skip(f"{framework} is not installed")
     case = Case.make("matmul", framework, "cpu", params={"m": 32, "n": 32, "k": 32}, compile=compiler)
-    outcome = execute_in_process(case, TINY)
+    outcome = execute_in_process(job_for(case), TINY)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed and outcome.measurement.recompiles == 0
     assert outcome.measurement.compile_s > 0  # a real compile: the first step is not a warm one
@@ -271,8 +273,8 @@ def test_interleaved_speedup_is_the_geometric_mean_of_abba_round_ratios():
 
 
 def test_a_launched_compiled_case_is_given_time_for_two_cold_compiles():
-    from suites.orchestration.cases import case_timeout
-    from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S
+    from suites.measure.timing import COMPILED_FIRST_STEP_ALLOWANCE_S
 
     eager, compiled = train("torch", "ddp", "none"), train("torch", "ddp", "inductor")
-    assert case_timeout(FAST, compiled) - case_timeout(FAST, eager) >= 2 * COMPILED_FIRST_STEP_ALLOWANCE_S - 60
+    extra = case_timeout(FAST, job_for(compiled)) - case_timeout(FAST, job_for(eager))
+    assert extra >= 2 * COMPILED_FIRST_STEP_ALLOWANCE_S - 60

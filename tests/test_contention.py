@@ -12,9 +12,9 @@ from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import per_problem
-from suites.orchestration import runner
-from suites.run.execute import Outcome
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner import runner
+from suites.runner.execute import Outcome
+from suites.runner.runner import RunContext, Runner
 from tests.report_support import TINY
 from tests.test_report_analysis import matmul, row, table
 
@@ -65,7 +65,8 @@ def test_run_case_stores_the_readings_around_the_case_and_the_verdict(tmp_path, 
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
     context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TINY, label="busy")
     context.store.ensure_writable()
-    run_case(matmul(), context, execute=lambda case, timing: Outcome(Status.OK, measurement=Measurement((1e-3,) * 5)))
+    measured = Outcome(Status.OK, measurement=Measurement((1e-3,) * 5))
+    Runner.storing(context, launcher=lambda job, timing: measured).run(matmul())
     (stored,) = ResultsStore(tmp_path).load()
     assert stored.contention == Contention(1.0, 5.0, 0.0, 2, True, "load average 5.0 on 2 cores")
 

@@ -20,15 +20,15 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import GridError, load_suite
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.runner import RunContext, Runner
 from suites.records.contention import (CONTENDED_SHARE, METHOD, STARVED_SHARE, Contention, CpuMeter,
                                        CpuReading, CpuSnapshot, CpuUsage, bimodal, judge, per_cpu_ticks,
                                        tree_ticks)
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.run.execute import Outcome
-from suites.run.timing import measure
+from suites.runner.execute import Outcome
+from suites.measure.timing import measure
 from tests.report_support import TINY
 from tests.test_timing import FakeClock, PretendDevice, constant
 
@@ -215,7 +215,7 @@ def run_with(tmp_path: Path, outcomes: list[Outcome], retries: int = 2) -> tuple
     context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=replace(TINY, contention_retries=retries),
                          label="box")
     context.store.ensure_writable()
-    run_case(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}), context, execute)
+    Runner.storing(context, launcher=execute).run(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}))
     (stored,) = ResultsStore(tmp_path).load()
     return stored, len(executed)
 
@@ -332,7 +332,7 @@ def test_busy_loops_on_every_core_make_a_real_case_contended(monkeypatch):
 def test_a_multi_rank_cases_threads_are_every_ranks_together():
     """Rank 0's tree holds every rank (the launcher is its root): so do its threads."""
     from suites.hardware.devices import descriptor
-    from suites.run.timing import _with_threads
+    from suites.measure.timing import _with_threads
 
     class TwoRanks(PretendDevice):
         case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})

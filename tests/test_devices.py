@@ -8,7 +8,7 @@ import time
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.hardware import devices
-from suites.orchestration.cases import unavailable_reason
+from suites.runner.plan import plan, unavailable_reason
 
 
 def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):
@@ -36,20 +36,20 @@ def test_tpu_address_that_is_not_there_cannot_hang_the_probe(monkeypatch):
 
 def test_framework_not_installed_is_a_reason(monkeypatch):
     monkeypatch.setattr(devices, "framework_installed", lambda framework: framework is not Framework.TF)
-    monkeypatch.setattr("suites.orchestration.cases.framework_installed",
+    monkeypatch.setattr("suites.runner.plan.framework_installed",
                         lambda framework: framework is not Framework.TF)
-    reason = unavailable_reason(Case.make("matmul", "tf", "cpu", params={"m": 1, "n": 1, "k": 1}))
+    reason = unavailable_reason(plan(Case.make("matmul", "tf", "cpu", params={"m": 1, "n": 1, "k": 1})))
     assert reason == "tensorflow is not installed"
 
 
 def test_tf32_needs_a_gpu():
-    reason = unavailable_reason(Case.make("matmul", "torch", "cpu", precision="tf32",
-                                          params={"m": 1, "n": 1, "k": 1}))
+    reason = unavailable_reason(plan(Case.make("matmul", "torch", "cpu", precision="tf32",
+                                          params={"m": 1, "n": 1, "k": 1})))
     assert reason and "tf32" in reason
 
 
 def test_neutral_code_imports_no_framework():
-    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.orchestration.runner, "
+    code = ("import sys, suites, suites.grids.grid, suites.frontends.cli, suites.runner.runner, "
             "suites.records.store, suites.workloads;"
             "suites.frontends.cli.build_parser(); suites.grids.grid.load_suite('training');"
             "from suites.workloads import WORKLOADS; from suites.strategies.versions import version_of; "

@@ -12,15 +12,16 @@ import pytest
 from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
-from suites.run.energy_meters import NvmlMeter, RaplMeter, meter_for, nvml_indices, rapl_delta_uj
+from suites.measure.energy_meters import NvmlMeter, RaplMeter, meter_for, nvml_indices, rapl_delta_uj
 from suites.cases.vocabulary import DeviceKind
-from suites.run.timing import measure
+from suites.measure.timing import measure
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.store import ResultsStore
-from suites.run.execute import Outcome
-from suites.orchestration.runner import RunContext, store_outcome
+from suites.runner.execute import Outcome
+from suites.runner.recording import RunContext, store_outcome
+from suites.strategies.jobs import job_for
 from tests.test_timing import FakeClock, PretendDevice, constant
 
 TINY = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
@@ -227,7 +228,7 @@ def test_on_a_machine_without_counters_the_record_says_why_and_has_no_energy_fig
     measurement = measure(PretendCpuCase(clock, case), TINY, clock)
     context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TINY, label="here")
     context.store.ensure_writable()
-    record = store_outcome(case, Outcome(Status.OK, measurement=measurement), context)
+    record = store_outcome(job_for(case), Outcome(Status.OK, measurement=measurement), context)
     (stored,) = ResultsStore(tmp_path).load()
     energy = stored.measurement.energy
     assert energy is not None and energy.devices == () and "/sys/class/powercap does not exist" in energy.reason
@@ -242,7 +243,7 @@ def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, t
     from suites.frontends.cli import main
     from suites.hardware.devices import DeviceInfo
 
-    monkeypatch.setattr("suites.run.energy_meters.POWERCAP", tmp_path / "no-powercap")
+    monkeypatch.setattr("suites.measure.energy_meters.POWERCAP", tmp_path / "no-powercap")
     cpu = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 2, ("Some CPU",))
     monkeypatch.setattr("suites.frontends.commands.devices.discover_all", lambda: [cpu])
     assert main(["devices", "--json"]) == 0
@@ -253,7 +254,7 @@ def test_parbench_devices_says_whether_energy_can_be_read(monkeypatch, capsys, t
 def test_every_ranks_gpu_readings_reach_rank_0_in_rank_order():
     import threading
 
-    from suites.run.energy_meters import gather_energy
+    from suites.measure.energy_meters import gather_energy
     from tests.test_memory import Rank, World
 
     own = {0: [DeviceEnergy("gpu", 0, 12.5, 2.0, "nvml_counter")],
@@ -296,7 +297,7 @@ def test_ranks_sharing_a_gpu_count_its_energy_once_and_other_machines_gpus_count
     """Issue 32, N7: two emulated ranks on GPU 0 each read its whole counter; summing them made
     the step's energy twice what the GPU used. GPU 0 of another node is another GPU."""
     from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement
-    from suites.run.energy_meters import once_per_device
+    from suites.measure.energy_meters import once_per_device
 
     shared = [DeviceEnergy("gpu", 0, 100.0, 1.0, "nvml_counter", rank=1),
               DeviceEnergy("gpu", 0, 101.0, 1.0, "nvml_counter", rank=0),
@@ -308,7 +309,7 @@ def test_ranks_sharing_a_gpu_count_its_energy_once_and_other_machines_gpus_count
 
 def test_a_gpu_reading_names_the_gpu_by_its_nvml_index_whatever_cuda_visible_devices_says():
     """N16: under CUDA_VISIBLE_DEVICES=3 the process's cuda:0 is NVML's GPU 3."""
-    from suites.run.energy_meters import NvmlMeter
+    from suites.measure.energy_meters import NvmlMeter
 
     class Nvml:
         def nvmlInit(self):

@@ -6,9 +6,10 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework, Status
 from suites.hardware.devices import discover
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.cases import execute_in_process
-from suites.orchestration.cases import launch_case
+from suites.runner.execute import execute_in_process
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.runner import Runner
+from suites.strategies.jobs import job_for
 from tests.conftest import FAST
 
 torch = pytest.importorskip("torch")
@@ -23,20 +24,20 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu.available, reason=f"no
 ])
 def test_torch_gpu_kernels_pass_their_checks(workload, params, precision):
     case = Case.make(workload, "torch", "gpu", precision=precision, params=params)
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     if reason:
         pytest.skip(reason)
-    outcome = execute_in_process(case, FAST)
+    outcome = execute_in_process(job_for(case), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed
 
 
 def test_large_bf16_gemm_reaches_a_sane_fraction_of_peak():
     case = Case.make("matmul", "torch", "gpu", precision="bf16", params={"m": 8192, "n": 8192, "k": 8192})
-    reason = unavailable_reason(case)  # bf16 needs compute capability >= 8.0 (a T4 or V100 has none)
+    reason = unavailable_reason(plan(case))  # bf16 needs compute capability >= 8.0 (a T4 or V100 has none)
     if reason:
         pytest.skip(reason)
-    outcome = execute_in_process(case, FAST)
+    outcome = execute_in_process(job_for(case), FAST)
     assert outcome.status is Status.OK, outcome.reason
     tflops = 2 * 8192**3 / outcome.measurement.median / 1e12
     assert tflops > 50, f"{tflops:.1f} TFLOP/s is far below any data-centre GPU's bf16 rate"
@@ -49,11 +50,11 @@ def test_ranks_beyond_the_gpus_share_them_through_gloo_while_nccl_refuses():
     host copies)."""
     ranks = torch.cuda.device_count() + 1
     nccl = Case.make("allreduce", "torch", "gpu", "ddp", "fp32", ranks, {"bytes": 1024, "backend": "nccl"})
-    assert (unavailable_reason(nccl) or "").startswith("NCCL needs one GPU per rank")
+    assert (unavailable_reason(plan(nccl)) or "").startswith("NCCL needs one GPU per rank")
     for strategy in ("ddp", "tensor"):
         shared = Case.make("train_step", "torch", "gpu", strategy, "fp32", ranks, {"model": "mlp", "batch": 8})
-        assert unavailable_reason(shared) is None
-        outcome = launch_case(shared, FAST)
+        assert unavailable_reason(plan(shared)) is None
+        outcome = Runner(FAST).launch(job_for(shared))
         assert outcome.status is Status.OK, outcome.reason
         assert outcome.check.passed
 
@@ -61,10 +62,10 @@ def test_ranks_beyond_the_gpus_share_them_through_gloo_while_nccl_refuses():
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_single_gpu_training_step_passes_its_check(precision):
     case = Case.make("train_step", "torch", "gpu", precision=precision, params={"model": "cnn", "batch": 16})
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     if reason:
         pytest.skip(reason)
-    outcome = launch_case(case, FAST)
+    outcome = Runner(FAST).launch(job_for(case))
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed
 
@@ -72,7 +73,7 @@ def test_single_gpu_training_step_passes_its_check(precision):
 def test_a_gpu_case_records_its_clocks_power_and_kernel_time():
     pytest.importorskip("pynvml")
     case = Case.make("matmul", "torch", "gpu", params={"m": 4096, "n": 4096, "k": 4096})
-    outcome = execute_in_process(case, FAST)
+    outcome = execute_in_process(job_for(case), FAST)
     assert outcome.status is Status.OK, outcome.reason
     telemetry = outcome.measurement.telemetry
     assert telemetry is not None and telemetry.gpus, telemetry.reason if telemetry else "no telemetry"
@@ -87,10 +88,10 @@ def test_a_gpu_case_records_its_clocks_power_and_kernel_time():
 def test_the_reduce_overhead_mode_replays_a_training_step_as_cuda_graphs():
     case = Case.make("train_step", "torch", "gpu", compile="inductor",
                      params={"model": "mlp", "batch": 32, "compile_mode": "reduce-overhead"})
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     if reason:
         pytest.skip(reason)
-    outcome = launch_case(case, FAST)
+    outcome = Runner(FAST).launch(job_for(case))
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.passed
 
@@ -105,7 +106,7 @@ def test_a_cuda_graphs_gemm_replay_copies_no_inputs():
 
     case = Case.make("matmul", "torch", "gpu", compile="inductor",
                      params={"m": 512, "n": 512, "k": 512, "compile_mode": "reduce-overhead"})
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     if reason:
         pytest.skip(reason)
     kernel = TorchMatmul(job_for(case))
@@ -128,7 +129,7 @@ def test_a_cuda_graphs_gemm_replay_copies_no_inputs():
 def test_the_energy_meter_reads_the_gpu_cuda_calls_0_by_its_uuid():
     """Issue 32, N16: the NVML device read for CUDA's GPU 0 is the one with its UUID."""
     pytest.importorskip("pynvml")
-    from suites.run.energy_meters import NvmlMeter, _nvml_uuid
+    from suites.measure.energy_meters import NvmlMeter, _nvml_uuid
 
     meter = NvmlMeter([0])
     assert meter.reason == "", meter.reason

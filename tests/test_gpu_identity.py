@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from suites.hardware import devices
-from suites.run.energy_meters import NvmlMeter, nvml_handles
-from suites.run.telemetry_sampler import GpuSampler
+from suites.measure.energy_meters import NvmlMeter, nvml_handles
+from suites.measure.telemetry_sampler import GpuSampler
 
 #: NVML's (PCI) order: an A100 40GB first, then an H100 80GB, each with its UUID and energy counter.
 PCI_GPUS = [
@@ -174,7 +174,7 @@ def test_without_a_cuda_driver_there_are_no_uuids():
 
 def test_the_real_nvml_is_tied_to_cuda_through_the_drivers_uuids(driver):
     """Without `uuids`, a meter over the real NVML (`nvml` not given) asks the CUDA driver."""
-    from suites.run.energy_meters import cuda_uuids
+    from suites.measure.energy_meters import cuda_uuids
 
     driver(FASTEST_FIRST)
     assert cuda_uuids(None, None) == uuids(FASTEST_FIRST)

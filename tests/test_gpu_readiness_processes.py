@@ -40,12 +40,14 @@ from suites.frameworks.torch.kernels import TorchMatmul  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.frontends.prepared import runs_in_process  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.run import launchers  # noqa: E402
-from suites.run.eta import LAUNCH_OVERHEAD_S  # noqa: E402
-from suites.orchestration.cases import WORKER, case_estimate_s, launch_case  # noqa: E402
-from suites.run.execute import FAILED_AT, Outcome  # noqa: E402
-from suites.orchestration.runner import RunContext, run_cases  # noqa: E402
-from suites.run.launch import Launch  # noqa: E402
+from suites.runner import launchers  # noqa: E402
+from suites.runner.eta import LAUNCH_OVERHEAD_S  # noqa: E402
+from suites.runner.plan import plan  # noqa: E402
+from suites.runner.runner import Runner  # noqa: E402
+from suites.strategies.jobs import job_for  # noqa: E402
+from suites.runner.execute import FAILED_AT, Outcome  # noqa: E402
+from suites.runner.runner import RunContext, Runner  # noqa: E402
+from suites.measure.launch import Launch  # noqa: E402
 from suites.workloads import WORKLOADS, workload_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,12 +135,12 @@ def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
     assert not runs_in_process(case)  # asv and pytest-benchmark hand it to the launcher
     started = []
     monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED,
-                        lambda job, timing, worker: started.append(job.case) or Outcome(Status.OK))
-    launch_case(case, FAST)
+                        lambda job, timing: started.append(job.case) or Outcome(Status.OK))
+    Runner(FAST).launch(job_for(case))
     assert started == [case]
     # the run's time estimate counts a process start for it
-    monkeypatch.setattr("suites.orchestration.cases.unavailable_reason", lambda case: None)
-    assert case_estimate_s(case, FAST) == FAST.warmup_s + FAST.budget_s + LAUNCH_OVERHEAD_S
+    monkeypatch.setattr("suites.runner.runner.unavailable_reason", lambda planned: None)
+    assert Runner(FAST).estimate_s(plan(case)) == FAST.warmup_s + FAST.budget_s + LAUNCH_OVERHEAD_S
 
 
 def test_the_training_suites_dataparallel_cases_are_asv_launched_benchmarks():
@@ -189,7 +191,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
     import time
     from suites.records.check import Check
     from suites.strategies.registry import plugin_for
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload
 
@@ -287,7 +289,7 @@ def test_a_failed_rank_stops_its_blocked_peer_and_is_named_with_its_error(tmp_pa
     timing = dataclasses.replace(FAST, case_timeout_s=90.0)
     context = RunContext(suite="test", store=store, timing=timing)
     started = time.monotonic()
-    [record] = run_cases([Case.make("failing_check", "torch", "cpu", "ddp", "fp32", 2)], context)
+    [record] = Runner.storing(context).run_all([Case.make("failing_check", "torch", "cpu", "ddp", "fp32", 2)])
     assert time.monotonic() - started < 60, "the launcher waited for the failed rank's peer"
     assert record.status is Status.FAILED
     assert record.reason == "rank 1: check: ValueError: rank 1's check failed on purpose"
@@ -312,31 +314,31 @@ def test_the_rank_that_failed_first_is_blamed_not_its_peers(tmp_path):
     # Both wrote failed outcomes; rank 0's came from rank 1 going away, after rank 1's error.
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 20.0))
     _outcome_file(tmp_path, 1, _failed("check: ValueError: boom", 10.0))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {0: 9.0, 1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
     assert (combined.reason, combined.details["rank"]) == ("rank 1: check: ValueError: boom", 1)
 
     # Rank 1 crashed without an outcome before rank 0's consequent error: the crash is named.
     (tmp_path / "rank1.json").unlink()
     ranks[1].returncode = -11
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 9.5))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {0: 9.0, 1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
     assert combined.reason == "rank 1 exited with code -11 before reporting"
 
     # A rank stopped by the launcher is never blamed over the one that ended it.
     ranks[0].returncode = -15
     (tmp_path / "rank0.json").unlink()
     _outcome_file(tmp_path, 1, _failed("setup: MemoryError: out of memory", 10.0))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
     assert combined.reason == "rank 1: setup: MemoryError: out of memory"
 
     # Rank 1 reported success, then crashed on its way out; the launcher stopped rank 0.
     _outcome_file(tmp_path, 1, Outcome(Status.OK))
     ranks[1].returncode = -6
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, WORKER, {1: 9.0})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
     assert combined.reason == "rank 0 was stopped before reporting, after rank 1 exited with code -6"
 
     # Every rank succeeded: rank 0's outcome, which carries every rank's figures.
     _outcome_file(tmp_path, 0, Outcome(Status.OK, details={"who": 0}))
     _outcome_file(tmp_path, 1, Outcome(Status.OK, details={"who": 1}))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2, False, WORKER, {})
+    combined = launchers._combine(job_for(case), FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2, False, {})
     assert combined.status is Status.OK and combined.details == {"who": 0}

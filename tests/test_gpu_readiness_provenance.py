@@ -24,11 +24,11 @@ from suites.records.measurement import Measurement
 from suites.records.peak_memory import MemoryPeak
 from suites.records.store import ResultsStore
 from suites.selfchecks import readiness as gpu_readiness
-from suites.run.execute import Outcome
-from suites.run.launchers import STARTUP_ALLOWANCE_S
-from suites.orchestration.cases import case_timeout
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.execute import Outcome
+from suites.measure.timing import STARTUP_ALLOWANCE_S
+from suites.runner.deadline import case_timeout
 from suites.strategies.jobs import job_for
+from suites.runner.runner import RunContext, Runner
 from suites.strategies.registry import find_plugin
 from suites.workloads.kernels import (BATCH_ROTATION, MIN_ROTATED_SET_BYTES, ROTATION_BYTES, ROTATION_ENV,
                                       batch_rotation_count, rotation_count)
@@ -166,9 +166,9 @@ def test_a_tpu_case_gets_the_tpu_start_up_allowance():
     mirrored = Case.make("train_step", "tf", "gpu", "mirrored", "fp32", 2, {"model": "mlp", "batch": 32})
     allowance = find_plugin(Framework.TF, Strategy.TPU).startup_allowance_s
     assert allowance > STARTUP_ALLOWANCE_S
-    assert case_timeout(timing, mirrored) == case_timeout(timing)
-    assert case_timeout(timing, tpu_case) == case_timeout(timing) - STARTUP_ALLOWANCE_S + allowance
-    assert case_timeout(replace(timing, case_timeout_s=7.0), tpu_case) == 7.0  # an explicit limit wins
+    assert case_timeout(timing, job_for(mirrored)) == case_timeout(timing)
+    assert case_timeout(timing, job_for(tpu_case)) == case_timeout(timing) - STARTUP_ALLOWANCE_S + allowance
+    assert case_timeout(replace(timing, case_timeout_s=7.0), job_for(tpu_case)) == 7.0  # an explicit limit wins
 
 
 def test_the_tpu_probe_outlasts_tensorflow_import_and_tpu_initialisation():
@@ -354,7 +354,7 @@ def test_a_gpu_record_stores_the_cuda_cudnn_nccl_and_capability_discovery_found(
     context = RunContext(suite="t", store=writable_store(tmp_path), timing=TimingConfig())
     assert context.environment["accelerators"] == {}  # nothing discovered yet: nothing imported for it
     case = Case.make("matmul", "torch", "gpu", params={"m": 64, "n": 64, "k": 64})
-    record = run_case(case, context, execute=lambda case, timing: Outcome(Status.FAILED, "fake"))
+    record = Runner.storing(context, launcher=lambda job, timing: Outcome(Status.FAILED, "fake")).run(case)
     gpu = record.environment["accelerators"]["torch/gpu"]
     assert (gpu["cuda"], gpu["cudnn"], gpu["nccl"], gpu["compute_capability"]) == (
         "12.8", 90800, "2.26.2", ["9.0", "9.0"])
@@ -393,7 +393,7 @@ def pretend_gpus(monkeypatch, torch_gpus: int = 2, tf_gpus: int = 2, capability:
             return DeviceInfo(framework, kind, 0, reason=f"no {kind} in this pretend machine")
         return DeviceInfo(framework, kind, count, ("NVIDIA H100 80GB HBM3",) * count,
                           details={"compute_capability": [capability] * count})
-    for where in ("suites.selfchecks.readiness", "suites.run.availability", "suites.records.metrics",
+    for where in ("suites.selfchecks.readiness", "suites.runner.availability", "suites.records.metrics",
                   "suites.hardware.devices"):
         monkeypatch.setattr(f"{where}.discover", fake)
 
@@ -406,7 +406,8 @@ class FakeExecutor:
         self.timings: list[TimingConfig] = []
         self.answer = answer or (lambda case: None)
 
-    def __call__(self, case, timing):
+    def __call__(self, job, timing):
+        case = job.case
         self.cases.append(case)
         self.timings.append(timing)
         answer = self.answer(case)

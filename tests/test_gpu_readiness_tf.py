@@ -26,10 +26,11 @@ from suites.frameworks.tf import distribute  # noqa: E402
 from suites.frameworks.tf.environment import DEFAULTS, TPU_PROCESS  # noqa: E402
 from suites.frameworks.torch import backend as torch_backend  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
-from suites.run import launchers  # noqa: E402
-from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
-from suites.run.execute import Outcome  # noqa: E402
-from suites.orchestration.cases import execute_in_process  # noqa: E402
+from suites.runner import launchers  # noqa: E402
+from suites.runner.execute import execute_in_process  # noqa: E402
+from suites.runner.plan import plan, unavailable_reason  # noqa: E402
+from suites.strategies.jobs import job_for  # noqa: E402
+from suites.runner.execute import Outcome  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.2, warmup_s=0.02, min_warmup_steps=2, block_min_s=0.002, min_samples=3,
@@ -48,7 +49,7 @@ def machine(monkeypatch):
     """Pretend this machine has the given devices: `machine(DeviceInfo, ...)`."""
     def have(*devices: DeviceInfo) -> None:
         found = {(d.framework, d.kind): d for d in devices}
-        monkeypatch.setattr("suites.run.availability.discover", lambda framework, kind: found.get(
+        monkeypatch.setattr("suites.runner.availability.discover", lambda framework, kind: found.get(
             (framework, kind), DeviceInfo(framework, kind, 0, reason="not in this test's machine")))
     return have
 
@@ -162,12 +163,12 @@ def test_the_tpu_probe_runs_with_libtpu_allowed(monkeypatch):
 
 def test_the_tpu_worker_is_allowed_libtpu_and_other_isolated_workers_are_not(monkeypatch):
     launched = []
-    monkeypatch.setattr(launchers, "_run_processes",
-                        lambda job, timing, envs, worker: launched.append(envs) or Outcome(Status.OK))
+    monkeypatch.setattr(launchers, "run_processes",
+                        lambda job, timing, envs: launched.append(envs) or Outcome(Status.OK))
     launchers.run_isolated(job_for(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 4,
-                                             {"model": "mlp", "batch": 32})), FAST, WORKER)
+                                             {"model": "mlp", "batch": 32})), FAST)
     launchers.run_isolated(job_for(Case.make("train_step", "tf", "cpu", "towers", "fp32", 2,
-                                             {"model": "mlp", "batch": 4})), FAST, WORKER)
+                                             {"model": "mlp", "batch": 4})), FAST)
     assert launched == [[{"TPU_LOAD_LIBRARY": "1"}], [{}]]
 
 
@@ -178,13 +179,13 @@ def test_the_tpu_worker_is_allowed_libtpu_and_other_isolated_workers_are_not(mon
 ])
 def test_tf_single_on_a_tpu_is_unavailable_and_points_to_the_tpu_strategy(case, machine):
     machine(DeviceInfo(Framework.TF, DeviceKind.TPU, 4, ("TPU:0", "TPU:1", "TPU:2", "TPU:3")))
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     assert reason and "strategy 'tpu'" in reason
 
 
 def test_tf_kernels_configure_the_runtime_and_turn_soft_placement_off(tf_placement):
     tf.config.set_soft_device_placement(True)
-    outcome = execute_in_process(Case.make("matmul", "tf", "cpu", params=MATMUL), FAST)
+    outcome = execute_in_process(job_for(Case.make("matmul", "tf", "cpu", params=MATMUL)), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert tf.config.get_soft_device_placement() is False
 
@@ -292,7 +293,7 @@ def allreduce(strategy: str, precision: str, backend: str = "auto") -> Case:
                                   allreduce("multiworker", "bf16"), allreduce("multiworker", "bf16", "nccl")])
 def test_bf16_all_reduce_through_nccl_is_unavailable_with_the_reason(case, machine):
     machine(gpus(4))
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     assert reason and "NCCL" in reason and "bfloat16" in reason
 
 
@@ -302,7 +303,7 @@ def test_bf16_all_reduce_through_nccl_is_unavailable_with_the_reason(case, machi
 def test_other_gpu_all_reduces_stay_available(case, machine):
     """fp16 has an NCCL kernel; ring is not NCCL; training all-reduces float32 gradients."""
     machine(gpus(4))
-    assert unavailable_reason(case) is None
+    assert unavailable_reason(plan(case)) is None
 
 
 # --- 10: tf32 and bf16 need compute capability 8.0 -------------------------------------------------
@@ -311,10 +312,10 @@ def test_other_gpu_all_reduces_stay_available(case, machine):
 def test_tf32_and_bf16_are_unavailable_below_compute_capability_8(framework, precision, machine):
     machine(gpus(1, "7.5", Framework(framework)))
     case = Case.make("matmul", framework, "gpu", precision=precision, params=MATMUL)
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     assert reason and "compute capability >= 8.0" in reason and "GPU model 0 has 7.5" in reason
     machine(gpus(1, "8.0", Framework(framework)))
-    assert unavailable_reason(case) is None
+    assert unavailable_reason(plan(case)) is None
 
 
 @pytest.mark.parametrize("capabilities, precision, n, available", [
@@ -327,8 +328,8 @@ def test_tf32_and_bf16_are_unavailable_below_compute_capability_8(framework, pre
 def test_the_capability_rule_reads_every_gpu_the_case_uses(capabilities, precision, n, available, machine):
     machine(gpus(len(capabilities), capabilities=capabilities))
     strategy = "single" if n == 1 else "mirrored"
-    reason = unavailable_reason(Case.make("train_step", "tf", "gpu", strategy, precision, n,
-                                          {"model": "mlp", "batch": 8}))
+    reason = unavailable_reason(plan(Case.make("train_step", "tf", "gpu", strategy, precision, n,
+                                          {"model": "mlp", "batch": 8})))
     assert (reason is None) is available, reason
 
 
@@ -358,14 +359,14 @@ def test_torch_gpu_cases_autotune_cudnn_record_it_and_put_it_back(monkeypatch, t
         return saved
 
     monkeypatch.setattr(torch_backend, "configure", configure)
-    outcome = execute_in_process(Case.make("conv2d", "torch", "gpu", params=CONV), FAST)
+    outcome = execute_in_process(job_for(Case.make("conv2d", "torch", "gpu", params=CONV)), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert during == [True] and outcome.details["cudnn_autotune"] is True
     assert torch.backends.cudnn.benchmark is False  # restored after the case
 
 
 def test_torch_cpu_cases_record_nothing_about_cudnn(torch_flags):
-    outcome = execute_in_process(Case.make("conv2d", "torch", "cpu", params=CONV), FAST)
+    outcome = execute_in_process(job_for(Case.make("conv2d", "torch", "cpu", params=CONV)), FAST)
     assert outcome.status is Status.OK and "cudnn_autotune" not in outcome.details
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import Status
-from suites.orchestration.cases import execute_in_process
+from suites.runner.execute import execute_in_process
+from suites.strategies.jobs import job_for
 from suites.workloads import workload_of
 from suites.workloads.kernels import Conv2d, same_padding
 
@@ -24,8 +25,8 @@ CONV = {"batch": 2, "h": 9, "w": 7, "cin": 3, "cout": 4, "kernel": 3}
 ])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_kernels_pass_their_float64_check(framework, workload, params, precision, fast_timing):
-    outcome = execute_in_process(Case.make(workload, framework, "cpu", precision=precision, params=params),
-                                 fast_timing)
+    case = Case.make(workload, framework, "cpu", precision=precision, params=params)
+    outcome = execute_in_process(job_for(case), fast_timing)
     if outcome.status is Status.UNAVAILABLE:
         pytest.skip(outcome.reason)
     assert outcome.status is Status.OK, outcome.reason
@@ -69,8 +70,8 @@ def test_a_kernel_that_computes_the_wrong_thing_is_a_failed_case(monkeypatch, fa
     def buggy_mm(a, b, out):  # a kernel that is fast and 1% wrong
         return real_mm(a, b, out=out).mul_(1.01)
     monkeypatch.setattr(torch, "mm", buggy_mm)
-    outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 32, "n": 32, "k": 32}),
-                                 fast_timing)
+    case = Case.make("matmul", "torch", "cpu", params={"m": 32, "n": 32, "k": 32})
+    outcome = execute_in_process(job_for(case), fast_timing)
     assert outcome.status is Status.FAILED
     assert "numerics check failed" in outcome.reason
     assert outcome.check is not None and not outcome.check.passed
@@ -88,7 +89,7 @@ def test_tf_kernel_missing_on_this_device_is_unavailable_not_failed(fast_timing,
         raise tf.errors.UnimplementedError(None, None, message)
 
     monkeypatch.setattr(tf.nn, "conv2d", no_nchw_kernel)
-    outcome = execute_in_process(Case.make("conv2d", "tf", "cpu", precision="fp16",
-                                           params={**CONV, "layout": "nchw"}), fast_timing)
+    outcome = execute_in_process(job_for(Case.make("conv2d", "tf", "cpu", precision="fp16",
+                                           params={**CONV, "layout": "nchw"})), fast_timing)
     assert outcome.status is Status.UNAVAILABLE
     assert "NCHW" in outcome.reason

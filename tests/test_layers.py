@@ -1,11 +1,20 @@
-"""The package's layers, bottom to top, and the one-way imports between them.
+"""The package's layers, bottom to top, and the one-way imports between them — five, and the
+report beside them:
 
-vocabulary and errors -> records -> workloads -> run -> frameworks -> strategies -> orchestration
-(a case resolved into its job and run) -> grids -> tools (`selfchecks`, `studies`, `examples`) ->
-front ends; `report` stands beside run, frameworks and
-strategies: it reads records and needs none of the code that ran a case. A module imports only
-from its own layer and the layers `ALLOWED` names for it, so each layer can be read, tested and
-reused without the ones above.
+1. vocabulary: what a case and a record are (`suites.cases`, `errors`, `knobs`, `records`,
+   `hardware`);
+2. measuring: what a workload computes and how a step is timed and probed (`suites.workloads`,
+   the models' specs, `suites.measure`);
+3. frameworks and strategies: the torch and TF implementations, the strategy plugins and the job
+   a case resolves into (`suites.frameworks`, the models' implementations, `suites.strategies`);
+4. the runner: availability, estimate, launch (in process, isolated, ranks, Slurm) and recording
+   of jobs (`suites.runner`);
+5. front ends: the CLI, asv, pytest, the grids and the tools (`suites.frontends`, `grids`,
+   `selfchecks`, `studies`, `examples`).
+
+`report` stands beside them: it reads records and needs none of the code that ran a case. A
+module imports only from its own layer and the layers `ALLOWED` names for it, so each layer can be
+read, tested and reused without the ones above.
 
 An import is any `suites` import a module makes at run time: at module level or inside a
 function (not under `if TYPE_CHECKING:`), and any module named by a string in code (not a
@@ -30,36 +39,25 @@ MODEL_IMPLEMENTATIONS = tuple(sorted(".".join(path.relative_to(PACKAGE.parent).w
 
 #: layer -> the module prefixes in it (the longest prefix of a module decides).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "vocabulary": ("suites.errors", "suites.knobs", "suites.cases"),
-    "records": ("suites.records", "suites.hardware"),
-    "workloads": ("suites.workloads", "suites.models"),
-    "run": ("suites.run",),
-    "frameworks": ("suites.frameworks", *MODEL_IMPLEMENTATIONS),
-    "strategies": ("suites.strategies",),
-    "orchestration": ("suites.orchestration",),
-    "grids": ("suites.grids",),
+    "vocabulary": ("suites.errors", "suites.knobs", "suites.cases", "suites.records", "suites.hardware"),
+    "measuring": ("suites.workloads", "suites.models", "suites.measure"),
+    "frameworks and strategies": ("suites.frameworks", *MODEL_IMPLEMENTATIONS, "suites.strategies"),
+    "runner": ("suites.runner",),
     "report": ("suites.report",),
-    "tools": ("suites.selfchecks", "suites.studies", "suites.examples"),
-    # The package itself: its public names are imported lazily from the layers above.
-    "front ends": ("suites", "suites.frontends", "suites.__main__"),
+    # The package itself: its public names are imported lazily from the layers below.
+    "front ends": ("suites", "suites.frontends", "suites.__main__", "suites.grids", "suites.selfchecks",
+                   "suites.studies", "suites.examples"),
 }
 
 #: layer -> the layers below it that it may import (its own is always allowed): a DAG.
 ALLOWED: dict[str, frozenset[str]] = {
     "vocabulary": frozenset(),
-    "records": frozenset({"vocabulary"}),
-    "workloads": frozenset({"vocabulary", "records"}),
-    "run": frozenset({"vocabulary", "records", "workloads"}),
-    "frameworks": frozenset({"vocabulary", "records", "workloads", "run"}),
-    "strategies": frozenset({"vocabulary", "records", "workloads", "run", "frameworks"}),
-    "orchestration": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
-    "grids": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies"}),
-    "report": frozenset({"vocabulary", "records"}),
-    "tools": frozenset({"vocabulary", "records", "workloads", "run", "frameworks", "strategies", "orchestration",
-                        "grids", "report"}),
+    "measuring": frozenset({"vocabulary"}),
+    "frameworks and strategies": frozenset({"vocabulary", "measuring"}),
+    "runner": frozenset({"vocabulary", "measuring", "frameworks and strategies"}),
+    "report": frozenset({"vocabulary"}),
     "front ends": frozenset(LAYERS) - {"front ends"},
 }
-
 
 
 def layer_of(module: str) -> str:
@@ -179,8 +177,9 @@ def test_the_layers_form_a_dag():
     assert set(ALLOWED) == set(LAYERS)
     assert all(layer not in allowed for layer, allowed in ALLOWED.items())
     assert not cycles({layer: set(allowed) for layer, allowed in ALLOWED.items()})
-    assert "report" not in ALLOWED["run"] | ALLOWED["frameworks"] | ALLOWED["strategies"]
-    assert not {"run", "frameworks", "strategies", "workloads"} & ALLOWED["report"]
+    assert len(LAYERS) - 1 == 5  # five a reader holds in mind, and the report beside them
+    assert not {"runner", "frameworks and strategies", "measuring"} & ALLOWED["report"]
+    assert "report" not in ALLOWED["runner"] | ALLOWED["frameworks and strategies"]
 
 
 def test_no_import_cycle_among_suites_modules():
@@ -211,12 +210,12 @@ def test_the_checker_sees_an_upward_dynamic_import():
     assert imports_of(tree) == [(4, "suites.strategies.jobs", "dynamic"),
                                 (5, "suites.frameworks.torch.kernels", "dynamic")]
     assert upward("suites.workloads.kernels", tree) == [
-        "line 4: suites.strategies.jobs (dynamic, strategies)",
-        "line 5: suites.frameworks.torch.kernels (dynamic, frameworks)"]
+        "line 4: suites.strategies.jobs (dynamic, frameworks and strategies)",
+        "line 5: suites.frameworks.torch.kernels (dynamic, frameworks and strategies)"]
 
 
 def test_the_checker_leaves_type_only_imports_out():
-    typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import suites.run.runnable\n")
+    typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import suites.measure.runnable\n")
     assert imports_of(typed) == []
 
 

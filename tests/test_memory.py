@@ -32,10 +32,10 @@ from suites.report.display import memory as memory_cell
 from suites.report.display import record_table, size
 from suites.report.prices import PriceTable, add_costs
 from suites.report.sections import MEMORY_TEXT, per_problem
-from suites.run import memory_probes as run_memory
-from suites.run.memory_probes import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks
-from suites.run.runnable import Runnable
-from suites.run.timing import measure
+from suites.measure import memory_probes as run_memory
+from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks
+from suites.measure.runnable import Runnable
+from suites.measure.timing import measure
 from tests.test_timing import FAST, FakeClock, PretendDevice, constant
 
 MiB = 2**20
@@ -289,11 +289,11 @@ REAL = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.
 
 
 def _run(case: Case, tmp_path: Path) -> Record:
-    from suites.orchestration.runner import RunContext, run_case
+    from suites.runner.runner import RunContext, Runner
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    run_case(case, RunContext(suite="test", store=store, timing=REAL))
+    Runner.storing(RunContext(suite="test", store=store, timing=REAL)).run(case)
     (record,) = load_records([store.path_for(store_machine(store))])
     return record
 
@@ -394,8 +394,8 @@ def test_the_checks_cached_memory_is_released_before_the_timed_steps():
     """Issue 32, N8: on CUDA the check's fp32 reference leaves cached blocks that counted in the
     bf16 timed steps' peak reserved memory; the probe releases them once the check is done."""
     from suites.records.check import Check
-    from suites.run.execute import measured_check
-    from suites.run.memory_probes import MemoryProbe
+    from suites.runner.execute import measured_check
+    from suites.measure.memory_probes import MemoryProbe
 
     calls = []
 

@@ -51,11 +51,11 @@ def parameter_tensors(case: Case) -> int:
 
 
 def run_and_load(case: Case, tmp_path: Path) -> Record:
-    from suites.orchestration.runner import RunContext, run_case
+    from suites.runner.runner import RunContext, Runner
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    run_case(case, RunContext(suite="test", store=store, timing=REAL))
+    Runner.storing(RunContext(suite="test", store=store, timing=REAL)).run(case)
     (record,) = load_records(store.files())
     return record
 
@@ -319,7 +319,7 @@ def tracked_device(track):
 
 
 def test_the_tracked_step_comes_once_after_the_timed_blocks_with_its_own_peak():
-    from suites.run.timing import measure
+    from suites.measure.timing import measure
     from tests.test_timing import FAST
 
     def track(device) -> list[MemoryBreakdown]:
@@ -336,7 +336,7 @@ def test_the_tracked_step_comes_once_after_the_timed_blocks_with_its_own_peak():
 
 
 def test_a_tracker_that_fails_costs_the_case_its_breakdown_not_its_timing():
-    from suites.run.timing import measure
+    from suites.measure.timing import measure
     from tests.test_timing import FAST
 
     def track(device) -> list[MemoryBreakdown]:

@@ -54,7 +54,7 @@ def test_tf_layers_come_from_the_spec_and_a_whole_forward_is_not_split():
     from suites.frameworks.tf.catalog import layer_forwards
     from suites.models.mlp.spec import Mlp
     from suites.models.resnet.spec import ResNet50
-    from suites.run.unsupported import Unsupported
+    from suites.measure.unsupported import Unsupported
 
     assert len(layer_forwards(Mlp(depth=2))) == 3
     with pytest.raises(Unsupported, match="'resnet50' as one forward"):

@@ -38,7 +38,7 @@ def pretend(monkeypatch, gpu_count: int, tpu_reason: str = "no TPU runtime") -> 
         if kind is DeviceKind.CPU:
             return DeviceInfo(framework, kind, 1, ("cpu",))
         return DeviceInfo(framework, kind, 0, reason=tpu_reason)
-    for where in ("suites.selfchecks.readiness", "suites.run.availability", "suites.hardware.devices"):
+    for where in ("suites.selfchecks.readiness", "suites.runner.availability", "suites.hardware.devices"):
         monkeypatch.setattr(f"{where}.discover", fake)
 
 
@@ -213,7 +213,7 @@ def test_the_tpu_is_named_by_its_accelerator_type_for_the_peaks_table(monkeypatc
 
 # --- item 10: tf32 switched off by NVIDIA_TF32_OVERRIDE=0 --------------------------------------
 def test_tf32_under_nvidia_tf32_override_0_is_unavailable_not_mislabelled(monkeypatch):
-    from suites.run.availability import precision_reason
+    from suites.runner.availability import precision_reason
 
     case = Case.make("matmul", "torch", "gpu", "single", "tf32", 1, {"m": 64, "n": 64, "k": 64})
     assert precision_reason(case, gpus(Framework.TORCH, 1)) is None
@@ -242,7 +242,7 @@ def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, fram
 
 # --- item 1: a parameter-server chief sees no GPU ----------------------------------------------
 def test_an_empty_cuda_visible_devices_reads_no_gpu_rather_than_gpu_0():
-    from suites.run.energy_meters import nvml_indices
+    from suites.measure.energy_meters import nvml_indices
 
     assert nvml_indices([0], "") == [None]
 
@@ -264,19 +264,20 @@ def test_readiness_accepts_a_record_that_says_why_it_has_no_memory_figure(monkey
                                                          ("torch", "towers", True)])
 def test_in_process_gpu_cases_run_isolated_with_a_deadline(monkeypatch, framework, strategy, kernel):
     from suites.cases.timing_config import TimingConfig
-    from suites.orchestration.cases import launch_case
-    from suites.run import launchers
-    from suites.run.launch import Launch
+    from suites.runner.runner import Runner
+    from suites.strategies.jobs import job_for
+    from suites.runner import launchers
+    from suites.measure.launch import Launch
 
     params = {"m": 64, "n": 64, "k": 64} if kernel else {"model": "mlp", "batch": 32}
     gpu_case = Case.make("matmul" if kernel else "train_step", framework, "gpu", strategy, "fp32",
                          2 if strategy == "towers" else 1, params)
     cpu_case = Case.make("train_step", framework, "cpu", "single", "fp32", 1, {"model": "mlp", "batch": 32})
     used = []
-    monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED, lambda job, timing, worker: used.append("isolated"))
-    monkeypatch.setitem(launchers.LAUNCHERS, Launch.IN_PROCESS, lambda job, timing, worker: used.append("in_process"))
-    launch_case(gpu_case, TimingConfig())
-    launch_case(cpu_case, TimingConfig())
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED, lambda job, timing: used.append("isolated"))
+    monkeypatch.setitem(launchers.LAUNCHERS, Launch.IN_PROCESS, lambda job, timing: used.append("in_process"))
+    Runner(TimingConfig()).launch(job_for(gpu_case))
+    Runner(TimingConfig()).launch(job_for(cpu_case))
     assert used == ["isolated", "in_process"]
 
 
@@ -297,8 +298,8 @@ def test_a_rank_that_fails_after_the_launcher_began_stopping_a_hung_case_is_not_
     """A hung rank killed at the deadline closes its peers' connections: their failures are the
     consequence, and the hung rank (which wrote nothing) is named."""
     from suites.cases.vocabulary import Status
-    from suites.run.execute import FAILED_AT, Outcome
-    from suites.run.launchers import _first_failure
+    from suites.runner.execute import FAILED_AT, Outcome
+    from suites.runner.launchers import _first_failure
 
     outcomes = [None, Outcome(Status.FAILED, "connection closed by peer", details={FAILED_AT: 105.0})]
     assert _first_failure(outcomes, {}, stopped_at=100.0) == 0
@@ -322,7 +323,7 @@ def test_readiness_is_the_cli_subcommand_parbench_ready(monkeypatch, tmp_path, c
 
 def test_a_torchrun_world_that_does_not_match_the_case_is_refused_with_the_way_out(monkeypatch):
     """Issue 32, N15: torchrun's WORLD_SIZE must be the case's rank count."""
-    from suites.orchestration.case_process import launched_world_problem
+    from suites.runner.case_process import launched_world_problem
 
     case = Case.make("train_step", "torch", "gpu", "ddp", "bf16", 16, {"model": "mlp", "batch": 32})
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run")

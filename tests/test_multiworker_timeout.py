@@ -20,10 +20,10 @@ from suites.cases.case import Case  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
 from suites.cases.vocabulary import Status  # noqa: E402
 from suites.frameworks.tf.cluster import collective_timeout_s  # noqa: E402
-from suites.orchestration import case_process  # noqa: E402
-from suites.run.execute import Outcome  # noqa: E402
-from suites.run.launchers import case_timeout, free_ports  # noqa: E402
-from suites.run.process_env import CASE_TIMEOUT_ENV  # noqa: E402
+from suites.runner import case_process  # noqa: E402
+from suites.runner.execute import Outcome  # noqa: E402
+from suites.runner.launchers import case_timeout, free_ports  # noqa: E402
+from suites.measure.process_env import CASE_TIMEOUT_ENV  # noqa: E402
 from suites.strategies.jobs import job_for  # noqa: E402
 from suites.strategies.tf.multiworker.lockstep import WorkerLockstep  # noqa: E402
 

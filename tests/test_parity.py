@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from suites.records.contention import CpuUsage
-from suites.run.interleaved import abba, combined_usage
+from suites.measure.interleaved import abba, combined_usage
 from suites.strategies.jobs import job_for
 
 torch = pytest.importorskip("torch")

@@ -19,8 +19,8 @@ from suites.records import metrics as metrics_module
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import ABOVE_PEAK, PCT_OF_PEAK
 from suites.records.store import ResultsStore, check
-from suites.orchestration.runner import RunContext, run_case
-from suites.run.execute import Outcome
+from suites.runner.runner import RunContext, Runner
+from suites.runner.execute import Outcome
 from tests.report_support import TINY
 
 ZEN5 = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("AMD EPYC",),
@@ -233,7 +233,8 @@ def test_the_stored_record_says_the_peak_is_wrong_and_the_roofline_uses_the_figu
     context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TINY, label="box")
     context.store.ensure_writable()
     median = FLOPS / 0.30e12
-    run_case(MATMUL, context, lambda case, timing: Outcome(Status.OK, measurement=Measurement((median,) * 9)))
+    measured = Outcome(Status.OK, measurement=Measurement((median,) * 9))
+    Runner.storing(context, launcher=lambda job, timing: measured).run(MATMUL)
     (record,) = ResultsStore(tmp_path).load()
     assert record.metrics[ABOVE_PEAK] is True and record.metrics["pct_peak_table"] > 100
     assert "peak table below the measured figure" in record.details[ABOVE_PEAK]

@@ -18,9 +18,9 @@ from suites.frameworks.torch import training as torch_training  # noqa: E402
 from suites.frameworks.torch.distributed import node_share_thread_count  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.records.check import NOT_CHECKED, Check, not_checked  # noqa: E402
-from suites.run import reference_budget  # noqa: E402
-from suites.run.launchers import free_ports  # noqa: E402
-from suites.run.reference_budget import (BUDGET_ENV, COLLECTIVE_TIMEOUT_S, REFERENCE_FLOP_BUDGET,  # noqa: E402
+from suites.measure import reference_budget  # noqa: E402
+from suites.runner.launchers import free_ports  # noqa: E402
+from suites.measure.reference_budget import (BUDGET_ENV, COLLECTIVE_TIMEOUT_S, REFERENCE_FLOP_BUDGET,  # noqa: E402
                                          SLOWEST_CPU_FLOP_S, ReferenceCost, flop_budget,
                                          gradient_reference_cost, over_budget, reference_threads,
                                          trajectory_reference_cost)
@@ -200,10 +200,11 @@ def test_ddp_over_budget_on_two_gloo_ranks_is_not_checked_without_waiting(monkey
     """Every rank returns the same check at once, computing no reference; the case is ok and
     its check is stored as not done (the report shows no check, not a pass or a FAIL). (Under the
     budget, test_torch_strategies' two-rank ddp case passes.)"""
-    from suites.orchestration.cases import run_ranks
+    from suites.runner.launchers import run_ranks
+    from suites.strategies.jobs import job_for
 
     monkeypatch.setenv(BUDGET_ENV, "1")
-    outcome = run_ranks(train_case("ddp", n=2), fast_timing)
+    outcome = run_ranks(job_for(train_case("ddp", n=2)), fast_timing)
     assert outcome.check is not None and not outcome.check.passed and outcome.check.metric == NOT_CHECKED
     # the figure stands, its check said undone: never failed for a check nobody ran, never passed
     assert outcome.status is Status.OK and str(outcome.check).startswith("not checked")

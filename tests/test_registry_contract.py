@@ -12,9 +12,9 @@ from suites.cases.vocabulary import Framework, Strategy
 from suites.frameworks.implementations import implementations, runnable_class
 from suites.frontends.asv_support import KIND_MODULES
 from suites.hardware.devices import descriptor
-from suites.run.launch import Launch
-from suites.run.launchers import LAUNCHERS
-from suites.run.runnable import Runnable
+from suites.measure.launch import Launch
+from suites.runner.launchers import LAUNCHERS
+from suites.measure.runnable import Runnable
 from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugins_of
 from suites.strategies.tf.base import TfStrategy
 from suites.strategies.torch.base import TorchStrategy

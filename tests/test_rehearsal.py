@@ -17,11 +17,13 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision, Status
 from suites.cases.timing_config import TimingConfig
 from suites.grids.grid import load_suite
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.rehearsal import rehearsal_of
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.deadline import case_timeout as own_deadline
+from suites.runner.plan import plan, unavailable_reason
+from suites.strategies.jobs import job_for
+from suites.runner.rehearsal import rehearsal_of
+from suites.runner.runner import RunContext, Runner
 from suites.records.store import ResultsStore
-from suites.run.process_env import REHEARSAL_ENV
+from suites.measure.process_env import REHEARSAL_ENV
 from tests.conftest import FAST
 
 torch = pytest.importorskip("torch")
@@ -59,7 +61,7 @@ def test_a_pipeline_of_many_micro_batches_stays_divisible_when_rehearsed(framewo
                      {"model": "mlp", "batch": 16, "microbatches": 8})
     params = rehearsal_of(case).case.param_dict
     assert params["batch"] == 4 and (params["batch"] * 2) % 8 == 0
-    assert unavailable_reason(rehearsal_of(case).case) is None
+    assert unavailable_reason(plan(rehearsal_of(case).case)) is None
 
 
 def test_the_rehearsal_builds_the_optimizer_cuda_would(monkeypatch):
@@ -75,7 +77,7 @@ def test_the_rehearsal_builds_the_optimizer_cuda_would(monkeypatch):
 def one_rank_group():
     import torch.distributed as dist
 
-    from suites.run.launchers import free_ports
+    from suites.runner.launchers import free_ports
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(free_ports(1)[0])
@@ -124,7 +126,7 @@ def test_the_standard_suites_gpu_cases_rehearse_ok(tmp_path, monkeypatch, strate
     rehearsed = rehearsal_of(_standard_gpu_case(strategy, model, precision, n)).case
     context = RunContext(suite="rehearsal", store=ResultsStore(tmp_path), timing=FAST, label="rehearsal")
     context.store.ensure_writable()
-    record = run_case(rehearsed, context)
+    record = Runner.storing(context).run(rehearsed)
     assert record.status is Status.OK, record.reason
     assert record.check.passed
     # N24: fsdp's bf16/fp16 (FSDP's policy) and the others' (autocast) are named apart
@@ -158,7 +160,7 @@ def test_n22_a_tf_case_that_pins_ops_to_devices_rehearses_under_strict_placement
     rehearsed = rehearsal_of(case).case
     context = RunContext(suite="rehearsal", store=ResultsStore(tmp_path), timing=FAST, label="rehearsal")
     context.store.ensure_writable()
-    record = run_case(rehearsed, context)
+    record = Runner.storing(context).run(rehearsed)
     assert record.status is Status.OK, record.reason
     assert record.check.passed and record.emulated
     placement = record.details["device_placement"]
@@ -196,13 +198,13 @@ def test_n22_a_rehearsals_runtime_refuses_an_op_pinned_where_it_cannot_run():
 def test_a_rehearsed_case_gets_its_deadline_times_the_devices_each_core_carries(monkeypatch):
     """A rehearsal checks the path, not the speed: 8 emulated devices on 2 cores get 4x the time."""
     from suites.frontends import rehearse as rehearse_module
-    from suites.orchestration.cases import case_timeout as own_deadline
 
     monkeypatch.setattr(rehearse_module.os, "sched_getaffinity", lambda pid: {0, 1})
     timing = TimingConfig()
     eight = Case.from_id("train_step/torch/cpu:8/ddp/fp32/batch=16,model=mlp")
     one = Case.from_id("train_step/torch/cpu:1/single/fp32/batch=16,model=mlp")
-    assert rehearse_module.rehearsal_deadline_s(eight, timing) == pytest.approx(4 * own_deadline(timing, eight))
-    assert rehearse_module.rehearsal_deadline_s(one, timing) == pytest.approx(own_deadline(timing, one))
+    own = own_deadline(timing, job_for(eight))
+    assert rehearse_module.rehearsal_deadline_s(eight, timing) == pytest.approx(4 * own)
+    assert rehearse_module.rehearsal_deadline_s(one, timing) == pytest.approx(own_deadline(timing, job_for(one)))
     fixed = TimingConfig(case_timeout_s=30.0)
     assert rehearse_module.rehearsal_deadline_s(eight, fixed) == 30.0

@@ -59,7 +59,10 @@ BAD_LINES = {
     "block size 0": bad(lambda d: d["measurement"].update(block_size=0)),
     "metric a list": bad(lambda d: d["metrics"].update(tflops=[1.0])),
     "100,000-deep JSON": "[" * 100_000 + "]" * 100_000,
-    "not JSON": '{"schema": 1, "case": {"workl',
+    "not JSON": '{"schema": 2, "case": {"workl',
+    "a schema version not read": bad(lambda d: d.update(schema=3)),
+    "no schema version": bad(lambda d: d.pop("schema")),
+    "version 2 without a field": bad(lambda d: d.pop("contention")),
 }
 
 
@@ -91,6 +94,18 @@ def test_one_bad_line_costs_only_itself(tmp_path, name):
     assert set(frame["machine"]) == {"box"}
     assert len(messages) == 1 and messages[0].startswith(f"{path}:4: "), messages
     assert "skipped" in messages[0]
+
+
+def test_a_version_1_line_loads_beside_version_2_ones(tmp_path):
+    """A record written before schema version 2, without the fields added since (not recorded
+    then), is no bad line."""
+    old = record(5).to_dict()
+    old["schema"] = 1
+    for name in ("contention", "bound_by"):
+        del old[name]
+    records_file(tmp_path, "box", [*good_lines("box", range(3)), json.dumps(old)])
+    frame, messages = loaded_with_warnings([tmp_path])
+    assert messages == [] and sorted(frame["param_m"]) == [8, 9, 10, 13]
 
 
 def test_report_and_compare_read_every_good_line_around_bad_ones(tmp_path, capsys):

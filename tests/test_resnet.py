@@ -130,12 +130,12 @@ def test_torch_sync_batch_norm_on_two_emulated_ranks_passes_against_the_global_b
     per-shard reference is the one the parity test above checks (the standard suite runs it)."""
     pytest.importorskip("torch")
     from suites.records.store import ResultsStore
-    from suites.orchestration.runner import RunContext, run_case
+    from suites.runner.runner import RunContext, Runner
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    record = run_case(resnet_case("torch", "ddp", n=2, batchnorm="sync"),
-                      RunContext(suite="test", store=store, timing=FAST))
+    context = RunContext(suite="test", store=store, timing=FAST)
+    record = Runner.storing(context).run(resnet_case("torch", "ddp", n=2, batchnorm="sync"))
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.check.passed and record.check.value < 1e-4, record.check
     assert "check batch 4 of global batch 8" in record.check.detail

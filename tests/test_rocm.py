@@ -15,8 +15,8 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.hardware import devices
 from suites.hardware.devices import DeviceInfo
-from suites.orchestration.cases import unavailable_reason
-from suites.run.availability import precision_reason
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.availability import precision_reason
 from suites.selfchecks import readiness
 from suites.workloads.kernels import ROTATION_BYTES, ROTATION_ENV, rotation_count
 
@@ -139,12 +139,12 @@ def test_tf32_on_an_nvidia_gpu_is_still_available(monkeypatch):
 
 
 def test_a_tf32_case_on_rocm_is_stored_unavailable(monkeypatch):
-    """The runner's own question (`suites.orchestration.cases.unavailable_reason`) gets the
+    """The runner's own question (`suites.runner.plan.unavailable_reason`) gets the
     framework's answer."""
-    monkeypatch.setattr("suites.run.availability.discover", lambda framework, kind: rocm_gpu())
-    reason = unavailable_reason(gpu_case("tf32"))
+    monkeypatch.setattr("suites.runner.availability.discover", lambda framework, kind: rocm_gpu())
+    reason = unavailable_reason(plan(gpu_case("tf32")))
     assert reason == precision_reason(gpu_case("tf32"), rocm_gpu())
-    assert unavailable_reason(gpu_case("bf16")) is None
+    assert unavailable_reason(plan(gpu_case("bf16"))) is None
 
 
 def test_readiness_does_not_expect_tf32_on_rocm():

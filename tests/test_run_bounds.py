@@ -15,10 +15,11 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.frontends.cli import main
 from suites.frontends.commands import run as run_command
 from suites.records.store import ResultsStore
-from suites.run.eta import busy_machine_note
-from suites.orchestration.cases import case_estimate_s
-from suites.orchestration.cases import case_timeout
-from suites.orchestration.runner import RunContext, run_cases
+from suites.runner.eta import busy_machine_note
+from suites.runner.deadline import case_timeout
+from suites.runner.plan import plan
+from suites.runner.runner import RunContext, Runner
+from suites.strategies.jobs import job_for
 
 #: Three CPU matmuls (the first one small) and a GPU one, unavailable here: it costs nothing.
 GRID = """
@@ -44,14 +45,14 @@ def controlled_clock(monkeypatch):
     """The run's clock moves only when a CPU case runs, by CASE_S (the GPU cases are
     unavailable here: they take no time)."""
     now = [0.0]
-    real_run_case = run_command.run_case
+    real_run = Runner.run
 
-    def run_case(case, context):
-        now[0] += CASE_S if case.device is DeviceKind.CPU else 0.0
-        return real_run_case(case, context)
+    def run(runner, planned):
+        now[0] += CASE_S if planned.case.device is DeviceKind.CPU else 0.0
+        return real_run(runner, planned)
 
     monkeypatch.setattr(run_command, "clock", lambda: now[0])
-    monkeypatch.setattr(run_command, "run_case", run_case)
+    monkeypatch.setattr(Runner, "run", run)
 
 
 def test_max_minutes_leaves_out_what_would_not_fit_and_lists_it(capsys, tmp_path, results_dir, controlled_clock):
@@ -101,13 +102,13 @@ PROBED_FLOPS_PER_S = 1e9
 def sleepy(monkeypatch):
     """The sleepy plugin workload registered here and in workers, for this test only; the
     probe's rate controlled."""
-    from suites.orchestration import cases
+    from suites.runner import probe
     from suites.workloads import WORKLOADS
     from suites.workloads.user_model import PLUGINS_ENV, load_plugins
 
     monkeypatch.setenv(PLUGINS_ENV, str(Path(__file__).with_name("sleepy_workload.py")))
     load_plugins()
-    monkeypatch.setattr(cases, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
+    monkeypatch.setattr(probe, "probe_flops_per_s", lambda *combination: PROBED_FLOPS_PER_S)
     yield
     WORKLOADS.pop("sleepy", None)  # the registry's other tests see the built-in workloads only
     sys.modules.pop("parbench_plugin_sleepy_workload", None)
@@ -124,24 +125,24 @@ def test_a_case_that_overruns_its_limit_is_stopped_there_and_the_run_goes_on(sle
     timing = TimingConfig(warmup_s=0.0, min_warmup_steps=1, min_samples=3, min_time_s=0.0, budget_s=0.05,
                           case_timeout_s=2.0)
     context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=timing)
-    records = list(run_cases([stuck, quick], context))
+    records = list(Runner.storing(context).run_all([stuck, quick]))
     assert [r.status for r in records] == [Status.UNAVAILABLE, Status.OK]
     assert records[0].reason.startswith("too slow here: not finished within its 2 s limit (predicted "
                                         "first step 30 s); stopped")
     assert [r.case for r in ResultsStore(results_dir).load()] == [stuck, quick]
     # The run's estimate counts it as what it costs at most: its deadline.
-    assert case_estimate_s(stuck, timing) == case_timeout(timing, stuck) == 2.0
+    assert Runner(timing).estimate_s(plan(stuck)) == case_timeout(timing, job_for(stuck)) == 2.0
 
 
 def test_a_case_predicted_far_over_its_limit_is_refused_without_running(sleepy, results_dir):
     # 500 s predicted against a 60 s limit; were it run, its step would sleep an hour.
     refused = sleepy_case(step_ms=3_600_000, gflop=500)
     context = RunContext(suite="bounds", store=ResultsStore(results_dir), timing=TimingConfig())
-    (record,) = run_cases([refused], context)
+    (record,) = Runner.storing(context).run_all([refused])
     assert record.status is Status.UNAVAILABLE
     assert record.reason.startswith("too slow here: predicted first step 500 s")
     assert record.measurement is None and record.check is None
-    assert case_estimate_s(refused, TimingConfig()) == 0.0
+    assert Runner(TimingConfig()).estimate_s(plan(refused)) == 0.0
 
 
 def test_the_estimate_says_when_other_work_competes_for_the_cores():
@@ -151,7 +152,7 @@ def test_the_estimate_says_when_other_work_competes_for_the_cores():
 
 
 def test_a_cpu_case_asking_for_more_emulated_devices_than_the_machine_holds_is_unavailable():
-    from suites.run.availability import EMULATED_DEVICES_PER_CORE, emulation_reason
+    from suites.runner.availability import EMULATED_DEVICES_PER_CORE, emulation_reason
 
     cores = len(os.sched_getaffinity(0))
     most = EMULATED_DEVICES_PER_CORE * cores
@@ -167,18 +168,19 @@ def test_the_rate_probe_times_gpu_gemms_in_a_process_of_its_own(monkeypatch, dev
     """Issue 32, N5: a GPU probe in the parbench process left both frameworks' CUDA state on
     GPU 0 for the whole run, and had no deadline."""
     from suites.cases.vocabulary import Framework, Precision
-    from suites.orchestration import cases
-    from suites.run.bounds import PROBE_TIMING
+    from suites.runner import probe
+    from suites.runner.bounds import PROBE_TIMING
+    from suites.runner.launchers import WORKER
     from suites.records.measurement import Measurement
-    from suites.run.execute import Outcome
+    from suites.runner.execute import Outcome
 
     ran = []
     timed = Outcome(Status.OK, measurement=Measurement(samples=(2e-3, 1e-3, 3e-3)))
-    monkeypatch.setattr(cases, "unavailable_reason", lambda case: None)
-    monkeypatch.setattr(cases, "execute_in_process", lambda case, timing: ran.append("in process") or timed)
-    monkeypatch.setattr(cases.launchers, "run_isolated",
-                        lambda job, timing, worker: ran.append(f"isolated {worker}") or timed)
-    assert cases._fastest_step_s(Framework.TORCH, device, Precision.BF16, 256) == 1e-3  # the probe (N5)
-    assert cases.execute_kernel(Case.make("matmul", "torch", device.value, precision="bf16",
-                                          params={"m": 64, "n": 64, "k": 64}), PROBE_TIMING) is timed  # calibrate (N18)
-    assert ran == (["in process"] * 2 if in_process else [f"isolated {cases.WORKER}"] * 2)
+    monkeypatch.setattr(probe, "unavailable_reason", lambda planned: None)
+    monkeypatch.setattr(probe, "execute_in_process", lambda job, timing: ran.append("in process") or timed)
+    monkeypatch.setattr(probe.launchers, "run_isolated",
+                        lambda job, timing: ran.append(f"isolated {WORKER}") or timed)
+    assert probe._fastest_step_s(Framework.TORCH, device, Precision.BF16, 256) == 1e-3  # the probe (N5)
+    kernel = job_for(Case.make("matmul", "torch", device.value, precision="bf16", params={"m": 64, "n": 64, "k": 64}))
+    assert probe.execute_kernel(kernel, PROBE_TIMING) is timed  # calibrate (N18)
+    assert ran == (["in process"] * 2 if in_process else [f"isolated {WORKER}"] * 2)

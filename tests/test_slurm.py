@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.run import slurm
+from suites.runner import slurm
 from tests.slurm_cluster import missing, two_node_cluster
 
 pytest.importorskip("torch")
@@ -109,7 +109,7 @@ def test_ranks_are_placed_on_the_steps_nodes():
      "rank 0: check: loss differs"),
 ])
 def test_the_rank_that_ended_first_is_blamed(tmp_path, srun_log, blamed):
-    from suites.run.execute import Outcome, Status
+    from suites.runner.execute import Outcome, Status
 
     (tmp_path / "rank0.json").write_text(json.dumps(Outcome(Status.FAILED, "check: loss differs").to_dict()))
     (tmp_path / "srun.log").write_text(srun_log)
@@ -132,7 +132,7 @@ def _rank_process(node: str, rank: int) -> int | None:
         except OSError:
             continue
         if (environ.get("SLURMD_NODENAME") == node and environ.get("SLURM_PROCID") == str(rank)
-                and "suites.orchestration.case_process" in command):
+                and "suites.runner.case_process" in command):
             return int(entry.name)
     return None
 

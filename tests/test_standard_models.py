@@ -26,7 +26,7 @@ from suites.records.metric_registry import METRICS, Work  # noqa: E402
 from suites.strategies.jobs import case_work  # noqa: E402
 from suites.models.llama.spec import LlamaBlock  # noqa: E402
 from suites.models.transformer.spec import BertBase, Gpt2Small  # noqa: E402
-from suites.orchestration.runner import run_case  # noqa: E402
+from suites.runner.runner import Runner  # noqa: E402
 from suites.strategies.torch.fsdp import blocks  # noqa: E402
 from suites.strategies.torch.pipeline import layer_names  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
@@ -273,7 +273,7 @@ def test_a_tied_embedding_stays_with_fsdp_root_and_is_never_split_into_stages(mo
 def test_tensor_parallel_llama_on_two_ranks_matches_the_full_batch_gradient(tmp_path, our_processes):
     """Each rank attends with 2 of the 4 query heads and 1 of the 2 kv heads, and holds half of
     the SwiGLU: the gathered gradients equal the float64 single-device ones."""
-    record = run_case(llama_case("tensor"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(llama_case("tensor"))
     assert record.status is Status.OK, record.reason
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
     assert record.metrics["tokens_per_s"] > 0

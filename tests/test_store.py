@@ -16,7 +16,7 @@ from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.records.check import Check
 from suites.records.measurement import Measurement
-from suites.records.record import Record
+from suites.records.record import SCHEMA_VERSION, Record
 from suites.records.store import ResultsStore, ResultsWarning, load_records
 
 
@@ -35,7 +35,8 @@ def test_round_trip_keeps_every_sample_and_the_check(results_dir):
     (loaded,) = store.load()
     assert loaded.measurement.samples == (1e-3, 1.1e-3, 0.9e-3)
     assert loaded.check.passed and loaded.case == make_record(0).case
-    assert json.loads(store.files()[0].read_text())["schema"] == 1
+    assert json.loads(store.files()[0].read_text())["schema"] == SCHEMA_VERSION == 2
+    assert loaded.schema == SCHEMA_VERSION
 
 
 def test_corrupt_line_is_skipped_with_file_and_line(results_dir):
@@ -111,7 +112,7 @@ def test_append_after_a_torn_line_starts_a_new_line_and_both_good_records_load(r
     store.ensure_writable()
     path = store.append(make_record(0))
     with open(path, "a") as handle:
-        handle.write('{"schema": 1, "case": {"workl')  # a write cut short: no newline
+        handle.write('{"schema": 2, "case": {"workl')  # a write cut short: no newline
     with pytest.warns(ResultsWarning, match="ends in a partial line"):
         store.append(make_record(1))
     with pytest.warns(ResultsWarning, match=f"{path}:2: not a parbench record"):

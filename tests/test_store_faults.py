@@ -20,13 +20,13 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.frontends.cli import main
-from suites.frontends.commands import run as run_command
 from suites.records import store as store_module
 from suites.records.check import Check
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.run_summary import RunSummary
 from suites.records.store import ResultsStore
+from suites.runner.runner import Runner
 
 #: One GPU case: unavailable here (and skipped as unavailable on a GPU host: the run is
 #: stopped at its record either way), so a run of it measures nothing.
@@ -199,9 +199,9 @@ def test_a_run_stops_with_one_line_when_its_record_cannot_be_stored(tmp_path, re
 @pytest.fixture
 def nothing_measured(monkeypatch):
     """`parbench run` may not reach a case."""
-    def run_case(case, context):
-        raise AssertionError(f"{case.id} ran although its record could not be stored")
-    monkeypatch.setattr(run_command, "run_case", run_case)
+    def run(runner, planned):
+        raise AssertionError(f"{planned.case.id} ran although its record could not be stored")
+    monkeypatch.setattr(Runner, "run", run)
 
 
 def test_an_immutable_records_file_is_found_before_measuring(tmp_path, results_dir, capsys, nothing_measured):

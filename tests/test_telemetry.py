@@ -10,8 +10,8 @@ import pytest
 
 from suites.records.measurement import Measurement
 from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry, burst_gain, reason_names
-from suites.run.telemetry_sampler import GpuSampler, busy_length, gather_telemetry
-from suites.run.timing import measure
+from suites.measure.telemetry_sampler import GpuSampler, busy_length, gather_telemetry
+from suites.measure.timing import measure
 from tests.test_energy import TINY, NotSupported
 from tests.test_memory import Rank, World
 from tests.test_timing import FakeClock, PretendDevice, constant

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.run.termination import Terminated, signals_raise
+from suites.runner.termination import Terminated, signals_raise
 from tests.processes import mark_processes
 
 LONG_RANKS_GRID = """
@@ -42,7 +42,7 @@ def _wait_for(condition, timeout_s: float) -> bool:  # noqa: ANN001 - a predicat
 
 
 def _ranks(pids: list[int]) -> list[int]:
-    """The rank processes (`suites.orchestration.case_process`) among `pids`."""
+    """The rank processes (`suites.runner.case_process`) among `pids`."""
     ranks = []
     for pid in pids:
         try:

@@ -29,10 +29,11 @@ from suites.frameworks.tf.trainers import SingleDeviceTrainer  # noqa: E402
 from suites.frameworks.tf.training import CHECK_SEED, TfTrainStep  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.orchestration.cases import unavailable_reason  # noqa: E402
-from suites.orchestration.cases import execute_in_process  # noqa: E402
-from suites.run.launchers import free_ports  # noqa: E402
-from suites.orchestration.runner import RunContext, run_case  # noqa: E402
+from suites.runner.execute import execute_in_process  # noqa: E402
+from suites.runner.plan import plan, unavailable_reason  # noqa: E402
+from suites.strategies.jobs import job_for  # noqa: E402
+from suites.runner.launchers import free_ports  # noqa: E402
+from suites.runner.runner import RunContext, Runner  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
@@ -78,8 +79,8 @@ def test_a_tf_config_gives_the_rank_and_must_match_the_case(monkeypatch):
 
 
 def test_mixed_precision_with_several_asynchronous_workers_is_unavailable():
-    assert "trains asynchronously" in unavailable_reason(cluster_case("parameter_server", 2, "bf16"))
-    assert unavailable_reason(cluster_case("parameter_server", 1, "bf16")) is None
+    assert "trains asynchronously" in unavailable_reason(plan(cluster_case("parameter_server", 2, "bf16")))
+    assert unavailable_reason(plan(cluster_case("parameter_server", 1, "bf16"))) is None
 
 
 class _Updates:
@@ -136,7 +137,7 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
 @pytest.mark.parametrize("workers, servers", [(1, 1), (2, 1)])
 def test_parameter_server_updates_match_the_reference(tmp_path, our_processes, workers, servers):
     case = cluster_case("parameter_server", workers, ps=servers)
-    record = run_case(case, context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case)
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.emulated and record.check.passed and record.check.value <= 1e-5, record.check
     assert f"each of {workers} update(s)" in record.check.detail
@@ -185,7 +186,7 @@ def test_parameter_server_worker_killed_mid_case_gives_a_failed_record(tmp_path,
 
     killer = threading.Thread(target=kill_the_worker)
     killer.start()
-    record = run_case(case, context(tmp_path, replace(FAST, budget_s=30.0)))
+    record = Runner.storing(context(tmp_path, replace(FAST, budget_s=30.0))).run(case)
     killer.join()
     assert killed
     assert record.status is Status.FAILED
@@ -242,7 +243,7 @@ def test_a_missing_machine_fails_at_the_rendezvous_timeout_with_its_address(monk
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
     monkeypatch.setenv("PARBENCH_RENDEZVOUS_TIMEOUT_S", "1")
     start = time.monotonic()
-    outcome = execute_in_process(case, FAST)
+    outcome = execute_in_process(job_for(case), FAST)
     assert outcome.status is Status.FAILED and 1.0 <= time.monotonic() - start < 30
     assert outcome.reason.startswith(f"setup: RendezvousTimeout: rendezvous timed out: worker 1 "
                                      f"({cluster['worker'][1]}) did not come up within 1 s")
@@ -252,7 +253,7 @@ def test_a_missing_machine_fails_at_the_rendezvous_timeout_with_its_address(monk
 @pytest.mark.parametrize("framework", ["torch", "tf"])
 def test_horovod_cases_are_unavailable_with_the_build_error_and_versions(framework):
     case = Case.make("train_step", framework, "cpu", "horovod", "fp32", 2, TINY)
-    reason = unavailable_reason(case)
+    reason = unavailable_reason(plan(case))
     assert reason.startswith("Horovod is not supported")
     assert "0.28.1" in reason and "torch 2.13.0" in reason and "tensorflow-cpu 2.21.0" in reason
 

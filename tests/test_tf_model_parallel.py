@@ -28,9 +28,9 @@ from suites.frameworks.tf.trainers import SingleDeviceTrainer, TrainingSetup  # 
 from suites.frameworks.torch.kernels import SplitMatmul  # noqa: E402
 from suites.records.check import against_reference, gradients_against_reference  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.orchestration.cases import unavailable_reason  # noqa: E402
-from suites.orchestration.runner import RunContext, run_case  # noqa: E402
-from suites.run.launch import Launch  # noqa: E402
+from suites.runner.plan import plan, unavailable_reason  # noqa: E402
+from suites.runner.runner import RunContext, Runner  # noqa: E402
+from suites.measure.launch import Launch  # noqa: E402
 from suites.strategies.torch.towers import TOWERS_ON_CPU  # noqa: E402
 from suites.workloads.kernels import Matmul  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402
@@ -115,7 +115,7 @@ def test_pipeline_case_runs_on_two_logical_devices_with_its_check_bubble_and_mem
     assert plugin_for(case).launch is Launch.ISOLATED
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    record = run_case(case, RunContext(suite="test", store=store, timing=FAST))
+    record = Runner.storing(RunContext(suite="test", store=store, timing=FAST)).run(case)
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err", record.check
@@ -194,7 +194,7 @@ def test_torch_split_matmul_runs_each_part_on_its_stream_and_sums_on_the_host():
      "torch strategy 'towers' does not apply to train_step"),
 ])
 def test_unavailable_cases_say_why(case, expected):
-    assert expected in (unavailable_reason(case) or "")
+    assert expected in (unavailable_reason(plan(case)) or "")
 
 
 def test_a_grid_gives_each_framework_only_the_towers_cases_it_has():

@@ -29,10 +29,10 @@ from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
-from suites.orchestration.cases import WORKER, unavailable_reason  # noqa: E402
-from suites.run.launchers import _run_processes, free_ports  # noqa: E402
-from suites.orchestration.runner import RunContext, run_case  # noqa: E402
-from suites.run.launch import Launch  # noqa: E402
+from suites.runner.plan import plan, unavailable_reason  # noqa: E402
+from suites.runner.launchers import free_ports, run_processes  # noqa: E402
+from suites.runner.runner import RunContext, Runner  # noqa: E402
+from suites.measure.launch import Launch  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,7 +238,7 @@ def test_a_sized_model_passes_the_gradient_check(params):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_adam_single_device_cases_pass_their_checks(tmp_path, precision):
-    record = run_case(train_case("single", precision, optimizer="adam"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("single", precision, optimizer="adam"))
     assert record.status is Status.OK, record.reason
     assert record.check.passed, record.check
     if precision != "fp32":
@@ -253,7 +253,7 @@ def test_the_loss_trajectory_reference_uses_the_case_optimizer():
 
 
 def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
-    record = run_case(train_case("single", "bf16", model="transformer"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("single", "bf16", model="transformer"))
     assert record.status is Status.OK, record.reason
     assert record.check.metric == "loss_traj_max_rel_err"
     assert record.check.passed and 0 < record.check.value <= record.check.tolerance
@@ -274,7 +274,7 @@ def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
 def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, copies, our_processes):
     launch = plugin_for(case).launch
     assert launch is (Launch.RANKS if case.strategy is Strategy.MULTIWORKER else Launch.ISOLATED)
-    record = run_case(case, context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case)
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.emulated
     assert record.check.passed, record.check
@@ -292,7 +292,7 @@ def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, co
 
 @pytest.mark.slow
 def test_mirrored_adam_with_loss_scaling_follows_the_single_device_adam_trajectory(tmp_path, our_processes):
-    record = run_case(train_case("mirrored", "fp16", n=2, optimizer="adam"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("mirrored", "fp16", n=2, optimizer="adam"))
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed, record.check
     assert "adam" in record.check.detail and "2 copies of the variables here, identical" in record.check.detail
@@ -302,7 +302,7 @@ def test_mirrored_adam_with_loss_scaling_follows_the_single_device_adam_trajecto
 def test_allreduce_over_two_logical_devices_and_two_workers_equals_the_analytic_sum(tmp_path, our_processes):
     for strategy, precision in (("mirrored", "fp32"), ("multiworker", "bf16")):
         case = Case.make("allreduce", "tf", "cpu", strategy, precision, 2, {"bytes": 65536})
-        record = run_case(case, context(tmp_path))
+        record = Runner.storing(context(tmp_path)).run(case)
         assert record.status is Status.OK, (record.reason, record.details)
         assert record.emulated and record.check.passed and record.check.value == 0.0
         assert record.metrics["busbw_gbs"] == pytest.approx(record.metrics["algbw_gbs"])  # n=2: 2(n-1)/n = 1
@@ -317,11 +317,11 @@ def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorf
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     code = textwrap.dedent("""
         import sys, time
-        from suites.orchestration.cases import unavailable_reason
         from suites.cases.case import Case
+        from suites.runner.plan import plan, unavailable_reason
         start = time.monotonic()
-        reason = unavailable_reason(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8,
-                                              {"model": "mlp", "batch": 32}))
+        reason = unavailable_reason(plan(Case.make("train_step", "tf", "tpu", "tpu", "bf16", 8,
+                                              {"model": "mlp", "batch": 32})))
         print(f"{time.monotonic() - start:.3f}")
         print(reason)
         print("tensorflow" in sys.modules)
@@ -345,7 +345,7 @@ def test_tpu_case_is_unavailable_with_a_reason_quickly_and_never_touches_tensorf
      "'gloo' is a torch.distributed backend"),
 ])
 def test_unavailable_cases_say_why(case, expected):
-    assert expected in (unavailable_reason(case) or "")
+    assert expected in (unavailable_reason(plan(case)) or "")
 
 
 def test_multiworker_ranks_get_a_tf_config_naming_every_worker():
@@ -374,8 +374,8 @@ def test_multiworker_case_whose_peer_never_starts_fails_after_the_timeout(tmp_pa
     only_rank_0 = [rules.rank_env(job_for(case), 0, 2, ports)]
     timing = replace(FAST, case_timeout_s=8.0)
     start = time.monotonic()
-    record = run_case(case, context(tmp_path, timing),
-                      execute=lambda case, timing: _run_processes(job_for(case), timing, only_rank_0, WORKER))
+    record = Runner.storing(context(tmp_path, timing),
+                            launcher=lambda job, timing: run_processes(job, timing, only_rank_0)).run(case)
     elapsed = time.monotonic() - start
     assert record.status is Status.FAILED
     # ...and says where it hung, from the stacks it wrote when the deadline came

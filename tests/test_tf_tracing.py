@@ -13,9 +13,10 @@ import pytest
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.run import timing as timing_module
-from suites.orchestration.cases import execute_in_process
-from suites.run.scratch import run_temp_dir
+from suites.measure import timing as timing_module
+from suites.runner.execute import execute_in_process
+from suites.strategies.jobs import job_for
+from suites.measure.scratch import run_temp_dir
 
 AUTOGRAPH_FILES = "__autograph_generated_file*"
 
@@ -70,7 +71,7 @@ def test_a_tf_training_cases_timed_steps_trace_nothing(monkeypatch):
     monkeypatch.setattr(timing_module, "warm_up", warm_up)
     case = Case.make("train_step", "tf", "cpu", params={"model": "mlp", "batch": 8})
     timing = TimingConfig(warmup_s=0.02, block_min_s=0.002, min_samples=5, min_time_s=0.01, budget_s=0.1)
-    outcome = execute_in_process(case, timing)
+    outcome = execute_in_process(job_for(case), timing)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.measurement.n >= 5
     assert traces["warm"] == 1  # the first step traced (its time is stored apart) ...
@@ -95,7 +96,7 @@ def test_only_the_retracing_warnings_of_functions_traced_anew_by_design_are_drop
 def test_processes_started_apart_share_one_temp_folder_outside_their_run_folders():
     """A TF cluster's tasks each run in a run folder of their own, nested or not; the files they
     leave each other go where all of them look."""
-    from suites.run.scratch import shared_temp_dir
+    from suites.measure.scratch import shared_temp_dir
 
     outside = shared_temp_dir()
     with run_temp_dir():

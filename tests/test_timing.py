@@ -13,8 +13,8 @@ import pytest
 from suites.cases.timing_config import TimingConfig
 from suites.records.check import Check
 from suites.records.measurement import OUT_OF_TIME, Measurement
-from suites.run.runnable import Runnable
-from suites.run.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TooSlow, case_limit_s,
+from suites.measure.runnable import Runnable
+from suites.measure.timing import (FIRST_STEP_ALLOWANCE_S, MIN_BUDGET_SAMPLES, TooSlow, case_limit_s,
                                measure)
 
 
@@ -205,7 +205,7 @@ def test_fast_cases_warm_up_for_the_configured_time_and_steps():
 
 # --- estimated time remaining ---------------------------------------------------------------------
 def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
-    from suites.run.eta import Eta, duration_text
+    from suites.runner.eta import Eta, duration_text
     eta = Eta([10.0, 0.0, 10.0, 20.0])
     assert eta.remaining_s() == 40.0  # nothing finished yet: the estimates as they are
     eta.finished(15.0)  # took 1.5x its estimate
@@ -218,25 +218,28 @@ def test_eta_scales_the_remaining_estimates_by_how_the_finished_cases_went():
 
 def test_eta_of_a_case_is_nothing_when_unavailable_and_budget_plus_warm_up_otherwise():
     from suites.cases.case import Case
-    from suites.run.eta import IN_PROCESS_OVERHEAD_S
-    from suites.orchestration.cases import case_estimate_s
+    from suites.runner.eta import IN_PROCESS_OVERHEAD_S
+    from suites.runner.plan import plan
+    from suites.runner.runner import Runner
     config = TimingConfig(budget_s=2.0, warmup_s=0.5)
     tf32_on_cpu = Case.make("matmul", "torch", "cpu", precision="tf32", params={"m": 8, "n": 8, "k": 8})
-    assert case_estimate_s(tf32_on_cpu, config) == 0.0
-    assert case_estimate_s(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}),
-                           config) == 2.5 + IN_PROCESS_OVERHEAD_S
+    assert Runner(config).estimate_s(plan(tf32_on_cpu)) == 0.0
+    matmul = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
+    assert Runner(config).estimate_s(plan(matmul)) == 2.5 + IN_PROCESS_OVERHEAD_S
 
 
 def test_a_case_too_slow_for_its_limit_is_stored_unavailable_with_the_reason(monkeypatch):
     pytest.importorskip("torch")
     from suites.cases.case import Case
-    from suites.orchestration.cases import execute_in_process
     from suites.cases.vocabulary import Status
+    from suites.runner.execute import execute_in_process
+    from suites.strategies.jobs import job_for
 
     def first_step_too_long(runnable, config, clock=None):
         raise TooSlow(150.0, FIRST_STEP_ALLOWANCE_S)
-    monkeypatch.setattr("suites.run.execute.measure", first_step_too_long)
-    outcome = execute_in_process(Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8}), BUDGET)
+    monkeypatch.setattr("suites.runner.execute.measure", first_step_too_long)
+    case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
+    outcome = execute_in_process(job_for(case), BUDGET)
     assert outcome.status is Status.UNAVAILABLE
     assert outcome.reason.startswith("too slow here: first step 150 s, over the 60 s a first step may take")
     assert outcome.check is not None and outcome.check.passed  # what it did compute, it kept

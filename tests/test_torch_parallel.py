@@ -16,8 +16,8 @@ from suites.strategies.registry import find_plugin  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Status  # noqa: E402
 from suites.frameworks.torch.training import TorchTrainStep  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
-from suites.run.launchers import free_ports  # noqa: E402
-from suites.orchestration.runner import run_case  # noqa: E402
+from suites.runner.launchers import free_ports  # noqa: E402
+from suites.runner.runner import Runner  # noqa: E402
 from suites.strategies.torch.tensor import COLWISE, ROWWISE, tensor_plan  # noqa: E402
 from suites.workloads.training import MODELS, Mlp, TransformerBlock  # noqa: E402
 from suites.workloads.user_model import UserModel  # noqa: E402
@@ -50,7 +50,7 @@ def _gradients_match(record) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("reshard", [True, False], ids=["reshard", "no-reshard"])
 def test_fsdp_on_two_ranks_matches_the_full_batch_gradient(tmp_path, our_processes, reshard):
-    record = run_case(case("fsdp", 2, reshard=reshard), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case("fsdp", 2, reshard=reshard))
     _gradients_match(record)
     assert "global batch 8" in record.check.detail
     assert our_processes() == []
@@ -60,7 +60,7 @@ def test_fsdp_on_two_ranks_matches_the_full_batch_gradient(tmp_path, our_process
 @pytest.mark.parametrize("model", ["mlp", "transformer"])
 def test_tensor_parallelism_on_two_ranks_matches_the_full_batch_gradient(tmp_path, our_processes, model):
     """Every rank feeds the whole batch; the transformer's ranks attend with half the heads each."""
-    record = run_case(case("tensor", 2, model), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case("tensor", 2, model))
     _gradients_match(record)
     assert "global batch 8" in record.check.detail
     assert our_processes() == []
@@ -68,7 +68,7 @@ def test_tensor_parallelism_on_two_ranks_matches_the_full_batch_gradient(tmp_pat
 
 @pytest.mark.slow
 def test_fsdp_tensor_on_a_2x2_mesh_matches_the_full_batch_gradient(tmp_path, our_processes):
-    record = run_case(case("fsdp_tensor", 4, "transformer", batch=2, mesh="2x2"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case("fsdp_tensor", 4, "transformer", batch=2, mesh="2x2"))
     _gradients_match(record)
     assert "global batch 8" in record.check.detail
     assert our_processes() == []

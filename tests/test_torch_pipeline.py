@@ -26,12 +26,12 @@ from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.orchestration.cases import WORKER  # noqa: E402
-from suites.run.launchers import stuck_at  # noqa: E402
-from suites.orchestration.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.runner.launchers import WORKER  # noqa: E402
+from suites.runner.launchers import stuck_at  # noqa: E402
+from suites.runner.runner import RunContext, Runner  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
 from suites.strategies.base import STATE_BYTES  # noqa: E402
-from suites.run.capabilities import PipelineBubble  # noqa: E402
+from suites.measure.capabilities import PipelineBubble  # noqa: E402
 from suites.strategies.stages import bubble, layer_names, layer_sizes, split_layers  # noqa: E402
 from suites.strategies.torch.pipeline import stage_layers  # noqa: E402
 from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups  # noqa: E402
@@ -146,7 +146,7 @@ def test_pipeline_says_why_a_case_cannot_run():
 
 def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(tmp_path):
     case = Case.make("train_step", "torch", "cpu", "model_parallel", "fp32", 2, {"model": "mlp", "batch": 4})
-    record = run_case(case, context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(case)
     assert record.status is Status.UNAVAILABLE and record.reason == MODEL_PARALLEL_ON_CPU
     assert "'pipeline' with microbatches = 1" in record.reason
     assert record.measurement is None and not record.emulated
@@ -198,8 +198,8 @@ line 950 in _step_microbatches
           File "/repo/suites/strategies/torch/pipeline.py", line 300 in backward
           File "/repo/suites/frameworks/torch/training.py", line 190 in _gradient_check
           File "/repo/suites/frameworks/torch/training.py", line 180 in check
-          File "/repo/suites/run/execute.py", line 70 in execute_in_process
-          File "/repo/suites/orchestration/case_process.py", line 99 in main
+          File "/repo/suites/runner/execute.py", line 70 in execute_in_process
+          File "/repo/suites/runner/case_process.py", line 99 in main
           File "<frozen runpy>", line 88 in _run_code
         ''')
     assert stuck_at(log, WORKER) == ("recv (torch/distributed/distributed_c10d.py:2570) in _step_microbatches "
@@ -213,7 +213,7 @@ line 950 in _step_microbatches
 @pytest.mark.parametrize("schedule, microbatches", [("gpipe", 1), ("gpipe", 4), ("1f1b", 2)])
 def test_pipeline_on_two_gloo_stages_matches_the_full_batch_gradient(tmp_path, our_processes,
                                                                      schedule, microbatches):
-    record = run_case(pipeline_case(schedule, microbatches), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(pipeline_case(schedule, microbatches))
     assert record.status is Status.OK, record.reason
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
@@ -228,8 +228,8 @@ def test_pipeline_on_two_gloo_stages_matches_the_full_batch_gradient(tmp_path, o
 def test_pipeline_fp16_follows_the_fp32_trajectory_with_loss_scaling_agreed_by_every_stage(tmp_path):
     """The loss lives on the last stage (broadcast to the others); a step whose gradients
     overflow on any stage is skipped on all of them, as in the fp32 reference."""
-    record = run_case(pipeline_case("1f1b", 2, precision="fp16", model="transformer", batch=2),
-                      context(tmp_path))
+    case = pipeline_case("1f1b", 2, precision="fp16", model="transformer", batch=2)
+    record = Runner.storing(context(tmp_path)).run(case)
     assert record.status is Status.OK, record.reason
     assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed
     assert "skipped by loss scaling" in record.check.detail
@@ -263,7 +263,8 @@ def test_a_hanging_schedule_fails_at_its_timeout_saying_where_and_the_suite_goes
         [str(plugin), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     timing = replace(FAST, case_timeout_s=45.0)
     started = time.monotonic()
-    records = list(run_cases([pipeline_case("1f1b", 2), pipeline_case("gpipe", 2)], context(tmp_path, timing)))
+    cases = [pipeline_case("1f1b", 2), pipeline_case("gpipe", 2)]
+    records = list(Runner.storing(context(tmp_path, timing)).run_all(cases))
     assert [r.status for r in records] == [Status.FAILED, Status.OK], records[1].reason
     hung = records[0].reason
     assert hung.startswith("rank 0 did not finish within 45 s (killed); hung: "), hung

@@ -32,9 +32,10 @@ from suites.frameworks.torch.training import TorchTrainStep, reference_losses  #
 from suites.records.check import LOSS_TRAJECTORY_TOLERANCE  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.run.launchers import free_ports  # noqa: E402
-from suites.orchestration.cases import rank_cpus
-from suites.orchestration.runner import RunContext, run_case, run_cases  # noqa: E402
+from suites.runner.launchers import rank_cpus  # noqa: E402
+from suites.runner.launchers import free_ports  # noqa: E402
+from suites.runner.launchers import run_ranks
+from suites.runner.runner import RunContext, Runner  # noqa: E402
 from suites.strategies.torch.dataparallel import DATAPARALLEL_ON_CPU  # noqa: E402
 from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
@@ -177,7 +178,7 @@ def test_gradient_check_fails_when_the_strategy_loses_part_of_the_batch():
 
 def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(tmp_path,
                                                                                 our_processes):
-    record = run_case(train_case("ddp", n=2), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("ddp", n=2))
     assert record.status is Status.OK, record.reason
     assert record.emulated
     assert record.check.passed and record.check.metric == "grad_rel_l2_err"
@@ -197,7 +198,7 @@ def test_ddp_on_two_gloo_ranks_matches_the_full_batch_gradient_and_is_emulated(t
 
 @pytest.mark.parametrize("precision, tolerance", [("bf16", 3e-2), ("fp16", 1e-2)])
 def test_mixed_precision_check_is_stored(tmp_path, precision, tolerance):
-    record = run_case(train_case("single", precision), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("single", precision))
     assert record.status is Status.OK, record.reason
     assert record.check.metric == "loss_traj_max_rel_err"
     assert record.check.passed and 0 < record.check.value <= record.check.tolerance == tolerance
@@ -208,9 +209,8 @@ def test_mixed_precision_check_is_stored(tmp_path, precision, tolerance):
 
 
 def test_ddp_mixed_precision_follows_the_single_device_fp32_trajectory():
-    from suites.orchestration.cases import run_ranks
 
-    outcome = run_ranks(train_case("ddp", "bf16", n=2, model="transformer", batch=2), FAST)
+    outcome = run_ranks(job_for(train_case("ddp", "bf16", n=2, model="transformer", batch=2)), FAST)
     assert outcome.status is Status.OK, outcome.reason
     assert outcome.check.metric == "loss_traj_max_rel_err" and outcome.check.passed
 
@@ -247,7 +247,7 @@ def test_the_optimizer_is_the_one_the_case_names():
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_adam_cases_pass_their_checks(tmp_path, precision):
-    record = run_case(train_case("single", precision, optimizer="adam"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("single", precision, optimizer="adam"))
     assert record.status is Status.OK, record.reason
     assert record.check.passed, record.check
     if precision != "fp32":
@@ -268,7 +268,7 @@ def test_the_loss_trajectory_check_compares_with_the_same_optimizer(monkeypatch)
 
 @pytest.mark.slow
 def test_ddp_with_adam_follows_the_single_device_adam_trajectory(tmp_path, our_processes):
-    record = run_case(train_case("ddp", "bf16", n=2, optimizer="adam"), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("ddp", "bf16", n=2, optimizer="adam"))
     assert record.status is Status.OK, record.reason
     assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed, record.check
     assert "ddp, adam" in record.check.detail
@@ -277,7 +277,7 @@ def test_ddp_with_adam_follows_the_single_device_adam_trajectory(tmp_path, our_p
 
 # --- availability -------------------------------------------------------------------------------
 def test_dataparallel_on_cpu_is_unavailable_with_its_reason(tmp_path):
-    record = run_case(train_case("dataparallel", n=2), context(tmp_path))
+    record = Runner.storing(context(tmp_path)).run(train_case("dataparallel", n=2))
     assert record.status is Status.UNAVAILABLE
     assert record.reason == DATAPARALLEL_ON_CPU
     assert record.measurement is None and not record.emulated
@@ -292,14 +292,14 @@ CPU = DeviceInfo(Framework.TORCH, DeviceKind.CPU, 1, ("a CPU",))
 
 def test_emulated_ranks_get_disjoint_cores_only_when_the_cores_go_round(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4})
-    assert rank_cpus(train_case("ddp", n=2), 2) == [[0, 1], [2, 3]]
-    assert rank_cpus(train_case("ddp", n=4), 4) == [[0], [1], [2], [3]]
-    assert rank_cpus(train_case("ddp", n=8), 8) is None  # more ranks than cores: shared
-    assert rank_cpus(train_case("ddp", n=1), 1) is None
+    assert rank_cpus(job_for(train_case("ddp", n=2)), 2) == [[0, 1], [2, 3]]
+    assert rank_cpus(job_for(train_case("ddp", n=4)), 4) == [[0], [1], [2], [3]]
+    assert rank_cpus(job_for(train_case("ddp", n=8)), 8) is None  # more ranks than cores: shared
+    assert rank_cpus(job_for(train_case("ddp", n=1)), 1) is None
     allreduce = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024, "backend": "gloo"})
-    assert rank_cpus(allreduce, 2) is None  # gloo's transport threads need the other core
+    assert rank_cpus(job_for(allreduce), 2) is None  # gloo's transport threads need the other core
     gpu = Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 4})
-    assert rank_cpus(gpu, 2) is None
+    assert rank_cpus(job_for(gpu), 2) is None
 
 
 def test_dataparallel_needs_a_gpu_per_device_and_ddp_ranks_can_share_one():
@@ -325,7 +325,7 @@ def test_dataparallel_needs_a_gpu_per_device_and_ddp_ranks_can_share_one():
 
 def test_torch_rules_module_imports_no_framework():
     code = ("import sys, suites.strategies.torch.ddp, suites.strategies.torch.dataparallel, "
-            "suites.strategies.torch.single, suites.run.availability; "
+            "suites.strategies.torch.single, suites.runner.availability; "
             "assert 'torch' not in sys.modules and 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=60)
 
@@ -336,7 +336,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
     import os
     from suites.records.check import Check
     from suites.strategies.registry import plugin_for
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
     from suites.cases.vocabulary import Framework
     from suites.workloads.base import Param, Workload
 
@@ -395,7 +395,7 @@ def test_a_crashing_rank_fails_its_case_and_the_suite_goes_on(tmp_path, crashing
     crashing = Case.make("crashing_rank", "torch", "cpu", "ddp", "fp32", 2)
     healthy = Case.make("allreduce", "torch", "cpu", "ddp", "fp32", 2, {"bytes": 1024})
     started = time.monotonic()
-    records = list(run_cases([crashing, healthy], context(tmp_path)))
+    records = list(Runner.storing(context(tmp_path)).run_all([crashing, healthy]))
     assert [r.status for r in records] == [Status.FAILED, Status.OK], records[1].reason
     failed = records[0]
     assert failed.reason == "rank 1 exited with code 3 before reporting"

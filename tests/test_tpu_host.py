@@ -28,7 +28,7 @@ from suites.hardware import devices
 from suites.hardware.peaks import PeakTable
 from suites.records import provenance
 from suites.records.peak_memory import MemoryPeak
-from suites.run.memory_probes import ResidentMemoryProbe
+from suites.measure.memory_probes import ResidentMemoryProbe
 from suites.strategies.jobs import job_for
 from tests.test_memory import gathered_by_every_rank
 

@@ -11,8 +11,8 @@ from suites.errors import GridError
 from suites.grids.grid import parse_suite
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.runner import RunContext, Runner
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
@@ -34,7 +34,7 @@ def poly_case(strategy: str, precision: str = "fp32", n: int = 1, **params: str)
 def run(case: Case, tmp_path) -> Record:
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    return run_case(case, RunContext(suite="test", store=store, timing=FAST))
+    return Runner.storing(RunContext(suite="test", store=store, timing=FAST)).run(case)
 
 
 def test_user_model_runs_single_in_both_frameworks_and_ddp_with_gradient_checks(tmp_path):
@@ -89,7 +89,7 @@ def test_tf_builder_in_bf16_follows_the_fp32_loss_trajectory(tmp_path):
 
 def test_a_framework_without_a_builder_is_unavailable_with_reason():
     case = Case.make("train_step", "tf", "cpu", params={"model": "torch_only_poly", "batch": 8})
-    assert unavailable_reason(case) == "user model 'torch_only_poly' has no tf builder"
+    assert unavailable_reason(plan(case)) == "user model 'torch_only_poly' has no tf builder"
 
 
 def test_unknown_model_in_a_grid_is_a_clear_error():

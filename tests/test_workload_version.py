@@ -126,8 +126,8 @@ def test_version_follows_imports_of_implementations_transitively():
 
 def test_imported_names_resolve_relative_and_lazy_imports():
     tree = ast.parse("from .. import case\nfrom .base import Param\n"
-                     "def f():\n    import suites.run.timing\n    from ...x import y\n")
+                     "def f():\n    import suites.measure.timing\n    from ...x import y\n")
     names = set(imported_names(tree, "suites.workloads"))
     assert {"suites", "suites.case", "suites.workloads.base", "suites.workloads.base.Param",
-            "suites.run.timing"} <= names
+            "suites.measure.timing"} <= names
     assert not any(name.endswith("x.y") for name in names)  # beyond the top package: dropped

@@ -21,7 +21,7 @@ class TimingConfig:
     budget_s: float = 4.0
     max_samples: int = 2000
     #: Hard limit on one out-of-process case, start-up and rendezvous included, after which its
-    #: processes are killed; None derives it from the budget (`suites.run.launchers.case_timeout`).
+    #: processes are killed; None derives it from the budget (`suites.runner.deadline.case_timeout`).
     case_timeout_s: float | None = None
     #: A case measured while other processes took its cores (`contended`,
     #: `suites.records.contention`) is measured again, at most this many more times; the record

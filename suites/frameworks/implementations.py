@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 from suites.cases.vocabulary import Framework
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
     from suites.workloads.base import Workload
 
 #: workload name -> framework -> "module:Class" of its Runnable.

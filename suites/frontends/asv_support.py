@@ -6,10 +6,10 @@ One class per workload and launch kind, holding the selected suite's cases of th
 - `<Workload>` (e.g. `Matmul`): cases timed in the asv process. `time_step` is timed by asv's
   own timer (setup: set-up, numerics check and the core's warm-up; the timed call: one step
   plus device synchronisation); `track_tflops` / `track_samples_per_s` (/ `track_tokens_per_s`) time the same prepared
-  case with the core's adaptive loop (`suites.run.timing.measure`).
+  case with the core's adaptive loop (`suites.measure.timing.measure`).
 - `<Workload>Launched` (e.g. `TrainStepLaunched`): cases of strategies that run in their own
   processes (launch kind ISOLATED or RANKS). asv's timer would time process start-up, so every
-  `track_*` runs the case through `suites.run.launchers.launch_case` and reports what the ranks measured:
+  `track_*` runs the case through `suites.runner.runner.Runner.launch` and reports what the ranks measured:
   `track_rank_step_s` is the in-rank median step time.
 
 A `track_*` method exists on a class only where the workload has that metric (a matmul has no
@@ -45,11 +45,10 @@ from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.cases import case_timeout
-from suites.orchestration.cases import launch_case
-from suites.run.timing import measure
-from suites.strategies.jobs import job_for
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.runner import Runner
+from suites.measure.timing import measure
+from suites.strategies.jobs import Job, job_for
 from suites.strategies.versions import version_of
 from suites.workloads import WORKLOADS, Workload
 
@@ -129,12 +128,12 @@ class LaunchedBenchmark(CaseBenchmark):
     """Cases of multi-process strategies, run by the core's launcher; figures come from the ranks."""
 
     def setup(self, *axes: str) -> None:
-        reason = unavailable_reason(self._case(axes))
+        reason = unavailable_reason(plan(self._case(axes)))
         if reason:
             raise CaseUnavailable(reason)
 
     def _measurement(self, case: Case) -> Measurement:
-        outcome = launch_case(case, self.timing)
+        outcome = Runner(self.timing).launch(job_for(case))
         if outcome.status is Status.UNAVAILABLE:
             raise SkipNotImplemented(outcome.reason)
         if outcome.status is Status.FAILED or outcome.measurement is None:
@@ -220,6 +219,14 @@ def _listing_cases(method: Callable[..., Any], case_ids: list[str]) -> Callable[
     return copy
 
 
+
+def _deadline_s(timing: TimingConfig, case: Case) -> float:
+    """How long asv lets a benchmark of `case` run: the runner's deadline for its job (any
+    case's, where it has none here)."""
+    planned = plan(case)
+    return Runner(timing).deadline_s(planned if isinstance(planned, Job) else None)
+
+
 def _benchmark_class(name: str, module: str, suite: Suite, workload: type[Workload],
                      base: type[CaseBenchmark], cases: list[Case]) -> type:
     case_ids = [case.id for case in cases]
@@ -230,7 +237,7 @@ def _benchmark_class(name: str, module: str, suite: Suite, workload: type[Worklo
         "workload": workload.name,
         "case_ids": frozenset(case_ids),
         "version": version_of(workload),
-        "timeout": max(case_timeout(suite.timing, case) for case in cases),
+        "timeout": max(_deadline_s(suite.timing, case) for case in cases),
         "timing": suite.timing,
     })
     for attribute in dir(cls):

@@ -11,8 +11,8 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.records.record import Record
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.orchestration.runner import RunContext, run_cases
-from suites.run.scratch import run_temp_dir
+from suites.runner.runner import RunContext, Runner
+from suites.measure.scratch import run_temp_dir
 from suites.strategies.registry import find_plugin, is_combination
 from suites.workloads import workload_class
 from suites.workloads.user_model import UserModel
@@ -59,4 +59,4 @@ def benchmark_model(model: UserModel, batch: int = 32, *, devices: Iterable[str]
                          timing=timing or TimingConfig(budget_s=2.0), label=label)
     cases = cases_for(model, batch, devices, strategies, precisions, n_devices)
     with run_temp_dir():  # what the frameworks leave in the temp folder goes with it
-        return list(run_cases(cases, context))
+        return list(Runner.storing(context).run_all(cases))

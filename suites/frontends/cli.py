@@ -10,8 +10,8 @@ import warnings
 
 from suites import knobs
 from suites.errors import UserError
-from suites.run.scratch import run_temp_dir
-from suites.run.termination import Terminated, signals_raise
+from suites.measure.scratch import run_temp_dir
+from suites.runner.termination import Terminated, signals_raise
 from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked

@@ -1,6 +1,6 @@
 """A case made ready for a front end that times its steps itself (asv, pytest-benchmark).
 
-The same stages as `suites.run.execute.execute_in_process`, stopping before the timing loop:
+The same stages as `suites.runner.execute.execute_in_process`, stopping before the timing loop:
 availability, set-up, numerics check, then the core's warm-up with the device synchronised.
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.records.check import Check
-from suites.orchestration.cases import unavailable_reason
-from suites.run.execute import measured_check, unsupported_errors, unsupported_reason
-from suites.run.launch import Launch
-from suites.run.runnable import Runnable
-from suites.run.timing import TooSlow, WarmUp, warm_up
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.execute import measured_check, unsupported_errors, unsupported_reason
+from suites.measure.launch import Launch
+from suites.measure.runnable import Runnable
+from suites.measure.timing import TooSlow, WarmUp, warm_up
 from suites.strategies.jobs import job_for
 
 
@@ -83,9 +83,9 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
     """Set up, check and warm up `case` in this process.
 
     Raises CaseUnavailable (not here, or a multi-process strategy, which a front end must run
-    through `suites.run.launchers.launch_case` instead) or NumericsFailed.
+    through `suites.runner.runner.Runner.launch` instead) or NumericsFailed.
     """
-    reason = unavailable_reason(case) or other_framework_on_gpu_reason(case)
+    reason = unavailable_reason(plan(case)) or other_framework_on_gpu_reason(case)
     if reason:
         raise CaseUnavailable(reason)
     if not runs_in_process(case):

@@ -7,7 +7,7 @@ cheapest case (analytic FLOPs, then bytes moved) of each workload x framework x 
 strategy x precision; the others are marked `benchmark_heavy` and skipped unless ``--heavy``.
 
 Each benchmark is timed the way the core times it: set-up, numerics check and the core's
-warm-up (`suites.run.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
+warm-up (`suites.measure.timing.warm_up`), then `benchmark.pedantic` rounds of blocks of
 step + synchronise, the block as long as the core's (no pytest-benchmark calibration).
 `extra_info` carries the case, status, derived metrics, numerics check and `emulated`;
 `machine_info["parbench"]` carries `suites.records.provenance.environment()`.

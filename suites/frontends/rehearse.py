@@ -1,5 +1,5 @@
 """`parbench run --rehearse`: every GPU (and TPU) case of a suite, rehearsed on this CPU
-(`suites.orchestration.rehearsal`), one line each as it ends, then a table and the counts.
+(`suites.runner.rehearsal`), one line each as it ends, then a table and the counts.
 Nothing is stored: the records go to a temporary folder, removed at the end."""
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.errors import UserError
-from suites.orchestration.cases import case_timeout
-from suites.orchestration.rehearsal import rehearsal_of
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.deadline import case_timeout
+from suites.runner.rehearsal import rehearsal_of
+from suites.runner.runner import RunContext, Runner
+from suites.strategies.jobs import job_for
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.run.process_env import REHEARSAL_ENV, env_set
+from suites.measure.process_env import REHEARSAL_ENV, env_set
 
 #: A rehearsal checks the path and the numerics, not the speed: a short timing.
 REHEARSAL_TIMING = {"budget_s": 0.3, "warmup_s": 0.05, "min_samples": 3, "min_time_s": 0.05}
@@ -38,7 +39,7 @@ def rehearsal_deadline_s(case: Case, timing: TimingConfig) -> float:
     if timing.case_timeout_s is not None:
         return timing.case_timeout_s
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return case_timeout(timing, case) * max(1.0, case.n_devices / max(1, cores))
+    return case_timeout(timing, job_for(case)) * max(1.0, case.n_devices / max(1, cores))
 
 
 def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: Console) -> int:
@@ -62,7 +63,7 @@ def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: C
             else:
                 context.timing = replace(timing_of_all, case_timeout_s=rehearsal_deadline_s(rehearsal.case,
                                                                                             timing_of_all))
-                record = run_case(rehearsal.case, context)
+                record = Runner.storing(context).run(rehearsal.case)
                 row = (case.id, rehearsal.case.id, str(record.status), _what_happened(record))
             rows.append(row)
             console.print(f"{row[2]:>13}  {row[0]}" + (f"  ({row[3]})" if row[2] != str(Status.OK) else ""),

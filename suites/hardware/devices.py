@@ -94,7 +94,7 @@ class FrameworkDescriptor(ABC):
     def precision_reason(self, precision: Precision, device: DeviceInfo) -> str | None:
         """Why this framework cannot run `precision` as its name means on `device` (what its
         discovery found), or None. The rules common to every framework (tf32 off a GPU, below
-        compute capability 8.0) are `suites.run.availability.precision_reason`'s; this is for
+        compute capability 8.0) are `suites.runner.availability.precision_reason`'s; this is for
         what only the framework knows (torch's tf32 switches on ROCm)."""
         return None
 

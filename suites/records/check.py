@@ -20,15 +20,22 @@ KERNEL_TOLERANCE: dict[Precision, float] = {
 
 @dataclass(frozen=True)
 class Check:
+    #: Whether the value is within the tolerance (never, where the check did not run).
     passed: bool
+    #: What was compared ("max_rel_err", "shape", ...); NOT_CHECKED where the check did not run.
     metric: str
+    #: The metric's value (not checked: what running the check would have needed).
     value: float
+    #: The most the value may be (not checked: the limit that is over).
     tolerance: float
+    #: More on the comparison; not checked: why, and how to check the case instead.
     detail: str = ""
-    #: Wall time of the whole check (its steps and its reference), seconds; None: not measured.
+    #: Wall time of the whole check (its steps and its reference), seconds; None: not measured
+    #: (and in records older than the field).
     check_s: float | None = None
     #: The most memory the check held beyond what the process (CPU: resident set) or its
-    #: busiest GPU (allocator) held when the check began, bytes; None: not measured.
+    #: busiest GPU (allocator) held when the check began, bytes; None: not measured (and in
+    #: records older than the field).
     memory_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

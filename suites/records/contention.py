@@ -1,7 +1,7 @@
 """Whether other work competed for the case's cores while it was timed: measured, not guessed.
 
 A busy machine makes a case slow without making it noisy (every block is slow alike), so the
-spread alone cannot say so. Over the case's timed blocks (`suites.run.timing`) a `CpuMeter`
+spread alone cannot say so. Over the case's timed blocks (`suites.measure.timing`) a `CpuMeter`
 reads, just before the first block and just after the last:
 
 - /proc/stat's per-CPU counters of the cores the case may run on (the affinity of its root
@@ -305,19 +305,27 @@ class CpuMeter:
 
 @dataclass(frozen=True)
 class Contention:
-    """What competed for the CPU over one case, and the verdict."""
+    """Whether other work competed for the case's cores while it ran: what competed, and the verdict."""
+    #: 1-minute load averages before and after the case: the fallback rule's input, where the CPU
+    #: time was not measured; None where unreadable.
     load_before: float | None
     load_after: float | None
-    steal_fraction: float | None  # stolen / all CPU time between the readings; None where unreadable
-    cores: int  # the case's cores (measured), else the machine's logical cores (fallback)
+    #: Stolen / all CPU time between the readings; None where unreadable.
+    steal_fraction: float | None
+    #: The case's cores (measured), else the machine's logical cores (fallback).
+    cores: int
+    #: Others took more than `threshold` of the case's cores (the fallback: the load or the steal
+    #: was over its limit).
     contended: bool
-    why: str  # '' when not contended
+    #: Why it is contended ('' when not contended).
+    why: str
     #: Share of the case's cores other processes (and steal) took over its timed blocks; None: not measured.
     others_core_share: float | None = None
     #: Share of the case's cores its own process tree ran; None: not measured.
     own_core_share: float | None = None
     #: A CPU case whose threads ran less than STARVED_SHARE of the time; None: not judged.
     starved: bool | None = None
+    #: Which rule gave the verdict: METHOD (measured) or FALLBACK_METHOD (load average).
     method: str = FALLBACK_METHOD
     #: The counters' resolution, as a share of the case's cores (see the module's docstring).
     resolution: float | None = None
@@ -328,6 +336,7 @@ class Contention:
     #: others_core_share of every measurement, in order; the record keeps one of them.
     attempts: int = 1
     attempt_shares: tuple[float | None, ...] = ()
+    #: The others_core_share above which the case is contended (CONTENDED_SHARE, 0.25).
     threshold: float = CONTENDED_SHARE
     #: The threads the case should keep busy (at most its cores), and the share of wall x those
     #: threads its processes ran: what `starved` is judged on. None: not measured.

@@ -2,7 +2,7 @@
 the clock-event (throttle) reasons NVML reported, one `GpuTelemetry` per GPU; and how busy the
 device was within a step (`kernel_s_per_step`: device kernel time per step from the profiler).
 
-Readings are sampled on a thread every `suites.run.telemetry_sampler.SAMPLE_INTERVAL_S` through the timed
+Readings are sampled on a thread every `suites.measure.telemetry_sampler.SAMPLE_INTERVAL_S` through the timed
 blocks and kept as min / median / max (`Spread`). A clock-event reason counts as seen when any
 sample had it. Where nothing could be read `reason` says why (a CPU case, NVML missing).
 """

@@ -42,14 +42,17 @@ class Measurement:
     rank_compute: tuple[float, ...] = field(default=())
     #: Wall time of the whole timing loop, first block to last, gaps between blocks included.
     timed_s: float | None = None
-    #: Peak memory over the timed steps (a cut-short case: over its warm steps), one entry per
-    #: GPU or per rank process on the CPU, every rank's gathered in rank order. Empty where the
-    #: runnable measures none (kernels, collectives) and in records older than the field.
+    #: Training cases: peak memory over the timed steps (a cut-short case: over its warm steps),
+    #: one entry per GPU or per rank process on the CPU, every rank's gathered in rank order
+    #: (`suites.records.peak_memory.MemoryPeak`: kind, device, peak_bytes, reserved_bytes,
+    #: baseline_bytes, rank). Empty where the runnable measures none (kernels, collectives) and
+    #: in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
-    #: What those peaks are made of: each GPU's or rank process's tensors by category at their
-    #: peak in one more, untimed step under the framework's memory tracker, every rank's in rank
-    #: order (`suites.records.memory_breakdown`). Empty where none was taken (a runnable that
-    #: tracks none: TensorFlow's, a compiled case) and in records older than the field.
+    #: What those peaks are made of (torch training cases): each GPU's or rank process's tensors
+    #: by category at their peak in one more, untimed step under the framework's memory tracker
+    #: (torch's MemTracker), every rank's in rank order (`suites.records.memory_breakdown`). Empty
+    #: where none was taken (a runnable that tracks none: TensorFlow's, a compiled case; the
+    #: record's details say why) and in records older than the field.
     memory_breakdown: tuple[MemoryBreakdown, ...] = field(default=())
     #: Energy of the case's devices over the timed blocks (`suites.records.energy_readings`), or why none was
     #: read; None in records older than the field and where the timer read none (asv, pytest).
@@ -57,13 +60,15 @@ class Measurement:
     #: A compiled case: compilations after the first step's, while warming up (the timed
     #: steps compiled nothing: a case whose did failed). None: not compiled, or an older record.
     recompiles: int | None = None
-    #: GPU clocks, power, temperature, utilization and clock-event reasons over the timed blocks,
-    #: and the device's kernel time per step (`suites.records.gpu_telemetry`); None where the timer
-    #: read none (older records, asv, pytest).
+    #: GPU cases: clocks, power, temperature, utilization (each's min, median and max) and the
+    #: NVML clock-event reasons seen over the timed blocks, and the device's kernel time per step
+    #: from the profiler (`suites.records.gpu_telemetry`); None where the timer read none (older
+    #: records, asv, pytest).
     telemetry: Telemetry | None = None
     #: CPU time over the timed blocks (a cut-short case: its warm steps): the case's own process
     #: tree's and everyone's on its cores (`suites.records.contention.CpuMeter`), from which the
-    #: record's `contention` is judged; None where unreadable (no /proc) and in older records.
+    #: record's `contention` is judged (its input); None where unreadable (no /proc) and in
+    #: older records.
     cpu: CpuUsage | None = None
 
     @cached_property

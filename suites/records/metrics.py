@@ -71,7 +71,7 @@ def derive(case: Case, measurement: Measurement, results_dir: Path, machine: str
     peaks_compared = [peak for peak in (table_peak, own_peak) if peak]
     if per_device is not None and peaks_compared:
         # A peak is an upper bound: a figure above one means the peak is wrong. The % of peak
-        # keeps the true figure (over 100), flagged; suites.run.recording says which in details.
+        # keeps the true figure (over 100), flagged; suites.runner.recording says which in details.
         metrics[ABOVE_PEAK] = (any(per_device > peak for peak in peaks_compared)
                                or any((metrics.get(name) or 0) > 100 for name in PCT_OF_PEAK))
     return metrics

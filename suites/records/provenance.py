@@ -16,6 +16,7 @@ from typing import Any, Callable
 from suites import knobs
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.hardware.devices import cpu_last_level_cache_bytes, cpu_model, descriptor, discovered
+from suites.records.environment_schema import Environment, Git
 
 #: Distributions every record names the version of, besides each framework's own.
 LIBRARIES = ("parbench", "numpy", "pandas", "matplotlib", "asv", "pytest-benchmark")
@@ -62,7 +63,7 @@ def _git(*args: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def git_state() -> dict[str, Any]:
+def git_state() -> Git:
     commit = _git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
@@ -202,7 +203,9 @@ def threads_in_use() -> dict[str, int]:
     return threads
 
 
-def environment(label: str | None = None) -> dict[str, Any]:
+def environment(label: str | None = None) -> Environment:
+    """The run's provenance: every key of `Environment` but those the run adds to each record
+    (`suites.records.environment_schema.ADDED_PER_RECORD`)."""
     return {
         "machine": machine_label(label),
         "hostname": socket.gethostname(),

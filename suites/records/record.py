@@ -1,77 +1,13 @@
-"""The record: one line of the results store. Schema documented in docs of `Record`.
+"""The record: one line of the results store (`suites.records.store`), one JSON object per case per run.
 
-Schema version 1, one JSON object per line:
-  schema        1
-  run_id        id shared by every record of one `parbench run`
-  timestamp     ISO 8601 UTC, when the case finished
-  suite         suite name (or grid file stem)
-  case          {id, workload, framework, device, n_devices, strategy, precision, params, compile}
-                (compile: none | xla | inductor; absent in older records, which ran uncompiled)
-  status        "ok" | "unavailable" | "failed"
-  reason        why not ok ("" when ok)
-  emulated      true when several devices were emulated (logical CPUs, gloo ranks on one host)
-  measurement   {samples_s[], block_size, warmup_steps, first_step_s, compile_s, median_s, iqr_s,
-                 n, noisy, target_rel_iqr, stop_reason, rank_medians_s[] (each rank's median
-                 busy time per step, before it waits for its peers), rank_compute_s[] (DDP:
-                 each rank's median step under no_sync, without the gradient all-reduce),
-                 straggler, memory[] (training cases: peak memory over the timed steps per GPU or
-                 per rank process, {kind, device, peak_bytes, reserved_bytes, baseline_bytes,
-                 rank}: suites.records.peak_memory; absent in older records), memory_breakdown[] (torch
-                 training cases: each rank's / GPU's tensors at their peak in one more, untimed step under
-                 torch's MemTracker, {kind, device, rank, parameters, gradients, optimizer,
-                 activations, temporaries, inputs, harness, gathered, update_temporaries,
-                 activations_kept, runtime, phase, step_peak_bytes, method}: suites.records.memory_breakdown;
-                 absent in older records), energy (over the timed
-                 blocks: {devices[] {kind, device, joules, seconds, method, rank}, steps,
-                 joules_per_step, watts, reason — why there are no devices where there are
-                 none}: suites.records.energy_readings; absent in older records), recompiles (a compiled
-                 case's compilations after its first step's, in warm-up; null otherwise), telemetry
-                 (GPU cases, over the timed blocks: {gpus[] {device, rank, samples, sm_clock_mhz,
-                 mem_clock_mhz, power_w, temperature_c, utilization_pct (each {min, median, max}),
-                 power_limit_w, max_sm_clock_mhz, reasons[] (NVML clock-event reasons seen)},
-                 kernel_s_per_step (profiler), reason}: suites.records.gpu_telemetry), burst_gain (first
-                 timed block's speed over the median's - 1, where beyond the spread), cpu (over the
-                 timed blocks: {wall_s, own_s (the case's process tree), busy_s (every process on the
-                 case's cores, steal included), steal_s, cores, threads (every rank's intra-op
-                 threads together), resolution, span}: the contention's
-                 input; absent in older records), bimodal (the samples form two clusters:
-                 suites.records.contention.bimodal)} or null
-  metrics       {name: value} for each derived metric that applies to the case; the names, units
-                and formulas are suites.records.metric_registry.METRICS (null: applies, but unknown)
-  check         {passed, metric, value, tolerance, detail, check_s, memory_bytes (the most the
-                check held beyond what was held when it began; both null in older records)} or null;
-                metric not_checked: the check did not run (never passed), value what it would have
-                needed, tolerance the limit that is over, detail why (suites.records.check)
-  contention    {others_core_share (share of the case's cores other processes and steal took over
-                its timed blocks), own_core_share (share its own process tree ran), threads and
-                own_thread_share (its CPU time over wall x its threads, at most its cores), starved
-                (a CPU case whose threads ran under half the time; null: not judged), contended (others took
-                more than `threshold`, 0.25), why, method, resolution, wall_s, span, cores,
-                attempts and attempt_shares (measurements taken, re-measured while contended, and
-                each one's others_core_share), steal_fraction, load_before, load_after (1-minute
-                load averages: the fallback rule's, where the CPU time was not measured)}: whether
-                other work competed for the case's cores (suites.records.contention); null where
-                the case did not run here or in older records
-  bound_by      ok records: what limits the figure, {verdict (compute | memory | power | launch |
-                communication | unknown), reason, evidence {figure: value}}: suites.records.bound_by;
-                absent in older records
-  details       free-form extras of the workload/strategy (e.g. per-rank times, output tail);
-                memory_explained (what the peak is made of, and why a category is off its estimate),
-                memory_breakdown (why a training case has none: compiled, or its tracker failed);
-                energy_per_device [{device, method, joules_per_step, watts, samples_per_joule,
-                samples_per_kwh}] where energy was read
-  environment   provenance: machine label, hostname, cpu {model, logical_cores, usable_cores,
-                llc_bytes}, memory_gib, gpus [{index, name, memory, driver, compute_capability,
-                sm_clock_max_mhz, mem_clock_max_mhz, power_limit_w, mig_mode}] (nvidia-smi),
-                gpu_topology {links {GPUi: {GPUj: link}}, text} (nvidia-smi topo -m) or null,
-                cuda_visible_devices, nvidia_tf32_override, cuda_libraries {wheel: version},
-                accelerators {"<framework>/<gpu|tpu>": {count, names, reason, cuda, cudnn, nccl,
-                compute_capability, l2_cache_bytes, ...}} (what discovery found in the run's
-                process), python, os, libraries, git {commit, dirty}, threads
+Its schema is `Record` below, every field documented where it is declared, and the dataclasses it
+holds, each documented the same way: `Case`, `Measurement`, `Check`, `Contention`, `BoundBy`, and the
+provenance's shape, `suites.records.environment_schema.Environment`. `SCHEMA_VERSION` says what a
+version promises; `READS` lists the versions `Record.from_dict` reads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from suites.cases.case import Case
@@ -79,28 +15,94 @@ from suites.cases.vocabulary import Status
 from suites.records.bound_by import BoundBy
 from suites.records.check import Check
 from suites.records.contention import Contention
+from suites.records.environment_schema import Environment
 from suites.records.measurement import Measurement
 
-SCHEMA_VERSION = 1
+#: The version of the schema this code writes, in every record's `schema`.
+#: 2: every field this version declares is written, the record's and its parts' (null where it
+#: does not apply). A field absent from a version-2 record is a bug: `Record.from_dict` refuses a
+#: line that lacks one of the record's own fields (the parts' from_dict read an absent field as
+#: its default, as they must for version 1).
+#: 1: records written before version 2: a field absent from one was not recorded (the code that
+#: wrote it predates the field), which a reader takes as unknown, never as none. Both versions
+#: have the same fields; version 2 only promises that none is left out.
+SCHEMA_VERSION = 2
+#: The versions `Record.from_dict` reads; any other (0, 3, "2", none at all) is refused.
+READS = (1, 2)
 
 
 @dataclass(frozen=True)
 class Record:
+    """One case's result in one run: what ran, how it went, every sample, and where it ran.
+    `to_dict` writes it as one JSON object whose keys are these fields' names."""
+
+    #: What ran: {id, workload, framework, device, n_devices, strategy, precision, params,
+    #: compile} (`Case.to_dict`). compile: none | xla | inductor; absent in version-1 records
+    #: older than the compile axis, which ran uncompiled.
     case: Case
+    #: "ok" | "unavailable" | "failed".
     status: Status
+    #: The id shared by every record of one `parbench run`.
     run_id: str
+    #: When the case finished: ISO 8601, UTC.
     timestamp: str
+    #: The suite's name (or the grid file's stem).
     suite: str
-    environment: dict[str, Any]
+    #: Provenance: machine label, hostname, CPU, memory, GPUs (nvidia-smi) and their links, CUDA
+    #: libraries, what each framework discovered in the run's process, Python, OS, libraries, git
+    #: commit and dirty flag, the frameworks' threads. Every key's shape and meaning: `Environment`.
+    environment: Environment
+    #: Why not ok ("" when ok).
     reason: str = ""
+    #: True when several devices were emulated (logical CPUs, gloo ranks on one host).
     emulated: bool = False
+    #: Every sample, and the statistics stored beside them (`Measurement.to_dict`: median_s,
+    #: iqr_s, n, noisy, straggler, compile_s, burst_gain, bimodal, ...); None where nothing was
+    #: timed (an unavailable case, one that failed before its samples).
     measurement: Measurement | None = None
+    #: {name: value} for each derived metric that applies to the case; the names, units and
+    #: formulas are `suites.records.metric_registry.METRICS` (None: applies, but unknown), and
+    #: the flags among them (true/false) `suites.records.metric_registry.FLAGS`.
     metrics: dict[str, float | None] = field(default_factory=dict)
+    #: The numerics check, did the case compute the right thing (`Check`); None where no check
+    #: ran. Metric not_checked: the check did not run (and never passed), its value what it
+    #: would have needed, its tolerance the limit that is over, its detail why.
     check: Check | None = None
+    #: Free-form extras of the workload, strategy, launcher and recorder. Keys a reader may meet:
+    #:   energy_per_device      [{device, method, joules_per_step, watts, samples_per_joule,
+    #:                          samples_per_kwh}] where energy was read
+    #:                          (`suites.records.energy_readings.EnergyMeasurement.per_device`)
+    #:   memory_explained       what the peak is made of, and why a category is off its estimate
+    #:                          (`suites.records.memory_breakdown.MemoryExplanation.note`)
+    #:   memory_breakdown       why a training case has no breakdown: compiled, or its tracker failed
+    #:   memory_not_measured    why a TensorFlow case's peak memory is unknown
+    #:   above_peak             which peak the figure is above
+    #:                          (`suites.records.metric_registry.above_peak_note`)
+    #:   traceback_tail, failed_at      a failed case: its traceback's last lines, when (time.time)
+    #:   rank, output_tail      a failed multi-process case: the rank blamed, its output's last lines
+    #:   predicted_first_step_s a case stopped for a first step predicted over its limit
+    #:   launcher, nodes, node, nodes_share_a_host  how the ranks were started and on which nodes
+    #:   cpus_pinned            the cores the case's (rank 0's) process was pinned to
+    #:   machines               every process's provenance (multi-process training; rank 0 stores it)
+    #:   cudnn_autotune, memory_format, mixed_precision, batchnorm, device_placement, split
+    #:                          how the framework ran the case
     details: dict[str, Any] = field(default_factory=dict)
+    #: Whether other work competed for the case's cores while it was timed, with the measured
+    #: shares and the verdict (`Contention`); None where the case did not run here (unavailable),
+    #: and in version-1 records older than the field.
     contention: Contention | None = None
-    #: What limits the figure (ok records; None in older records and where not ok).
+    #: What limits the figure, {verdict, reason, evidence {figure: value}} (`BoundBy`): ok
+    #: records only, None elsewhere (and in version-1 records older than the field).
     bound_by: BoundBy | None = None
+    #: The schema version the record was written under: SCHEMA_VERSION for a record made by this
+    #: code; a record read keeps its own, so a reader tells a field a version-1 record did not
+    #: record (absent: unknown) from one a version-2 record wrote empty (None: does not apply).
+    #: `to_dict` writes it unchanged: a version-1 record written again stays version 1, and so
+    #: never claims fields it lacked.
+    schema: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        _require_readable(self.schema)
 
     @property
     def machine(self) -> str:
@@ -108,7 +110,7 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA_VERSION, "run_id": self.run_id, "timestamp": self.timestamp,
+            "schema": self.schema, "run_id": self.run_id, "timestamp": self.timestamp,
             "suite": self.suite, "case": self.case.to_dict(), "status": str(self.status),
             "reason": self.reason, "emulated": self.emulated,
             "measurement": self.measurement.to_dict() if self.measurement else None,
@@ -120,8 +122,16 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Record":
-        if data.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+        """The record `data` holds, of any version in READS (ValueError naming it otherwise). A
+        version-2 record must hold every field (ValueError naming those it lacks); a version-1
+        record's absent fields read as their defaults, and the record keeps version 1."""
+        version = data.get("schema")
+        _require_readable(version)
+        if version >= 2:
+            missing = [name for name in FIELDS if name not in data]
+            if missing:
+                raise ValueError(f"schema {version} record lacks {', '.join(missing)} (a version-{version} "
+                                 f"record writes every field)")
         return cls(
             case=Case.from_dict(data["case"]), status=Status(data["status"]), run_id=data["run_id"],
             timestamp=data["timestamp"], suite=data.get("suite", ""),
@@ -133,4 +143,16 @@ class Record:
             details=data.get("details") or {},
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             bound_by=BoundBy.from_dict(data["bound_by"]) if data.get("bound_by") else None,
+            schema=version,
         )
+
+
+#: The fields of a record, in declaration order: the keys `Record.to_dict` writes.
+FIELDS = tuple(f.name for f in fields(Record))
+
+
+def _require_readable(version: Any) -> None:
+    """ValueError where `version` is not one of READS (a bool or a float is no version)."""
+    if type(version) is not int or version not in READS:
+        raise ValueError(f"schema {version!r} is not one this parbench reads "
+                         f"(versions {', '.join(map(str, READS))})")

@@ -31,8 +31,10 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.grids.grid import load_suite
-from suites.run.launchers import free_ports, threads_per_process
-from suites.orchestration.cases import case_timeout, rank_cpus, run_ranks
+from suites.runner.launchers import free_ports, threads_per_process
+from suites.runner.deadline import case_timeout
+from suites.runner.launchers import rank_cpus, run_ranks
+from suites.strategies.jobs import job_for
 
 CASE = Case.make("train_step", "torch", "cpu", "ddp", "fp32", 2, {"model": "mlp", "batch": 32})
 TARGET = 0.03
@@ -42,7 +44,7 @@ PLAIN_STEPS = 50
 
 
 def parbench_step_s(timing: TimingConfig) -> float:
-    outcome = run_ranks(CASE, timing)
+    outcome = run_ranks(job_for(CASE), timing)
     if outcome.status is not Status.OK or outcome.measurement is None:
         raise SystemExit(f"parbench's DDP case did not run: {outcome.status}: {outcome.reason}")
     return outcome.measurement.median
@@ -89,7 +91,7 @@ def main() -> int:
     if args.rounds < 1 or args.budget <= 0:
         parser.error("--rounds must be at least 1 and --budget positive")
     threads = threads_per_process(CASE, CASE.n_devices)
-    pin = rank_cpus(CASE, CASE.n_devices) is not None  # pinned alike when parbench pins
+    pin = rank_cpus(job_for(CASE), CASE.n_devices) is not None  # pinned alike when parbench pins
     timing = replace(load_suite("training").timing, budget_s=args.budget)
     print(f"case {CASE.id}: {CASE.n_devices} gloo ranks x {threads} thread(s)"
           f"{', pinned to disjoint cores' if pin else ''}; {args.budget:g} s of timing per run; "

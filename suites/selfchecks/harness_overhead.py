@@ -24,7 +24,8 @@ import time
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
-from suites.orchestration.cases import execute_in_process
+from suites.runner.execute import execute_in_process
+from suites.strategies.jobs import job_for
 from suites.workloads.kernels import ROTATION_ENV
 
 TIMING = TimingConfig(budget_s=2.0)
@@ -37,8 +38,8 @@ def parbench_median(framework: str, size: int, rotate: bool) -> float:
         os.environ.pop(ROTATION_ENV, None)
     else:
         os.environ[ROTATION_ENV] = "0"
-    outcome = execute_in_process(Case.make("matmul", framework, "cpu", params={"m": size, "n": size, "k": size}),
-                                 TIMING)
+    case = Case.make("matmul", framework, "cpu", params={"m": size, "n": size, "k": size})
+    outcome = execute_in_process(job_for(case), TIMING)
     if outcome.status is not Status.OK or outcome.measurement is None:
         raise SystemExit(f"parbench case failed: {outcome.reason}")
     return outcome.measurement.median

@@ -46,10 +46,11 @@ from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.run.availability import precision_reason
-from suites.run.execute import Outcome
-from suites.orchestration.cases import case_timeout, launch_case
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.availability import precision_reason
+from suites.runner.execute import Outcome
+from suites.runner.deadline import case_timeout
+from suites.runner.runner import Launcher, RunContext, Runner
+from suites.strategies.jobs import Job
 from suites.strategies.jobs import job_for
 from suites.strategies.registry import find_plugin, strategies_of
 from suites.workloads import workload_class
@@ -227,7 +228,7 @@ def memory_summary(records: list[Record]) -> dict[str, Any]:
 
 
 def check_paths(paths: list[ReadinessPath], context: RunContext,
-                execute: Callable[[Case, TimingConfig], Outcome] = launch_case,
+                execute: Launcher | None = None,
                 deadline_s: float = DEADLINE_S, total_s: float = TOTAL_S,
                 clock: Callable[[], float] = time.monotonic,
                 report: Callable[[dict[str, Any]], None] = lambda entry: None) -> list[dict[str, Any]]:
@@ -235,15 +236,16 @@ def check_paths(paths: list[ReadinessPath], context: RunContext,
     is spent) and summarise it; the memory fields last."""
     started, entries, records = clock(), [], []
 
-    def within_total(case: Case, timing: TimingConfig) -> Outcome:
+    def within_total(job: Job, timing: TimingConfig) -> Outcome:
         left = max(1.0, total_s - (clock() - started))
-        return execute(case, replace(timing, case_timeout_s=min(case_timeout(timing, case), left)))
+        timing = replace(timing, case_timeout_s=min(case_timeout(timing, job), left))
+        return execute(job, timing) if execute is not None else Runner(timing).launch(job)
 
     for path in paths:
         if clock() - started > deadline_s:
             entry = summarise(path, None, f"the {deadline_s / 60:.0f}-minute budget was spent before it started")
         else:
-            record = run_case(path.case, context, within_total)
+            record = Runner.storing(context, launcher=within_total).run(path.case)
             records.append(record)
             entry = summarise(path, record)
         report(entry)
@@ -288,7 +290,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None,
-         execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
+         execute: Launcher | None = None) -> int:
     """`python -m suites.selfchecks.readiness`: the same check as `parbench ready`."""
     parser = argparse.ArgumentParser(prog="python -m suites.selfchecks.readiness",
                                      description=__doc__.split("\n\n")[0])
@@ -299,7 +301,7 @@ def main(argv: list[str] | None = None,
     return run(args, execute)
 
 
-def run(args: argparse.Namespace, execute: Callable[[Case, TimingConfig], Outcome] = launch_case) -> int:
+def run(args: argparse.Namespace, execute: Launcher | None = None) -> int:
     """The check, from parsed arguments (`add_arguments`); the exit code."""
     if args.minutes <= 0:
         raise UserError(f"--minutes must be positive, not {args.minutes:g}")

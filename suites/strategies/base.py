@@ -5,7 +5,7 @@ import os
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.options import NoOptions, params_of
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class StrategyPlugin:
     hooks its runnables call.
 
     Only what every strategy decides is here; what one strategy alone does is an optional
-    capability it implements or not (`suites.run.capabilities`)."""
+    capability it implements or not (`suites.measure.capabilities`)."""
 
     # --- rules: which cases exist, and which are available here ---------------------------------
     #: The strategy this plugin implements.
@@ -156,7 +156,7 @@ class StrategyPlugin:
 
     # --- launching ------------------------------------------------------------------------------
     #: How a case of the strategy is launched: in the parbench process, in a fresh one, or as
-    #: rank processes (`suites.run.launchers`).
+    #: rank processes (`suites.runner.launchers`).
     launch: ClassVar[Launch] = Launch.IN_PROCESS
 
     def processes(self, job: "Job") -> int:

@@ -4,7 +4,7 @@
 suites.strategies.hook_table --write` regenerates it, and `tests/test_docs.py` fails while the
 committed table differs from the code. One table per base class a plugin derives from (the
 classes deriving from `StrategyPlugin` in the base modules) and per `typing.Protocol` of
-`suites.run.capabilities` where that module exists: every public member the class itself
+`suites.measure.capabilities` where that module exists: every public member the class itself
 defines, the role section the source groups it under (a `# --- role ---` comment), the first
 sentence of its docstring (an attribute's `#:` comment), and the plugins that override or
 implement it, found through the plugin registry.
@@ -33,7 +33,7 @@ from suites.strategies.base import StrategyPlugin
 #: Modules whose plugin base classes are tabled, in this order.
 BASE_MODULES = ("suites.strategies.base", "suites.strategies.torch.base", "suites.strategies.tf.base")
 #: The optional capability protocols' module; tabled only where it exists.
-CAPABILITIES_MODULE = "suites.run.capabilities"
+CAPABILITIES_MODULE = "suites.measure.capabilities"
 #: Where the registry lives: the first of these modules that exists.
 REGISTRY_MODULES = ("suites.strategies.registry",)
 #: The markers between which `docs/strategy-hooks.md` holds the generated table.

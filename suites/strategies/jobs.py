@@ -17,7 +17,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Compile
 from suites.frameworks.implementations import runnable_class
 from suites.records.metrics import CASE_WORK
-from suites.run.capabilities import PipelineBubble
+from suites.measure.capabilities import PipelineBubble
 from suites.strategies.base import StrategyPlugin
 from suites.strategies.options import NoOptions, options_from
 from suites.strategies.registry import plugin_for
@@ -25,7 +25,7 @@ from suites.workloads import workload_class
 from suites.workloads.base import Workload
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy,
                    workload: type["Workload"] | None = None, compile: Compile = Compile.NONE) -> bool:
     """Whether a case of this framework, device kind, strategy and compiler (and, where given,
     workload: torch `towers` splits a matmul, TF `towers` also trains) exists at all (torch has no
-    xla, TF no inductor); whether it runs on this machine is `suites.run.availability`'s question
+    xla, TF no inductor); whether it runs on this machine is `suites.runner.availability`'s question
     (a strategy that does not run under a compiler of its framework is such a case: unavailable,
     with the reason)."""
     plugin = find_plugin(framework, strategy)

@@ -3,7 +3,7 @@
     python -m suites.studies.compile_speedup [--suite compile] [--filter EXPR] [--rounds 2]
 
 Each compiled case of the suite (after `--filter`) runs with its eager twin (compile none, the
-case otherwise the same) through parbench's own launcher (`launch_case`: in process, a fresh
+case otherwise the same) through parbench's own launcher (`Runner.launch`: in process, a fresh
 process or rank processes, as `parbench run` would), in ABBA order per round — eager, compiled,
 compiled, eager — so a shared machine's drift hits both alike. Per round, the ratio of the two
 eager medians' sum to the two compiled medians' sum; the speedup is the geometric mean of the
@@ -29,8 +29,9 @@ from suites.grids.grid import load_suite
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
 from suites.report.compilation import break_even_text
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.cases import launch_case
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.runner import Runner
+from suites.strategies.jobs import job_for
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def eager_twin(case: Case) -> Case:
 
 def _run(case: Case, timing: TimingConfig) -> Measurement:
     """One run of `case`; raises unless it ran and passed its numerics check."""
-    outcome = launch_case(case, timing)
+    outcome = Runner(timing).launch(job_for(case))
     if outcome.status is not Status.OK or outcome.measurement is None:
         raise RuntimeError(f"{case.id}: {outcome.status}: {outcome.reason}")
     return outcome.measurement
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failures = 0
     for case in (c for c in cases if c.compile is not Compile.NONE):
-        reason = unavailable_reason(case) or unavailable_reason(eager_twin(case))
+        reason = unavailable_reason(plan(case)) or unavailable_reason(plan(eager_twin(case)))
         if reason:
             print(f"{case.id}: unavailable: {reason}")
             continue

@@ -21,7 +21,7 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import load_suite
 from suites.records.store import ResultsStore
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.runner import RunContext, Runner
 
 STRATEGIES = {"torch": "ddp", "tf": "mirrored"}
 DEFAULT_PARAMS = "batch=4,image=64,width=16,resnet_depth=14"
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_index in range(args.rounds):
         order = ("local", "sync") if round_index % 2 == 0 else ("sync", "local")
         for mode in order:
-            record = run_case(cases[mode], context)
+            record = Runner.storing(context).run(cases[mode])
             if record.status is not Status.OK or record.measurement is None:
                 print(f"{cases[mode].id}: {record.status}: {record.reason}", file=sys.stderr)
                 return 1

@@ -9,7 +9,7 @@ import tensorflow as tf  # noqa: E402
 from suites.cases.vocabulary import Framework  # noqa: E402
 from suites.frameworks.model_folders import model_implementation  # noqa: E402
 from suites.frameworks.tf.models import Forward, Layer, keras_forward, sequential  # noqa: E402
-from suites.run.unsupported import Unsupported  # noqa: E402
+from suites.measure.unsupported import Unsupported  # noqa: E402
 from suites.workloads.model_spec import ModelSpec  # noqa: E402
 from suites.workloads.user_model import UserModel  # noqa: E402
 

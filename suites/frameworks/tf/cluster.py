@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from suites import knobs
 from suites.errors import UserError
-from suites.run.process_env import CASE_TIMEOUT_ENV
+from suites.measure.process_env import CASE_TIMEOUT_ENV
 
 #: Jobs of a TF cluster in rank order: the chief (a ParameterServerStrategy's coordinator),
 #: the workers, the parameter servers.
@@ -77,9 +77,9 @@ def collective_timeout_s() -> float:
     if seconds:
         return float(seconds)
     from suites.cases.timing_config import TimingConfig
-    from suites.run.launchers import case_timeout
+    from suites.measure.timing import case_deadline_s
 
-    return case_timeout(TimingConfig())
+    return case_deadline_s(TimingConfig())
 
 
 class RendezvousTimeout(RuntimeError):

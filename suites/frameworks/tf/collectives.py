@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from suites.frameworks.tf.distribute import Lockstep, configure_runtime, gpu_ordinals, synchronize_devices
 from suites.records.check import Check
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.run.capabilities import CoordinatesWorkers
+from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.measure.capabilities import CoordinatesWorkers
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, expected_sum
 
 

@@ -19,7 +19,7 @@ Which GPUs TF sees, fixed when it initialises:
   cannot move one to the GPU.
 
 Soft device placement is off for every case but those of a strategy that needs it
-(`suites.run.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
+(`suites.measure.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
@@ -34,8 +34,8 @@ import tensorflow as tf  # noqa: E402
 
 from suites import knobs  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
-from suites.run.launch import Launch  # noqa: E402
-from suites.run.capabilities import SoftPlacement  # noqa: E402
+from suites.measure.launch import Launch  # noqa: E402
+from suites.measure.capabilities import SoftPlacement  # noqa: E402
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -13,8 +13,8 @@ from suites.cases.vocabulary import Compile
 from suites.frameworks.tf.distribute import configure_runtime
 from suites.records.check import Check, against_reference
 from suites.hardware.devices import last_level_cache_bytes
-from suites.run.runnable import Runnable
-from suites.run.capabilities import SplitsKernels
+from suites.measure.runnable import Runnable
+from suites.measure.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 #: Where a split matmul adds its partial products: the host CPU, as the classic examples do.
@@ -57,7 +57,7 @@ class _TfKernel(Runnable):
 
 class TfMatmul(_TfKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
-    `suites.run.capabilities.SplitsKernels`), the classic multi-device matmul: K cut into one slice per
+    `suites.measure.capabilities.SplitsKernels`), the classic multi-device matmul: K cut into one slice per
     device, each device computing A[:, slice] @ B[slice, :], the partial products added on the
     host CPU with `tf.add_n`."""
 

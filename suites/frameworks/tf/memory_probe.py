@@ -1,5 +1,5 @@
 """Peak memory of a TF case: the allocator's statistics per GPU or TPU core, or on the CPU the
-process's resident set (`suites.run.memory_probes.ResidentMemoryProbe`).
+process's resident set (`suites.measure.memory_probes.ResidentMemoryProbe`).
 
 `tf.config.experimental.reset_memory_stats(device)` at `start`, `get_memory_info(device)["peak"]`
 (bytes in use by tensors) at `stop`; both are documented for GPUs and TPUs ("TPU:0"). TensorFlow
@@ -17,7 +17,7 @@ from suites.frameworks.tf import backend  # noqa: F401  (first: TF's environment
 import tensorflow as tf  # noqa: E402
 
 from suites.records.peak_memory import MemoryPeak
-from suites.run.memory_probes import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
+from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
 
 
 def _name(device: str) -> str:

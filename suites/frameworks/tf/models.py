@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from suites.cases.vocabulary import Framework
 from suites.frameworks.tf.mixed import keras_dtype_policy
-from suites.run.unsupported import Unsupported
+from suites.measure.unsupported import Unsupported
 from suites.workloads.model_spec import ModelSpec
 from suites.workloads.user_model import USER_MODEL_SEED, UserModel
 

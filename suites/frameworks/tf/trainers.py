@@ -40,7 +40,7 @@ from suites.frameworks.tf.optimizers import Slots, optimizer_for
 from suites.workloads.training import ModelSpec
 
 if TYPE_CHECKING:
-    from suites.run.memory_probes import MemoryProbe
+    from suites.measure.memory_probes import MemoryProbe
 
 Batch = Any  # what a trainer's step takes: tensors on its device(s), in its own layout
 

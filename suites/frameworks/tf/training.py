@@ -30,9 +30,9 @@ from suites.frameworks.tf.distribute import (configure_runtime, gpu_ordinals, ho
 from suites.frameworks.tf.mixed import LossScaling
 from suites.frameworks.tf.models import initial_weights
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, Trainer, TrainingSetup
-from suites.run import faults
-from suites.run.memory_probes import MemoryProbe
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.measure import faults
+from suites.measure.memory_probes import MemoryProbe
+from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import TrainStep
 

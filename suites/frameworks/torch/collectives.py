@@ -14,7 +14,7 @@ import torch.distributed as dist
 from suites.frameworks.torch import backend
 from suites.frameworks.torch.distributed import limit_threads_from_env
 from suites.records.check import Check
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.workloads.collectives import DATA_SEED, PATTERN_PERIOD, Allreduce, check_pattern, expected_sum
 
 

@@ -19,8 +19,8 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
 from suites.hardware.devices import cuda_visible_devices_reason
-from suites.run.reference_budget import reference_threads
-from suites.run.unsupported import Unsupported
+from suites.measure.reference_budget import reference_threads
+from suites.measure.unsupported import Unsupported
 
 #: Bounds the rendezvous and every collective: a rank whose peer died fails instead of hanging.
 RENDEZVOUS_TIMEOUT_S = 120.0

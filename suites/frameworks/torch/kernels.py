@@ -12,8 +12,8 @@ from suites.frameworks.torch import backend, compiling
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.records.check import Check, against_reference
 from suites.hardware.devices import last_level_cache_bytes
-from suites.run.runnable import Runnable
-from suites.run.capabilities import SplitsKernels
+from suites.measure.runnable import Runnable
+from suites.measure.capabilities import SplitsKernels
 from suites.workloads.kernels import CHECK_IMAGES, CHECK_ROWS, Conv2d, Matmul, rotation_count
 
 
@@ -100,7 +100,7 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, stride: int) -> torch.Tensor:
 
 class TorchMatmul(_TorchKernel):
     """A @ B on the case's device; or, where the strategy splits it (`towers`:
-    `suites.run.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`).
+    `suites.measure.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`).
 
     Under torch.compile's reduce-overhead (CUDA graphs) the rotated copies of A and B are static
     inputs (`torch._dynamo.mark_static_address`): each copy gets a graph recorded over it, and a

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from suites.records.memory_breakdown import MemoryBreakdown, Phase
-from suites.run.memory_probes import rss_bytes
+from suites.measure.memory_probes import rss_bytes
 
 #: The tracker's categories (the `value` of its `_MemRefType` / `_FSDPRefType` members), as ours.
 CATEGORY_OF = {

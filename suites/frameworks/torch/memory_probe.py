@@ -1,5 +1,5 @@
 """Peak memory of a torch case: the CUDA caching allocator's statistics per GPU, or on the CPU the
-process's resident set (`suites.run.memory_probes.ResidentMemoryProbe`).
+process's resident set (`suites.measure.memory_probes.ResidentMemoryProbe`).
 
 `torch.cuda.reset_peak_memory_stats` at `start`, `max_memory_allocated` (bytes held by tensors)
 and `max_memory_reserved` (bytes the caching allocator held from the driver: what the device
@@ -15,7 +15,7 @@ from typing import Iterable
 import torch
 
 from suites.records.peak_memory import MemoryPeak
-from suites.run.memory_probes import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
+from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, baseline_rss_bytes
 
 
 @dataclass(frozen=True)

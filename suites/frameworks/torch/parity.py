@@ -58,8 +58,8 @@ configs; tests/test_parity.py checks each point on the built models and optimize
   `op_profile` (`parbench parity --profile N`) shows the ops where the two sides' steps differ;
   docs/models.md has what it showed on the development VM.
 
-Blocks of steps, each ended by a device sync, alternate A B B A (`suites.run.interleaved`), with
-the heap settled as `parbench run` times (`suites.run.timing.settled_heap`); where `--steps` is not
+Blocks of steps, each ended by a device sync, alternate A B B A (`suites.measure.interleaved`), with
+the heap settled as `parbench run` times (`suites.measure.timing.settled_heap`); where `--steps` is not
 given, a block holds as many steps as make it last `MIN_BLOCK_S` (a block of a few milliseconds
 measures the clock and the scheduler more than the step). Each side's CPU time over its own blocks
 is read, and judged as `parbench run` judges a case (`suites.records.contention.judge`): a ratio
@@ -95,8 +95,8 @@ from suites.frameworks.torch.training import make_optimizer
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small
 from suites.records.contention import Contention, CpuMeter, judge, read_cpu
-from suites.run.interleaved import Interleaved, abba
-from suites.run.timing import settled_heap
+from suites.measure.interleaved import Interleaved, abba
+from suites.measure.timing import settled_heap
 from suites.workloads.training import ModelSpec, TrainStep
 
 if TYPE_CHECKING:

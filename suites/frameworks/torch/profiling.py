@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from suites.cases.vocabulary import DeviceKind
-from suites.run.telemetry_sampler import busy_length
+from suites.measure.telemetry_sampler import busy_length
 
 #: Steps profiled at most: enough to average over, few enough to keep the trace small.
 PROFILED_STEPS = 20

@@ -35,13 +35,13 @@ from suites.frameworks.torch.distributed import (all_gather_objects, limit_threa
 from suites.frameworks.torch.profiling import ProfiledKernels
 from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against_reference, loss_trajectory_check
-from suites.run import faults
-from suites.run.memory_probes import MemoryProbe
-from suites.run.process_env import rehearsing
-from suites.run.reference_budget import (ReferenceCost, flop_budget, gradient_reference_cost, over_budget,
+from suites.measure import faults
+from suites.measure.memory_probes import MemoryProbe
+from suites.measure.process_env import rehearsing
+from suites.measure.reference_budget import (ReferenceCost, flop_budget, gradient_reference_cost, over_budget,
                                          trajectory_reference_cost)
-from suites.run.runnable import COORDINATED_BLOCK_S, Runnable
-from suites.run.capabilities import SeparatesExchange, StepsItself
+from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
+from suites.measure.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
 from suites.workloads.training import ADAM_BETAS, ADAM_EPSILON, OPTIMIZERS, ModelSpec, TrainStep
 
@@ -418,7 +418,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         (`node_share_of_threads`), its result sent to every rank, which wait for it as long as
         its `cost` may take (`ProcessGroup.broadcast_computed`); the reference is computed once
         per case, not once per rank. Where it would cost more than rank 0's budget
-        (`suites.run.reference_budget`), nothing is computed and every rank returns the same
+        (`suites.measure.reference_budget`), nothing is computed and every rank returns the same
         `not_checked` check at once."""
         skipped = over_budget(cost, self._agreed_budget(), self._agreed(node_share_thread_count()), detail)
         if skipped is not None:

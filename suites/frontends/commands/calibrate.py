@@ -17,9 +17,10 @@ from suites.hardware.peaks import save_bandwidth, save_calibration
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.report.display import terminal
-from suites.orchestration.cases import unavailable_reason
-from suites.orchestration.cases import execute_kernel
-from suites.run.stream import ARRAY_MIB, best_stream_bandwidth
+from suites.runner.plan import plan, unavailable_reason
+from suites.runner.probe import execute_kernel
+from suites.strategies.jobs import Job
+from suites.measure.stream import ARRAY_MIB, best_stream_bandwidth
 
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
            "CPU's memory bandwidth (for the roofline)")
@@ -63,11 +64,13 @@ def run(args: argparse.Namespace) -> int:
                 for size in args.sizes:
                     case = Case.make("matmul", framework, kind, precision=precision,
                                      params={"m": size, "n": size, "k": size})
-                    reason = unavailable_reason(case)
+                    job = plan(case)
+                    reason = unavailable_reason(job)
                     if reason:
                         console.print(f"[yellow]skip[/] {case.id}: {reason}")
                         break
-                    outcome = execute_kernel(case, timing)
+                    assert isinstance(job, Job)
+                    outcome = execute_kernel(job, timing)
                     if outcome.status is not Status.OK or outcome.measurement is None:
                         console.print(f"[red]{case.id}[/]: {outcome.reason}")
                         continue

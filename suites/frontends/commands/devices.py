@@ -10,7 +10,7 @@ from suites.cases.vocabulary import DeviceKind, Precision
 from suites.hardware.devices import DeviceInfo, discover_all
 from suites.hardware.peaks import PeakTable
 from suites.report.display import terminal
-from suites.run.energy_meters import meter_for
+from suites.measure.energy_meters import meter_for
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"
 KNOBS: tuple[str, ...] = ()

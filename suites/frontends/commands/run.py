@@ -21,10 +21,9 @@ from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
-from suites.run.cap import RunCap, cap_seconds
-from suites.orchestration.cases import case_estimate_s
-from suites.run.eta import Eta, busy_machine_note, duration_text
-from suites.orchestration.runner import RunContext, run_case
+from suites.runner.cap import RunCap, cap_seconds
+from suites.runner.eta import Eta, busy_machine_note, duration_text
+from suites.runner.runner import RunContext, Runner, plan
 
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
 #: read; tests put a controlled one in its place.
@@ -83,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
-    eta = Eta([case_estimate_s(case, timing) for case in cases])
+    runner = Runner.storing(context)
+    plans = [plan(case) for case in cases]
+    eta = Eta([runner.estimate_s(planned) for planned in plans])
     estimate_s = eta.remaining_s()
     capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
     if estimate_s > LONG_RUN_S and cap is None and not args.yes:
@@ -99,12 +100,12 @@ def run(args: argparse.Namespace) -> int:
                   TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
         task = progress.add_task(suite.name, total=len(cases), current=cases[0].id,
                                  left=duration_text(eta.remaining_s()))
-        for done, case in enumerate(cases, start=1):
+        for done, (case, planned) in enumerate(zip(cases, plans), start=1):
             if cap is not None and not cap.admits(case, eta.next_s()):
                 eta.left_out()
             else:
                 started = clock()
-                records.append(run_case(case, context))
+                records.append(runner.run(planned))
                 eta.finished(clock() - started)
             progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "",
                             left=duration_text(eta.remaining_s()))

@@ -3,7 +3,7 @@
 
 The script asks for the nodes (whole: `--exclusive`, as a benchmark needs), the GPUs of each and
 one task a node, and runs `parbench run` once, on the first node; inside the allocation that run
-starts every case whose ranks span nodes as one srun step (`suites.run.slurm`). A user already
+starts every case whose ranks span nodes as one srun step (`suites.runner.slurm`). A user already
 inside an allocation (`salloc -N 2`) runs `parbench run` directly.
 """
 from __future__ import annotations

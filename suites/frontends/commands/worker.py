@@ -1,8 +1,8 @@
 """`parbench worker`: one process of one case, as torchrun or a TF_CONFIG task starts it
-(`suites.orchestration.case_process`)."""
+(`suites.runner.case_process`)."""
 from __future__ import annotations
 
-from suites.orchestration.case_process import SUMMARY, add_arguments, run
+from suites.runner.case_process import SUMMARY, add_arguments, run
 
 #: The worker checks the case knobs itself, in the process that runs the case.
 KNOBS: tuple[str, ...] = ()

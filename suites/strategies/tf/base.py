@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
 from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tasks_beside, tasks_of, tf_config_rank
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
-from suites.run.capabilities import CoordinatesWorkers
+from suites.measure.capabilities import CoordinatesWorkers
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.base import on_shared_gpus
 from suites.strategies.tf.base import (DistributeStrategy, backend_reason, param,
                                        nccl_bf16_reason, replicas_reason)
@@ -43,7 +43,7 @@ class Mirrored(DistributeStrategy):
         case = job.case
         import tensorflow as tf
 
-        from suites.run.unsupported import Unsupported
+        from suites.measure.unsupported import Unsupported
 
         # NCCL needs a physical GPU per replica: logical GPUs split from one reduce through one.
         if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import tpu_process_env
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.base import split_reason
 from suites.strategies.tf.base import DistributeStrategy
 

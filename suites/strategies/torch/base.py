@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
 from suites.strategies.options import option
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:

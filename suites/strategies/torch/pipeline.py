@@ -37,7 +37,7 @@ from suites.strategies.options import option
 from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, layer_sizes, layers_reason,
                                       microbatches_of, microbatches_reason, per_device_state, rank_stages,
                                       split_layers)
-from suites.run import faults
+from suites.measure import faults
 from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads.training import Mlp

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.base import deep_enough, too_few_gpus_reason
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy

@@ -39,7 +39,7 @@ class MultiWorker(ClusterStrategy):
         case = job.case
         import tensorflow as tf
 
-        from suites.run.unsupported import Unsupported
+        from suites.measure.unsupported import Unsupported
 
         implementations = tf.distribute.experimental.CommunicationImplementation
         if backend_name == "auto":

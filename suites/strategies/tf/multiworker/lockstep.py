@@ -25,7 +25,7 @@ class WorkerLockstep(Lockstep):
     service's heartbeat, which MultiWorkerMirroredStrategy turns on, aborts the collectives of
     the workers waiting for it (UnavailableError). TF spends a watchdog thread, sleeping for the
     whole timeout, on every collective that carries one: these calls carry it (a barrier per
-    warm-up step and per timed block of at least `suites.run.runnable.COORDINATED_BLOCK_S`, and a
+    warm-up step and per timed block of at least `suites.measure.runnable.COORDINATED_BLOCK_S`, and a
     few gathers: some hundreds of threads in a case), the training step's all-reduces do not
     (thousands of threads, started inside the timed steps).
     """

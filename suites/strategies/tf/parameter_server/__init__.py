@@ -34,7 +34,7 @@ class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
     devices = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     options_type = ParameterServerOptions
-    #: Soft placement (`suites.run.capabilities.SoftPlacement`): TF places what is left unplaced.
+    #: Soft placement (`suites.measure.capabilities.SoftPlacement`): TF places what is left unplaced.
     soft_placement_reason = ("the functions the coordinator dispatches to workers fail under strict placement "
                              "(TF 2.21: 'the device specification on the output node must match exactly one "
                              "device', chief, worker and ps all having a /device:CPU:0)")

@@ -19,8 +19,8 @@ import tensorflow as tf  # noqa: E402
 from suites.frameworks.tf.cluster import POLL_S, Task, cluster_tasks, read_tf_config, wait_for  # noqa: E402
 from suites.records.peak_memory import MemoryPeak  # noqa: E402
 from suites.records.provenance import environment  # noqa: E402
-from suites.run.memory_probes import CLEAR_REFS, RESET_HIGH_WATER_MARK, STATUS, MemoryProbe  # noqa: E402
-from suites.run.scratch import shared_temp_dir  # noqa: E402
+from suites.measure.memory_probes import CLEAR_REFS, RESET_HIGH_WATER_MARK, STATUS, MemoryProbe  # noqa: E402
+from suites.measure.scratch import shared_temp_dir  # noqa: E402
 
 
 # --- a serving task (a parameter-server cluster's workers and parameter servers) ----------
@@ -52,7 +52,7 @@ def serve() -> None:
             time.sleep(POLL_S)
     finally:
         path.unlink(missing_ok=True)
-    del server  # the process ends next (`suites.orchestration.case_process`); TF cannot stop a server
+    del server  # the process ends next (`suites.runner.case_process`); TF cannot stop a server
 
 
 def task_provenance(tasks: list[Task]) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ import tensorflow as tf  # noqa: E402
 from suites.frameworks.tf.cluster import Task, cluster_tasks  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
 from suites.frameworks.tf.trainers import Batch, Trainer, TrainingSetup, _numpy  # noqa: E402
-from suites.run.memory_probes import MemoryProbe  # noqa: E402
+from suites.measure.memory_probes import MemoryProbe  # noqa: E402
 from suites.strategies.tf.parameter_server.serving import (ClusterMemoryProbe, own_provenance,  # noqa: E402
                                                            resident_bytes, task_provenance)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Compile, Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.options import option
 from suites.strategies.tf.base import TfStrategy, replicas_reason
 from suites.workloads.kernels import Matmul

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping
 
 from suites.cases.vocabulary import DeviceKind, Strategy
-from suites.run.launch import Launch
+from suites.measure.launch import Launch
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
 from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import TorchStrategy

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
 
 #: Stands for "no figure" in a gathered float: gathers sum one-hot vectors, where a NaN would
 #: spread to every rank's slot. Every figure gathered this way is >= 0.

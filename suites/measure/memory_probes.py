@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from suites.records.peak_memory import MemoryPeak
-from suites.run.gathering import gather_rows
+from suites.measure.gathering import gather_rows
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
 
 #: Seconds between two reads of the resident set, where it must be sampled. A wake-up of the
 #: thread and one read of /proc/self/statm cost ~70 µs on a VM: ~1.5% of one core.

@@ -14,7 +14,7 @@ from suites import knobs
 STACKS_SIGNAL = signal.SIGUSR1
 #: The cores a rank process pins itself to (comma-separated), set by `run_ranks`.
 CPUS_ENV = "PARBENCH_CPUS"
-#: A case's deadline in seconds (`suites.run.launchers.case_timeout` of the worker's timing), set
+#: A case's deadline in seconds (`suites.runner.deadline.case_timeout` of the worker's timing), set
 #: by the worker process for what it runs: the longest a `multiworker` worker waits for its peers
 #: in a collective (`suites.frameworks.tf.cluster.collective_timeout_s`).
 CASE_TIMEOUT_ENV = "PARBENCH_CASE_TIMEOUT_S"
@@ -30,7 +30,7 @@ def pin_from_env() -> list[int] | None:
     return cpus
 
 
-#: Set to 1 in a rehearsal's processes (`suites.orchestration.rehearsal`), inherited by its rank
+#: Set to 1 in a rehearsal's processes (`suites.runner.rehearsal`), inherited by its rank
 #: processes: a training step builds its optimizer with the implementation CUDA would pick.
 REHEARSAL_ENV = "PARBENCH_REHEARSAL"
 

@@ -4,19 +4,17 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.records.check import Check
 from suites.records.measurement import Measurement
 from suites.records.peak_memory import largest_peak
-from suites.run.runnable import Runnable
-from suites.run.timing import KeepsRecompiling, TooSlow, measure
-from suites.run.unsupported import Unsupported
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
+from suites.measure.runnable import Runnable
+from suites.measure.timing import KeepsRecompiling, TooSlow, measure
+from suites.measure.unsupported import Unsupported
+from suites.strategies.jobs import Job
 
 
 @dataclass
@@ -43,7 +41,7 @@ class Outcome:
 
 
 #: Key of a failed outcome's details: when the error happened (seconds since the epoch). Of
-#: several ranks that failed, the launcher blames the first (`suites.run.launchers`).
+#: several ranks that failed, the launcher blames the first (`suites.runner.launchers`).
 FAILED_AT = "failed_at"
 
 
@@ -87,7 +85,7 @@ def measured_check(runnable: Runnable) -> Check:
     return replace(check, check_s=seconds, memory_bytes=added)
 
 
-def execute_in_process(job: "Job", timing: TimingConfig) -> Outcome:
+def execute_in_process(job: Job, timing: TimingConfig) -> Outcome:
     """Set up the job's runnable, check its numerics, time it: the outcome (never raises for
     what the case does)."""
     runnable_class = job.runnable_class

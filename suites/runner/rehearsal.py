@@ -4,10 +4,11 @@ takes on the device, so that what would break on the first real run breaks here 
 What stays as on the device: the framework, workload, strategy (FSDP2 and DTensor wrapping, the
 same rank processes over gloo, TF's logical devices, one per GPU, with strict placement as on the
 GPUs: an op pinned where it cannot run fails instead of moving, and the record's
-`device_placement` says so; `parameter_server` alone needs soft placement), precision (fp16 with its loss scaling, bf16
-autocast), compilation, the model's layout (channels_last) and its architecture (fewer, smaller
-layers), and the optimizer implementation CUDA picks (`suites.run.process_env.REHEARSAL_ENV`: fused AdamW, foreach for
-the rest, where the CPU's default is a per-parameter loop that hides CUDA-only failures). What
+`device_placement` says so; `parameter_server` alone needs soft placement), precision (fp16 with
+its loss scaling, bf16 autocast), compilation, the model's layout (channels_last) and its
+architecture (fewer, smaller layers), and the optimizer implementation CUDA picks
+(`suites.measure.process_env.REHEARSAL_ENV`: fused AdamW, foreach for the rest, where the CPU's
+default is a per-parameter loop that hides CUDA-only failures). What
 changes: the device (cpu), the sizes (`SMALL_SIZES`), tf32 (a tensor-core mode: rehearsed as
 fp32, which takes the same path but for one flag). A rehearsal is never a result: its records go
 to a temporary folder that is removed, and nothing is ranked.

@@ -12,11 +12,11 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from suites.records.memory_breakdown import GATHERED, MemoryBreakdown, as_row, from_row
-from suites.run.gathering import gather_rows
+from suites.measure.gathering import gather_rows
 
 if TYPE_CHECKING:
-    from suites.run.memory_probes import MemoryProbe
-    from suites.run.runnable import Runnable
+    from suites.measure.memory_probes import MemoryProbe
+    from suites.measure.runnable import Runnable
 
 #: Key of a record's details that says why it has no breakdown, where it has none.
 DETAIL = "memory_breakdown"

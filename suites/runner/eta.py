@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from suites.cases.timing_config import TimingConfig
-from suites.run.timing import MIN_BUDGET_SAMPLES, case_limit_s
+from suites.measure.timing import MIN_BUDGET_SAMPLES, case_limit_s
 
 #: Set-up, numerics check, teardown and storing of an in-process case, and a fresh process's
 #: imports and rendezvous for a launched one: first guesses, corrected by the run's own progress.

@@ -1,7 +1,7 @@
 """Sampling a case's GPUs through NVML while its timed blocks run (`suites.records.gpu_telemetry`).
 
 `Runnable.telemetry_sampler` gives the timer a `GpuSampler` for a GPU case's devices (the same
-NVML handles the energy meter finds: `suites.run.energy_meters.nvml_handles`); the timer starts it with
+NVML handles the energy meter finds: `suites.measure.energy_meters.nvml_handles`); the timer starts it with
 the energy meter before the first timed block and stops it after the last, then gathers every
 rank's readings (`gather_telemetry`). Each reading NVML refuses on a GPU (not supported there) is
 left out for that GPU, never stored as zero.
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from suites.cases.vocabulary import DeviceKind
 from suites.records.gpu_telemetry import (READINGS, GpuTelemetry, Spread, Telemetry, reason_names,
                                    reasons_mask)
-from suites.run.energy_meters import ENERGY_EXTRA, cuda_uuids, import_nvml, nvml_handles
-from suites.run.gathering import gather_rows
+from suites.measure.energy_meters import ENERGY_EXTRA, cuda_uuids, import_nvml, nvml_handles
+from suites.measure.gathering import gather_rows
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
 
 #: Seconds between two samples: NVML's utilization counts over ~1/6 s periods; finer sampling
 #: would read the same figure again and take the launching thread's time.
@@ -89,7 +89,7 @@ class TelemetrySampler(ABC):
 class GpuSampler(TelemetrySampler):
     """Samples the GPUs with CUDA ordinals `ordinals` between `start` and `stop` (`nvml`: the
     pynvml module; a test passes a fake, and with it its GPUs' UUIDs by CUDA ordinal, `uuids`,
-    or none), each GPU once: `suites.run.energy_meters.nvml_handles` ties an ordinal to NVML's
+    or none), each GPU once: `suites.measure.energy_meters.nvml_handles` ties an ordinal to NVML's
     device by UUID."""
 
     def __init__(self, ordinals: Sequence[int], nvml: ModuleType | None = None,

@@ -20,46 +20,30 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Compile, DeviceKind, Status
+from suites.cases.vocabulary import DeviceKind, Status
 from suites.records.contention import CASE_ROOT_ENV
-from suites.run.bounds import Bound, Probe, bound_for
-from suites.run.execute import FAILED_AT, Outcome, execute_in_process
-from suites.run.launch import Launch
-from suites.run import slurm, termination
-from suites.run.scratch import TMPDIR_ENV
-from suites.run.process_env import CPUS_ENV, STACKS_SIGNAL
-from suites.run.timing import COMPILED_FIRST_STEP_ALLOWANCE_S, case_limit_s, first_step_limit_s
-from suites.run.capabilities import NeedsIsolatedEnvironment, SlowToStart
+from suites.runner.bounds import Bound
+from suites.runner.execute import FAILED_AT, Outcome, execute_in_process
+from suites.measure.launch import Launch
+from suites.runner import slurm, termination
+from suites.measure.scratch import TMPDIR_ENV
+from suites.measure.process_env import CPUS_ENV, STACKS_SIGNAL
+from suites.measure.capabilities import NeedsIsolatedEnvironment
+from suites.runner.deadline import case_timeout
+from suites.strategies.jobs import Job
 
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
-
+#: The module each process of a case out of this one runs, `python -m WORKER` (`parbench worker`
+#: is the same entry point under the name users start it by).
+WORKER = "suites.runner.case_process"
 GRACE_S = 5.0
 POLL_S = 0.05
-STARTUP_ALLOWANCE_S = 120.0
 TAIL_LINES = 20
 #: How long the launcher lets hung processes write their stacks before it stops them.
 STACKS_WAIT_S = 1.0
-
-
-def case_timeout(timing: TimingConfig, job: "Job | None" = None) -> float:
-    """`timing.case_timeout_s` if set, else start-up (framework import + rendezvous: the case's
-    strategy's `startup_allowance_s`, or `STARTUP_ALLOWANCE_S`), the longest the timer lets a
-    case take (its first step, then `case_limit_s`), and one more budget for the check and
-    per-rank probes. A compiled case compiles twice (its check, then its first step cold), so
-    it gets a compiled first step's limit and that much again for its check."""
-    if timing.case_timeout_s is not None:
-        return timing.case_timeout_s
-    plugin = job.strategy if job is not None else None
-    startup = plugin.startup_allowance_s if isinstance(plugin, SlowToStart) else None
-    compiled = job is not None and job.case.compile is not Compile.NONE
-    return ((STARTUP_ALLOWANCE_S if startup is None else startup)
-            + first_step_limit_s(timing, compiled) + case_limit_s(timing) + timing.budget_s
-            + (COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else 0.0))
 
 
 def free_ports(count: int) -> list[int]:
@@ -81,7 +65,7 @@ def threads_per_process(case: Case, processes: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // processes)
 
 
-def rank_cpus(job: "Job", processes: int) -> list[list[int]] | None:
+def rank_cpus(job: Job, processes: int) -> list[list[int]] | None:
     """Disjoint core sets, one per rank process of a CPU training or kernel case, when the
     cores go round (None otherwise: one process, a GPU case, a collective, or more ranks than
     cores).
@@ -130,15 +114,15 @@ def _tail(path: Path) -> list[str]:
     return _log_text(path).splitlines()[-TAIL_LINES:]
 
 
-def _worker_command(job: "Job", timing: TimingConfig, out: Path, worker: str) -> list[str]:
-    return [sys.executable, "-m", worker, "--case", json.dumps(job.case.to_dict()),
+def worker_command(job: Job, timing: TimingConfig, out: Path) -> list[str]:
+    """The command of one process of `job` (`python -m WORKER`), which writes its outcome to `out`."""
+    return [sys.executable, "-m", WORKER, "--case", json.dumps(job.case.to_dict()),
             "--timing", json.dumps(asdict(timing)), "--out", str(out)]
 
 
-def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]], worker: str,
-                   bound: Bound | None = None) -> Outcome:
-    """Start one `worker` process per env (`python -m WORKER`: the entry point of one case,
-    named by the caller: `suites.orchestration.case_process`), wait for all under one deadline,
+def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
+                  bound: Bound | None = None) -> Outcome:
+    """Start one worker process per env (`python -m WORKER`), wait for all under one deadline,
     combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
     slow, not hung. The processes' temp folder is this launch's, removed here: a process stopped
     at the deadline cannot remove its own."""
@@ -151,7 +135,7 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
                 for index, extra_env in enumerate(envs):
                     log = open(tmpdir / f"rank{index}.log", "wb")
                     processes.append((subprocess.Popen(
-                        _worker_command(job, timing, tmpdir / f"rank{index}.json", worker),
+                        worker_command(job, timing, tmpdir / f"rank{index}.json"),
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()), **extra_env},
                         start_new_session=True), log))
@@ -166,10 +150,10 @@ def _run_processes(job: "Job", timing: TimingConfig, envs: list[dict[str, str]],
                 log.close()
         if timed_out and bound is not None:
             return _too_slow(job, timing, bound, _tail(tmpdir / "rank0.log"))
-        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, worker, exits, stopped_at)
+        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at)
 
 
-def _too_slow(job: "Job", timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
+def _too_slow(job: Job, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
     """The outcome of a bounded case stopped at its deadline."""
     return Outcome(Status.UNAVAILABLE, (
         f"too slow here: not finished within its {case_timeout(timing, job):.3g} s limit (predicted "
@@ -203,14 +187,14 @@ def _frame_place(path: str, line: str, function: str) -> str:
     return f"{function} ({path}:{line})"
 
 
-def stuck_at(log: str, worker: str) -> str | None:
+def stuck_at(log: str, worker: str = "") -> str | None:
     """Where a worker was, from the last stack dump in its log: the innermost frame of its main
     thread (the one running the worker), the innermost one from another folder (what called
     into that package, past its own wrappers: e.g. a pipeline schedule's step waiting in a
     receive), and the parbench functions that led there, outermost first (from the runnable's
     stage on); None without a dump."""
     main = None
-    entry = worker.replace(".", "/") + ".py"  # the worker module's file: its main thread's outermost frame
+    entry = (worker or WORKER).replace(".", "/") + ".py"  # the worker's file: its main thread's outermost frame
     for block in _THREAD_HEADER.split(log)[1:]:
         frames = _FRAME.findall(block.split("\n\n", 1)[0])
         if any(path.endswith(entry) for path, _, _ in frames):
@@ -220,7 +204,7 @@ def stuck_at(log: str, worker: str) -> str | None:
     folder = main[0][0].rpartition("/")[0]
     caller = next((frame for frame in main[1:] if frame[0].rpartition("/")[0] != folder), None)
     ours = [function for path, _, function in reversed(main)
-            if "/suites/" in path and "/suites/run/" not in path and not path.endswith(entry)]
+            if "/suites/" in path and not any(f"/suites/{harness}/" in path for harness in ("measure", "runner"))]
     return (_frame_place(*main[0]) + (f" in {_frame_place(*caller)}" if caller else "")
             + (f" via {' > '.join(ours)}" if ours else ""))
 
@@ -232,7 +216,7 @@ _FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$', re.M)
 
 def _wait_all(processes: list[subprocess.Popen], deadline: float) -> tuple[dict[int, float], bool]:
     """Wait for every process, but stop at the first non-zero exit: its peers would wait for
-    it forever (a worker whose case failed exits non-zero too, see `suites.orchestration.case_process`).
+    it forever (a worker whose case failed exits non-zero too, see `suites.runner.case_process`).
 
     Returns the processes found exited non-zero, each with the last wall-clock time
     (`time.time()`, the clock of a worker's `failed_at`) it was seen still running, and
@@ -273,8 +257,8 @@ def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float],
     return min(when, key=lambda index: (when[index], index)) if when else None
 
 
-def _combine(job: "Job", timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool, worker: str, exits: dict[int, float] | None = None,
+def _combine(job: Job, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
+             timed_out: bool, exits: dict[int, float] | None = None,
              stopped_at: float = math.inf) -> Outcome:
     exits = exits or {}
     outcomes: list[Outcome | None] = []
@@ -292,7 +276,7 @@ def _combine(job: "Job", timing: TimingConfig, tmpdir: Path, processes: list[sub
     elif timed_out:
         why = f"rank {index} did not finish within {case_timeout(timing, job):.0f} s (killed)"
         stuck = [f"rank {rank} in {where}" for rank in range(len(processes))
-                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log"), worker))]
+                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
         if stuck:
             why += f"; hung: {'; '.join(stuck)}"
     elif index in exits or not exits:
@@ -307,26 +291,26 @@ def _combine(job: "Job", timing: TimingConfig, tmpdir: Path, processes: list[sub
         **(outcome.details if outcome else {})})
 
 
-def isolated_env(job: "Job") -> dict[str, str]:
+def isolated_env(job: Job) -> dict[str, str]:
     """What the case's fresh process gets on top of this one's environment: what its strategy
     asks for (`NeedsIsolatedEnvironment`), else nothing."""
     return job.strategy.isolated_env(job) if isinstance(job.strategy, NeedsIsolatedEnvironment) else {}
 
 
-def run_in_process(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
+def run_in_process(job: Job, timing: TimingConfig) -> Outcome:
     """In this process (`execute_in_process`; no worker is started)."""
     return execute_in_process(job, timing)
 
 
-def run_isolated(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
-    """One fresh `worker` process: for cases that must configure a framework before it initialises."""
-    return _run_processes(job, timing, [isolated_env(job)], worker)
+def run_isolated(job: Job, timing: TimingConfig) -> Outcome:
+    """One fresh worker process: for cases that must configure a framework before it initialises."""
+    return run_processes(job, timing, [isolated_env(job)])
 
 
-def run_ranks(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
-    """`plugin.processes(job)` rank processes of `worker`, each told its rank and the rendezvous
+def run_ranks(job: Job, timing: TimingConfig) -> Outcome:
+    """`plugin.processes(job)` rank processes, each told its rank and the rendezvous
     ports; inside a Slurm allocation, ranks that do not fit on one node as one srun step over the
-    nodes they need (`suites.run.slurm`)."""
+    nodes they need (`suites.runner.slurm`)."""
     plugin = job.strategy
     count = plugin.processes(job)
     ports = free_ports(plugin.ports_needed(job))
@@ -334,7 +318,7 @@ def run_ranks(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
     if where is not None and slurm.nodes_needed(job, where, count) > 1:
         # each rank's threads are its node's (OMP_NUM_THREADS unset), not a share of this one's cores
         envs = [plugin.rank_env(job, rank, count, ports) for rank in range(count)]
-        commands = [_worker_command(job, timing, Path("rank.json"), worker) for _ in range(count)]
+        commands = [worker_command(job, timing, Path("rank.json")) for _ in range(count)]
         return slurm.run_step(job, commands, envs, where, case_timeout(timing, job))
     threads = str(threads_per_process(job.case, count))
     cpus = rank_cpus(job, count)
@@ -342,42 +326,25 @@ def run_ranks(job: "Job", timing: TimingConfig, worker: str) -> Outcome:
              "OMP_NUM_THREADS": threads, "PARBENCH_THREADS": threads,
              **({CPUS_ENV: ",".join(map(str, cpus[rank]))} if cpus else {})}
             for rank in range(count)]
-    return _run_processes(job, timing, envs, worker)
+    return run_processes(job, timing, envs)
 
 
-#: How each `Launch` mode runs a job, given the module of the process that runs one case;
-#: `launch_case` is the one entry point.
-LAUNCHERS: dict[Launch, Callable[["Job", TimingConfig, str], Outcome]] = {
+#: How each `Launch` mode runs a job (`suites.runner.runner.Runner.launch` picks the mode).
+LAUNCHERS: dict[Launch, Callable[[Job, TimingConfig], Outcome]] = {
     Launch.IN_PROCESS: run_in_process,
     Launch.ISOLATED: run_isolated,
     Launch.RANKS: run_ranks,
 }
 
 
-def run_bounded(job: "Job", timing: TimingConfig, bound: Bound, worker: str) -> Outcome:
+def run_bounded(job: Job, timing: TimingConfig, bound: Bound) -> Outcome:
     """An in-process case predicted near its first-step limit, in one isolated process instead,
     which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
     gets there. The parbench process could not stop it while a step ran."""
-    return _run_processes(job, timing, [isolated_env(job)], worker, bound)
+    return run_processes(job, timing, [isolated_env(job)], bound)
 
 
-def launch_case(job: "Job", timing: TimingConfig, probe: Probe, worker: str) -> Outcome:
-    """Run an available case with its strategy's launcher and return what it produced. A GPU
-    case of an in-process strategy (`single`, torch `towers`) runs in a fresh process instead
-    (`launch_mode`); a case predicted far over its limit is refused, one near it is run where it
-    can be stopped (`suites.run.bounds`, at the rate `probe` gives). A case out of process runs
-    in `python -m WORKER` processes."""
-    launch = launch_mode(job)
-    bound = bound_for(job, timing, probe)
-    if bound.refused:
-        return Outcome(Status.UNAVAILABLE, bound.refused,
-                       details={"predicted_first_step_s": bound.predicted_step_s})
-    if bound.isolated and job.strategy.launch is Launch.IN_PROCESS:  # in a process of its own either way
-        return run_bounded(job, timing, bound, worker)
-    return LAUNCHERS[launch](job, timing, worker)
-
-
-def launch_mode(job: "Job") -> Launch:
+def launch_mode(job: Job) -> Launch:
     """The strategy's `launch`, except that a GPU case, or one that runs the user's code, is
     never timed in the parbench process: a process of its own is killed at the case's deadline
     however it hangs (in a CUDA call or a user's forward, out of Python's reach), gives back all

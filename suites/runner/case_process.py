@@ -1,6 +1,6 @@
 """Entry point of an out-of-process case (isolated worker or one rank): runs it, writes its outcome.
 `parbench worker` is this command for people (torchrun, TF_CONFIG tasks); parbench's own launchers
-start `python -m suites.orchestration.case_process`, which imports no CLI.
+start `python -m suites.runner.case_process`, which imports no CLI.
 
 parbench's launcher starts it with `--out` and stores the record itself. A worker whose case
 failed writes its outcome, then exits non-zero (`CASE_FAILED_EXIT`): the launcher (or torchrun)
@@ -10,7 +10,7 @@ machine or several) give `--results` too: rank 0 then stores the record, with th
 provenance, where `parbench report` finds it. The same holds for TF cases whose processes a
 user starts on each machine with their own TF_CONFIG (`multiworker`, `parameter_server`): the
 strategy reads its rank from it (the chief, or worker 0, is rank 0), a parameter-server cluster's
-workers and parameter servers serve until the chief is done (`suites.run.capabilities.ServesCluster.serve`); every
+workers and parameter servers serve until the chief is done (`suites.measure.capabilities.ServesCluster.serve`); every
 rendezvous has a timeout.
 """
 from __future__ import annotations
@@ -28,13 +28,13 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.records.contention import Contention, judge, read_cpu
-from suites.run.execute import Outcome, execute_in_process, failed
-from suites.run.recording import RunContext, keeps_cores_busy, store_outcome
-from suites.run.launchers import case_timeout
-from suites.run.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
-from suites.run.scratch import run_temp_dir
-from suites.run.slurm import node_provenance
-from suites.run.capabilities import ServesCluster
+from suites.runner.execute import Outcome, execute_in_process, failed
+from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
+from suites.runner.deadline import case_timeout
+from suites.measure.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
+from suites.measure.scratch import run_temp_dir
+from suites.runner.slurm import node_provenance
+from suites.measure.capabilities import ServesCluster
 from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
 from suites.workloads import UnknownWorkload
@@ -121,7 +121,7 @@ SUMMARY = ("run one case as one process of it: a rank under torchrun (`torchrun 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The worker's command line: `parbench worker ...` and `python -m suites.orchestration.case_process ...`."""
+    """The worker's command line: `parbench worker ...` and `python -m suites.runner.case_process ...`."""
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> None:
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     node = node_provenance()
-    if node is not None:  # started by Slurm: the record keeps every rank's node (`suites.run.slurm`)
+    if node is not None:  # started by Slurm: the record keeps every rank's node (`suites.runner.slurm`)
         outcome.details["node"] = {**node, "rank": rank}
     if args.out is not None:
         write_outcome(outcome, args.out, rank)

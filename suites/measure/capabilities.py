@@ -53,7 +53,7 @@ class NeedsIsolatedEnvironment(Protocol):
 @runtime_checkable
 class SlowToStart(Protocol):
     """A strategy whose launched process takes longer than the launcher's default allowance
-    (`suites.run.launchers.STARTUP_ALLOWANCE_S`) before its first step (`tpu`: loading libtpu and
+    (`suites.measure.timing.STARTUP_ALLOWANCE_S`) before its first step (`tpu`: loading libtpu and
     initialising the TPU system)."""
 
     #: Seconds the launched process may take to start before its first step.

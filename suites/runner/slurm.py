@@ -31,14 +31,12 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from suites.cases.vocabulary import DeviceKind, Status
-from suites.run.execute import Outcome
-from suites.run.scratch import TMPDIR_ENV
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
+from suites.runner.execute import Outcome
+from suites.measure.scratch import TMPDIR_ENV
+from suites.strategies.jobs import Job
 
 #: Environment a rank process reads its node from (set by slurmd for every task).
 NODE_ENV = "SLURMD_NODENAME"
@@ -56,7 +54,7 @@ class Allocation:
     addresses: tuple[str, ...]
     gpus_per_node: int
 
-    def ranks_per_node(self, job: "Job") -> int:
+    def ranks_per_node(self, job: Job) -> int:
         """How many of the case's ranks one node holds: one per GPU, one for a CPU case."""
         if job.case.device is DeviceKind.GPU:
             return self.gpus_per_node
@@ -104,7 +102,7 @@ def allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
     return _KNOWN[key]
 
 
-def nodes_needed(job: "Job", where: Allocation, processes: int) -> int:
+def nodes_needed(job: Job, where: Allocation, processes: int) -> int:
     """Nodes the case's `processes` ranks take (1: it fits on one node, and runs as outside Slurm)."""
     per_node = where.ranks_per_node(job)
     if per_node <= 0 or processes <= per_node:
@@ -112,7 +110,7 @@ def nodes_needed(job: "Job", where: Allocation, processes: int) -> int:
     return -(-processes // per_node)
 
 
-def too_few_nodes(job: "Job", where: Allocation, processes: int) -> str | None:
+def too_few_nodes(job: Job, where: Allocation, processes: int) -> str | None:
     """Why the case cannot run in this allocation, or None."""
     per_node = where.ranks_per_node(job)
     needed = nodes_needed(job, where, processes)
@@ -174,7 +172,7 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def run_step(job: "Job", commands: list[list[str]], envs: list[dict[str, str]], where: Allocation,
+def run_step(job: Job, commands: list[list[str]], envs: list[dict[str, str]], where: Allocation,
              deadline_s: float) -> Outcome:
     """The case's ranks as one srun step over the nodes they need; `commands[r]` is rank r's
     worker command, whose `--out` this replaces with the step's shared folder. Rank 0's outcome

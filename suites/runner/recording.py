@@ -4,7 +4,6 @@ its own record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
@@ -18,10 +17,9 @@ from suites.records.provenance import (discovered_accelerators, environment, new
                                    threads_in_use)
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.run.execute import Outcome
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
+from suites.runner.execute import Outcome
+from suites.runner.plan import Unresolved
+from suites.strategies.jobs import Job
 
 
 @dataclass
@@ -38,24 +36,26 @@ class RunContext:
         self.peaks = PeakTable.load()
 
 
-def keeps_cores_busy(job: "Job") -> bool:
+def keeps_cores_busy(job: Job) -> bool:
     """Whether the case's threads should keep its cores busy, so that running on few of them is
     starvation (`suites.records.contention.judge`): a CPU case that computes. Not a collective
     (its ranks wait for each other's bytes) nor a GPU case (its host thread waits on the device)."""
     return job.case.device is DeviceKind.CPU and job.workload.kind != "collective"
 
 
-def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
+def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
-    """Attach provenance and derived metrics to what running the job's case produced; store the record."""
+    """Attach provenance and derived metrics to what running the job's case produced (a case
+    with no job here produced its reason only); store the record."""
     case = job.case
     metrics = {}
     bound_by = None
     details = outcome.details
-    if outcome.measurement is not None:
+    emulated = isinstance(job, Job) and job.emulated
+    if outcome.measurement is not None and isinstance(job, Job):
         work = job.work()
         metrics = derive(case, outcome.measurement, context.store.root,
-                         context.environment["machine"], context.peaks, work, job.emulated)
+                         context.environment["machine"], context.peaks, work, emulated)
         energy = outcome.measurement.energy
         if energy is not None and energy.measured:
             details = {**details, "energy_per_device": energy.per_device(
@@ -71,7 +71,7 @@ def store_outcome(job: "Job", outcome: Outcome, context: RunContext,
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
                                                       "accelerators": discovered_accelerators()},
-                    reason=outcome.reason, emulated=job.emulated,
+                    reason=outcome.reason, emulated=emulated,
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
                     details=details, contention=contention, bound_by=bound_by)
     context.store.append(record)

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from suites.cases.vocabulary import DeviceKind
 from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement, EnergyMethod, absent
-from suites.run.gathering import gather_rows
+from suites.measure.gathering import gather_rows
 
 if TYPE_CHECKING:
-    from suites.run.runnable import Runnable
+    from suites.measure.runnable import Runnable
 
 POWERCAP = Path("/sys/class/powercap")
 #: Top-level RAPL zones (one per package); `intel-rapl:0:1` and the like are parts of a package.

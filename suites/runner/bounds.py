@@ -1,11 +1,11 @@
 """Bounded cases: a case that cannot finish inside its limit is refused or stopped at it.
 
-The timer judges a first step too slow only once it returns (`suites.run.timing.TooSlow`), and a
+The timer judges a first step too slow only once it returns (`suites.measure.timing.TooSlow`), and a
 case timed in the parbench process cannot be stopped while a step runs (a bf16 GEMM without a
 fast path on an AVX2 CPU: 483 s a step, 16 minutes for its check and first step). So before a
 case runs, its first step is predicted from its analytic FLOPs and the rate small GEMMs of the
 same framework, device and precision run at here (one probe per process and combination, timed by
-the caller: `suites.orchestration.cases.probe_flops_per_s`):
+the caller: `suites.runner.probe.probe_flops_per_s`):
 
 - predicted over `REFUSE_FACTOR` x its first-step limit: refused up front, `unavailable`
   ("too slow here: predicted ..."), nothing run (the issue's case: 8 x);
@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
-from suites.run.timing import first_step_limit_s
-from suites.run.process_env import env_set
+from suites.measure.timing import first_step_limit_s
+from suites.measure.process_env import env_set
 from suites.workloads.kernels import ROTATION_ENV
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
+from suites.strategies.jobs import Job
 
 #: The probe: square GEMMs of these sizes (34 and 268 MFLOP), each timed briefly on one copy of
 #: its inputs (`hot_cache`). Two sizes, because a small GEMM's step is mostly a fixed cost on a
@@ -77,7 +75,7 @@ def gemm_rate(small_s: float, large_s: float) -> float:
 
 
 #: The FLOP/s of a framework's GEMMs on a device and precision here, or None where they cannot
-#: be timed (`suites.orchestration.cases.probe_flops_per_s`, which resolves and times the
+#: be timed (`suites.runner.probe.probe_flops_per_s`, which resolves and times the
 #: probe's cases: this layer takes jobs, it does not build them).
 Probe = Callable[[Framework, DeviceKind, Precision], "float | None"]
 
@@ -91,7 +89,7 @@ def hot_cache() -> Iterator[None]:
         yield
 
 
-def predicted_step_s(job: "Job", probe: Probe) -> float | None:
+def predicted_step_s(job: Job, probe: Probe) -> float | None:
     """One step of an available case, predicted from its FLOPs at the `probe`'s rate: devices
     emulated on one CPU share its rate, GPUs and TPUs each have their own."""
     case = job.case
@@ -107,7 +105,7 @@ def predicted_step_s(job: "Job", probe: Probe) -> float | None:
     return flops / (rate * (1 if case.device is DeviceKind.CPU else case.n_devices))
 
 
-def bound_for(job: "Job", timing: TimingConfig, probe: Probe) -> Bound:
+def bound_for(job: Job, timing: TimingConfig, probe: Probe) -> Bound:
     """How the job's case (available here) is kept inside its first-step limit."""
     case = job.case
     step_s = predicted_step_s(job, probe)

@@ -2,22 +2,19 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.hardware.devices import DeviceInfo, descriptor, discover
-from suites.run import slurm
-from suites.run.launch import Launch
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
+from suites.runner import slurm
+from suites.measure.launch import Launch
+from suites.strategies.jobs import Job
 
 
-def unavailable_reason(job: "Job") -> str | None:
+def unavailable_reason(job: Job) -> str | None:
     """Why the resolved case cannot run here, or None: its workload's own reasons, its device,
     its precision on that device, its strategy's rules. The caller resolved the case into its
-    job (`suites.orchestration.cases.unavailable_reason`: its framework installed and its
+    job (`suites.runner.plan.unavailable_reason`: its framework installed and its
     strategy found first)."""
     case = job.case
     reason = job.unavailable_reason()
@@ -30,9 +27,9 @@ def unavailable_reason(job: "Job") -> str | None:
             or allocation_reason(job))
 
 
-def allocation_reason(job: "Job") -> str | None:
+def allocation_reason(job: Job) -> str | None:
     """Inside a Slurm allocation, why a case whose ranks span nodes cannot run in it (too few
-    nodes, ranks that do not divide over them), else None (`suites.run.slurm`)."""
+    nodes, ranks that do not divide over them), else None (`suites.runner.slurm`)."""
     if job.strategy.launch is not Launch.RANKS:
         return None
     where = slurm.allocation()
@@ -101,7 +98,7 @@ def _version(capability: str) -> tuple[int, ...]:
     return tuple(int(part) for part in str(capability).split("."))
 
 
-def strategy_reason(job: "Job", device: DeviceInfo) -> str | None:
+def strategy_reason(job: Job, device: DeviceInfo) -> str | None:
     """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`),
     its compilers' first."""
     case, plugin = job.case, job.strategy

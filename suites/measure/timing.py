@@ -17,11 +17,11 @@ from suites.records.measurement import OUT_OF_TIME, Measurement
 from suites.records.memory_breakdown import MemoryBreakdown
 from suites.records.peak_memory import MemoryPeak
 from suites.records.gpu_telemetry import Telemetry
-from suites.run.energy_meters import EnergyMeter, gather_energy
-from suites.run.memory_breakdowns import take_breakdowns
-from suites.run.memory_probes import MemoryProbe, gather_peaks
-from suites.run.runnable import Runnable
-from suites.run.telemetry_sampler import TelemetrySampler, gather_telemetry
+from suites.measure.energy_meters import EnergyMeter, gather_energy
+from suites.measure.memory_breakdowns import take_breakdowns
+from suites.measure.memory_probes import MemoryProbe, gather_peaks
+from suites.measure.runnable import Runnable
+from suites.measure.telemetry_sampler import TelemetrySampler, gather_telemetry
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,22 @@ def case_limit_s(config: TimingConfig) -> float:
 def first_step_limit_s(config: TimingConfig, compiled: bool = False) -> float:
     """How long the first step (compilation included) may take before the case is too slow."""
     return max(COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
+
+
+#: Seconds a case's processes get to start (framework import, rendezvous) before its first step,
+#: where its strategy says no other (`suites.measure.capabilities.SlowToStart`).
+STARTUP_ALLOWANCE_S = 120.0
+
+
+def case_deadline_s(config: TimingConfig, startup_s: float = STARTUP_ALLOWANCE_S, compiled: bool = False) -> float:
+    """How long a case may run before its processes are stopped: `config.case_timeout_s` if set,
+    else start-up, the longest the timer lets a case take (its first step, then `case_limit_s`),
+    and one more budget for the check and per-rank probes. A compiled case compiles twice (its
+    check, then its first step cold): it gets a compiled first step's limit and that much again."""
+    if config.case_timeout_s is not None:
+        return config.case_timeout_s
+    return (startup_s + first_step_limit_s(config, compiled) + case_limit_s(config) + config.budget_s
+            + (COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else 0.0))
 
 
 def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),

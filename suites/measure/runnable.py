@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from suites.cases.vocabulary import DeviceKind
 from suites.records.check import Check
-from suites.run.energy_meters import EnergyMeter, NoMeter, meter_for
-from suites.run.telemetry_sampler import NoSampler, TelemetrySampler, sampler_for
+from suites.measure.energy_meters import EnergyMeter, NoMeter, meter_for
+from suites.measure.telemetry_sampler import NoSampler, TelemetrySampler, sampler_for
 
 if TYPE_CHECKING:
     from suites.records.memory_breakdown import MemoryBreakdown
-    from suites.run.memory_probes import MemoryProbe
+    from suites.measure.memory_probes import MemoryProbe
     from suites.strategies.jobs import Job
 
 
@@ -90,7 +90,7 @@ class Runnable(ABC):
         return value
 
     def memory_probe(self) -> "MemoryProbe | None":
-        """What measures this process's peak memory over the timed steps (`suites.run.memory_probes`);
+        """What measures this process's peak memory over the timed steps (`suites.measure.memory_probes`);
         None: the runnable measures none. The timer calls it once, after setup and the check,
         on every rank alike, and gathers every rank's peaks to rank 0."""
         return None
@@ -115,7 +115,7 @@ class Runnable(ABC):
         return tuple(range(self.case.n_devices))
 
     def energy_meter(self) -> EnergyMeter:
-        """What reads this process's devices' energy over the timed steps (`suites.run.energy_meters`);
+        """What reads this process's devices' energy over the timed steps (`suites.measure.energy_meters`);
         the timer calls it once, on every rank alike, and gathers the readings to rank 0. A
         runnable without a case (a bare step to time) has none."""
         if getattr(self, "case", None) is None:
@@ -127,7 +127,7 @@ class Runnable(ABC):
 
     def telemetry_sampler(self) -> TelemetrySampler:
         """What samples this process's GPUs' clocks, power and clock-event reasons over the timed
-        steps (`suites.run.telemetry_sampler`); called like `energy_meter`."""
+        steps (`suites.measure.telemetry_sampler`); called like `energy_meter`."""
         if getattr(self, "case", None) is None:
             return NoSampler("no case: no devices to sample")
         try:

@@ -1,0 +1,5 @@
+"""The runner: a case planned once into its job (`suites.runner.plan`), then its availability,
+estimate, deadline, launch (in this process, an isolated one, rank processes, a Slurm step across
+nodes), the worker process each launched process runs (`suites.runner.case_process`) and the
+record (`suites.runner.recording`), all owned by one `suites.runner.runner.Runner` built per run.
+It sits above the strategies and takes their jobs directly; nothing below it imports it."""
