@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from suites.runner import slurm
+from suites.runner.spanning import NODE_ENV, rank_env_on_nodes
 from tests.slurm_cluster import missing, two_node_cluster
 
 pytest.importorskip("torch")
@@ -87,12 +88,12 @@ def test_ranks_are_placed_on_the_steps_nodes():
     where = slurm.Allocation("7", ("node1", "node2"), ("10.0.0.1", "10.0.0.2"), 8)
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "9", "LOCAL_RANK": "9",
            "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "16"}
-    assert slurm.rank_env_on_nodes(env, 9, 8, where) == {
+    assert rank_env_on_nodes(env, 9, 8, where) == {
         "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": "9", "LOCAL_RANK": "1",
-        "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}
+        "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", NODE_ENV: "node2"}
     tf_config = {"cluster": {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001", "127.0.0.1:5002"]},
                  "task": {"type": "worker", "index": 1}}
-    placed = slurm.rank_env_on_nodes({"TF_CONFIG": json.dumps(tf_config), "CUDA_VISIBLE_DEVICES": "1"}, 2, 2, where)
+    placed = rank_env_on_nodes({"TF_CONFIG": json.dumps(tf_config), "CUDA_VISIBLE_DEVICES": "1"}, 2, 2, where)
     assert json.loads(placed["TF_CONFIG"])["cluster"] == {
         "chief": ["10.0.0.1:5000"], "worker": ["10.0.0.1:5001", "10.0.0.2:5002"]}
     assert placed["CUDA_VISIBLE_DEVICES"] == "0"

@@ -6,8 +6,6 @@ import os
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.hardware.devices import DeviceInfo, descriptor, discover
-from suites.runner import slurm
-from suites.measure.launch import Launch
 from suites.strategies.jobs import Job
 
 
@@ -23,17 +21,7 @@ def unavailable_reason(job: Job) -> str | None:
     device = discover(case.framework, case.device)
     if not device.available:
         return f"no {case.device}: {device.reason}"
-    return (emulation_reason(case) or precision_reason(case, device) or strategy_reason(job, device)
-            or allocation_reason(job))
-
-
-def allocation_reason(job: Job) -> str | None:
-    """Inside a Slurm allocation, why a case whose ranks span nodes cannot run in it (too few
-    nodes, ranks that do not divide over them), else None (`suites.runner.slurm`)."""
-    if job.strategy.launch is not Launch.RANKS:
-        return None
-    where = slurm.allocation()
-    return slurm.too_few_nodes(job, where, job.strategy.processes(job)) if where is not None else None
+    return emulation_reason(case) or precision_reason(case, device) or strategy_reason(job, device)
 
 
 #: The most emulated devices (gloo ranks, logical CPU devices, local worker processes) one CPU

@@ -33,7 +33,7 @@ from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.runner.deadline import case_timeout
 from suites.measure.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.measure.scratch import run_temp_dir
-from suites.runner.slurm import node_provenance
+from suites.runner.spanning import node_provenance
 from suites.measure.capabilities import ServesCluster
 from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> None:
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
     node = node_provenance()
-    if node is not None:  # started by Slurm: the record keeps every rank's node (`suites.runner.slurm`)
+    if node is not None:  # placed on a node: the record keeps every rank's node (`suites.runner.spanning`)
         outcome.details["node"] = {**node, "rank": rank}
     if args.out is not None:
         write_outcome(outcome, args.out, rank)

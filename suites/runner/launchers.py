@@ -29,11 +29,12 @@ from suites.records.contention import CASE_ROOT_ENV
 from suites.runner.bounds import Bound
 from suites.runner.execute import FAILED_AT, Outcome, execute_in_process
 from suites.measure.launch import Launch
-from suites.runner import slurm, termination
+from suites.runner import termination
 from suites.measure.scratch import TMPDIR_ENV
 from suites.measure.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.measure.capabilities import NeedsIsolatedEnvironment
 from suites.runner.deadline import case_timeout
+from suites.runner.spanning import Nodes, nodes_needed, rank_env_on_nodes
 from suites.strategies.jobs import Job
 
 #: The module each process of a case out of this one runs, `python -m WORKER` (`parbench worker`
@@ -121,7 +122,7 @@ def worker_command(job: Job, timing: TimingConfig, out: Path) -> list[str]:
 
 
 def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
-                  bound: Bound | None = None) -> Outcome:
+                  bound: Bound | None = None, first_rank: int = 0) -> Outcome:
     """Start one worker process per env (`python -m WORKER`), wait for all under one deadline,
     combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
     slow, not hung. The processes' temp folder is this launch's, removed here: a process stopped
@@ -150,7 +151,7 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                 log.close()
         if timed_out and bound is not None:
             return _too_slow(job, timing, bound, _tail(tmpdir / "rank0.log"))
-        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at)
+        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at, first_rank)
 
 
 def _too_slow(job: Job, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
@@ -259,7 +260,9 @@ def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float],
 
 def _combine(job: Job, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
              timed_out: bool, exits: dict[int, float] | None = None,
-             stopped_at: float = math.inf) -> Outcome:
+             stopped_at: float = math.inf, first_rank: int = 0) -> Outcome:
+    """One outcome of the processes: rank 0's, else the first failure's with its reason. The
+    processes are ranks `first_rank`, `first_rank` + 1, ... (a node of several holds some of them)."""
     exits = exits or {}
     outcomes: list[Outcome | None] = []
     for index, _ in enumerate(processes):
@@ -272,23 +275,26 @@ def _combine(job: Job, timing: TimingConfig, tmpdir: Path, processes: list[subpr
         return primary
     process, outcome = processes[index], outcomes[index]
     if outcome is not None:
-        why = f"rank {index}: {outcome.reason}"
+        why = f"rank {index + first_rank}: {outcome.reason}"
     elif timed_out:
-        why = f"rank {index} did not finish within {case_timeout(timing, job):.0f} s (killed)"
-        stuck = [f"rank {rank} in {where}" for rank in range(len(processes))
+        why = f"rank {index + first_rank} did not finish within {case_timeout(timing, job):.0f} s (killed)"
+        stuck = [f"rank {rank + first_rank} in {where}" for rank in range(len(processes))
                  if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
         if stuck:
             why += f"; hung: {'; '.join(stuck)}"
     elif index in exits or not exits:
-        why = f"rank {index} exited with code {process.returncode} before reporting"
+        why = f"rank {index + first_rank} exited with code {process.returncode} before reporting"
     else:  # stopped here because a peer ended with an error, though that peer reported success
         peer = min(exits, key=lambda other: (exits[other], other))
-        why = (f"rank {index} was stopped before reporting, after rank {peer} exited with code "
-               f"{processes[peer].returncode}")
+        why = (f"rank {index + first_rank} was stopped before reporting, after rank {peer + first_rank} "
+               f"exited with code {processes[peer].returncode}")
+    # When it failed, where known: a crash by the bound `_wait_all` gives (what another node's
+    # launcher orders this failure by, `suites.runner.nodes`).
+    ended = {FAILED_AT: exits[index]} if outcome is None and index in exits else {}
     # A failed numerics check is every rank's (the worst rank's, shared): the record keeps it.
     return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
-        "rank": index, "output_tail": _tail(tmpdir / f"rank{index}.log"),
-        **(outcome.details if outcome else {})})
+        "rank": index + first_rank, "output_tail": _tail(tmpdir / f"rank{index}.log"),
+        **ended, **(outcome.details if outcome else {})})
 
 
 def isolated_env(job: Job) -> dict[str, str]:
@@ -307,19 +313,19 @@ def run_isolated(job: Job, timing: TimingConfig) -> Outcome:
     return run_processes(job, timing, [isolated_env(job)])
 
 
-def run_ranks(job: Job, timing: TimingConfig) -> Outcome:
+def run_ranks(job: Job, timing: TimingConfig, nodes: Nodes | None = None) -> Outcome:
     """`plugin.processes(job)` rank processes, each told its rank and the rendezvous
-    ports; inside a Slurm allocation, ranks that do not fit on one node as one srun step over the
-    nodes they need (`suites.runner.slurm`)."""
+    ports; where the run has several `nodes` (a Slurm allocation, a `parbench run --nnodes`
+    group), ranks that do not fit on one node across the nodes they need (`suites.runner.spanning`)."""
     plugin = job.strategy
     count = plugin.processes(job)
     ports = free_ports(plugin.ports_needed(job))
-    where = slurm.allocation()
-    if where is not None and slurm.nodes_needed(job, where, count) > 1:
+    if nodes is not None and nodes_needed(job, nodes, count) > 1:
         # each rank's threads are its node's (OMP_NUM_THREADS unset), not a share of this one's cores
-        envs = [plugin.rank_env(job, rank, count, ports) for rank in range(count)]
-        commands = [worker_command(job, timing, Path("rank.json")) for _ in range(count)]
-        return slurm.run_step(job, commands, envs, where, case_timeout(timing, job))
+        per_node = nodes.ranks_per_node(job)
+        envs = [rank_env_on_nodes(plugin.rank_env(job, rank, count, ports), rank, per_node, nodes)
+                for rank in range(count)]
+        return nodes.run_step(job, timing, envs)
     threads = str(threads_per_process(job.case, count))
     cpus = rank_cpus(job, count)
     envs = [{**plugin.rank_env(job, rank, count, ports),

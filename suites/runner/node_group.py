@@ -347,6 +347,25 @@ def share(group: NodeGroup, key: str, value: str | None, timeout_s: float | None
         return group.store.get(f"{base}/value").decode()
 
 
+def gather(group: NodeGroup, key: str, value: str, timeout_s: float | None = None) -> list[str | None] | None:
+    """Every node's `value`, in node order, on node 0 (None on the others): a node that has not
+    given its own within `timeout_s` is None in the list (node 0 says what that means; a node
+    that died mid-case must not stop the run)."""
+    timeout_s = group.timeout_s if timeout_s is None else timeout_s
+    base = _key(group, "gather", key)
+    with _talking(group):
+        group.store.set(f"{base}/from/{group.node_rank}", value)
+    if not group.is_first:
+        return None
+    deadline = time.monotonic() + timeout_s
+    values: list[str | None] = []
+    for rank in range(group.nnodes):
+        arrived = _wait_for(group, f"{base}/from/{rank}", deadline)
+        with _talking(group):
+            values.append(group.store.get(f"{base}/from/{rank}").decode() if arrived else None)
+    return values
+
+
 def barrier(group: NodeGroup, name: str, timeout_s: float | None = None) -> None:
     """Return once every node has reached `name`; RendezvousTimeout naming the absent ones if not
     within `timeout_s`."""

@@ -7,7 +7,7 @@ finished case is stored at once."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from suites.cases.case import Case
@@ -16,16 +16,18 @@ from suites.cases.vocabulary import Compile, Status
 from suites.measure.launch import Launch
 from suites.records.contention import Contention, judge, read_cpu, with_attempts
 from suites.records.record import Record
-from suites.runner import launchers, probe
+from suites.runner import launchers, probe, slurm
 from suites.runner.bounds import Bound, Probe, bound_for
 from suites.runner.deadline import case_timeout
 from suites.runner.eta import COMPILE_OVERHEAD_S, IN_PROCESS_OVERHEAD_S, LAUNCH_OVERHEAD_S, steps_estimate_s
 from suites.runner.execute import Outcome
-from suites.runner.plan import Plan, Unresolved, plan, unavailable_reason
+from suites.runner.plan import Plan, Unresolved, plan
+from suites.runner.plan import unavailable_reason as unavailable_here
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
+from suites.runner.spanning import Nodes, too_few_nodes
 from suites.strategies.jobs import Job
 
-__all__ = ["Plan", "RunContext", "Runner", "Unresolved", "plan", "unavailable_reason"]
+__all__ = ["Plan", "RunContext", "Runner", "Unresolved", "plan"]
 
 #: How a runner launches a job it has bounded: the launchers' modes, or a test's or a tool's own.
 Launcher = Callable[[Job, TimingConfig], Outcome]
@@ -43,11 +45,24 @@ class Runner:
     rate: Probe | None = None
     #: Launches a job after its bound: None, the launch mode its strategy says (`launch_mode`).
     launcher: Launcher | None = None
+    #: The nodes a case's ranks may span: the Slurm allocation this process runs in (two nodes or
+    #: more), or the node group of `parbench run --nnodes`; None: this machine alone.
+    nodes: Nodes | None = field(default_factory=slurm.allocation)
 
     @classmethod
-    def storing(cls, context: RunContext, launcher: Launcher | None = None) -> "Runner":
+    def storing(cls, context: RunContext, launcher: Launcher | None = None, **options: object) -> "Runner":
         """A runner that stores every record in `context`, timed as it says."""
-        return cls(context.timing, context, launcher=launcher)
+        return cls(context.timing, context, launcher=launcher, **options)  # type: ignore[arg-type]
+
+    def unavailable_reason(self, planned: Plan) -> str | None:
+        """Why the planned case cannot run here (`suites.runner.plan.unavailable_reason`), or on
+        the run's nodes: ranks that span more nodes than it has, or do not divide over them."""
+        reason = unavailable_here(planned)
+        if reason or self.nodes is None or not isinstance(planned, Job):
+            return reason
+        if launchers.launch_mode(planned) is not Launch.RANKS:
+            return None
+        return too_few_nodes(planned, self.nodes, planned.strategy.processes(planned))
 
     def bound(self, job: Job) -> Bound:
         """How an available job is kept inside its first-step limit (`suites.runner.bounds`)."""
@@ -61,7 +76,7 @@ class Runner:
         """Expected seconds for the planned case: nothing if it is unavailable here or refused as
         too slow, else its steps (`suites.runner.eta.steps_estimate_s`) plus set-up or launch,
         and a compiled case's compiles; a case run where it can be stopped, at most its deadline."""
-        if unavailable_reason(planned):
+        if self.unavailable_reason(planned):
             return 0.0
         assert isinstance(planned, Job)
         bound = self.bound(planned)
@@ -87,7 +102,10 @@ class Runner:
             return self.launcher(job, self.timing)
         if bound.isolated and job.strategy.launch is Launch.IN_PROCESS:  # in a process of its own either way
             return launchers.run_bounded(job, self.timing, bound)
-        return launchers.LAUNCHERS[launchers.launch_mode(job)](job, self.timing)
+        launch = launchers.launch_mode(job)
+        if launch is Launch.RANKS:
+            return launchers.run_ranks(job, self.timing, self.nodes)
+        return launchers.LAUNCHERS[launch](job, self.timing)
 
     def run(self, planned: Plan | Case) -> Record:
         """Run the planned case if it is available here (else keep the reason), then store its
@@ -103,7 +121,7 @@ class Runner:
         if self.context is None:
             raise ValueError("this runner stores no records: build it with Runner.storing(context)")
         planned = plan(planned) if isinstance(planned, Case) else planned
-        reason = unavailable_reason(planned)
+        reason = self.unavailable_reason(planned)
         if reason:
             return self._store(planned, Outcome(Status.UNAVAILABLE, reason))
         assert isinstance(planned, Job)

@@ -26,20 +26,21 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from suites.cases.vocabulary import DeviceKind, Status
-from suites.runner.execute import Outcome
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
 from suites.measure.scratch import TMPDIR_ENV
+from suites.runner.deadline import case_timeout
+from suites.runner.execute import Outcome
+from suites.runner.launchers import worker_command
+from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
 from suites.strategies.jobs import Job
 
-#: Environment a rank process reads its node from (set by slurmd for every task).
-NODE_ENV = "SLURMD_NODENAME"
 #: Seconds srun has to stop its tasks after SIGTERM before it is killed.
 STOP_GRACE_S = 10.0
 
@@ -54,11 +55,19 @@ class Allocation:
     addresses: tuple[str, ...]
     gpus_per_node: int
 
+    launcher = "slurm"
+
     def ranks_per_node(self, job: Job) -> int:
-        """How many of the case's ranks one node holds: one per GPU, one for a CPU case."""
-        if job.case.device is DeviceKind.GPU:
-            return self.gpus_per_node
-        return 1
+        return ranks_per_node(job, self.gpus_per_node)
+
+    def name(self) -> str:
+        return f"the Slurm allocation {self.job_id}"
+
+    def more_hint(self, needed: int) -> str:
+        return f"allocate more: salloc -N {needed}"
+
+    def run_step(self, job: Job, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
+        return run_step(job, timing, envs, self)
 
 
 def _scontrol(*args: str) -> str:
@@ -102,59 +111,6 @@ def allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
     return _KNOWN[key]
 
 
-def nodes_needed(job: Job, where: Allocation, processes: int) -> int:
-    """Nodes the case's `processes` ranks take (1: it fits on one node, and runs as outside Slurm)."""
-    per_node = where.ranks_per_node(job)
-    if per_node <= 0 or processes <= per_node:
-        return 1
-    return -(-processes // per_node)
-
-
-def too_few_nodes(job: Job, where: Allocation, processes: int) -> str | None:
-    """Why the case cannot run in this allocation, or None."""
-    per_node = where.ranks_per_node(job)
-    needed = nodes_needed(job, where, processes)
-    if needed == 1:
-        return None
-    if processes % per_node:
-        return (f"{processes} ranks do not divide over nodes of {per_node} {job.case.device}(s) each; pick a case "
-                f"for a multiple of {per_node} devices")
-    if needed > len(where.nodes):
-        return (f"needs {needed} nodes of {per_node} {job.case.device}(s) each; the Slurm allocation "
-                f"{where.job_id} has {len(where.nodes)} (allocate more: salloc -N {needed})")
-    return None
-
-
-def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: Allocation) -> dict[str, str]:
-    """A rank's environment from its strategy (made for one machine) set for the step's nodes:
-    torch's rendezvous on the first node and the rank's place on its own node; a TF cluster's
-    tasks (TF_CONFIG, in rank order) each at its node's address, a worker's GPU its node's own."""
-    placed = dict(env)
-    if "MASTER_ADDR" in placed:
-        placed["MASTER_ADDR"] = where.addresses[0]
-    if "LOCAL_RANK" in placed:
-        placed["LOCAL_RANK"] = str(rank % per_node)
-    if "LOCAL_WORLD_SIZE" in placed:
-        placed["LOCAL_WORLD_SIZE"] = str(per_node)
-    if "TF_CONFIG" in placed:
-        placed["TF_CONFIG"] = json.dumps(_tf_config_on_nodes(json.loads(placed["TF_CONFIG"]), per_node, where))
-        if placed.get("CUDA_VISIBLE_DEVICES"):  # a worker's GPU: one per rank on its node
-            placed["CUDA_VISIBLE_DEVICES"] = str(rank % per_node)
-    return placed
-
-
-def _tf_config_on_nodes(config: dict, per_node: int, where: Allocation) -> dict:
-    """TF_CONFIG whose tasks (rank r is the r-th task of the cluster, jobs in their order) are on
-    the node of their rank, each keeping its port."""
-    rank, cluster = 0, {}
-    for job, addresses in config["cluster"].items():
-        cluster[job] = []
-        for address in addresses:
-            cluster[job].append(f"{where.addresses[rank // per_node]}:{address.rsplit(':', 1)[1]}")
-            rank += 1
-    return {**config, "cluster": cluster}
-
-
 def _rank_script(command: list[str], env: Mapping[str, str]) -> str:
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     return f"#!/bin/sh\n{exports}exec {shlex.join(command)}\n"
@@ -172,25 +128,24 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def run_step(job: Job, commands: list[list[str]], envs: list[dict[str, str]], where: Allocation,
-             deadline_s: float) -> Outcome:
-    """The case's ranks as one srun step over the nodes they need; `commands[r]` is rank r's
-    worker command, whose `--out` this replaces with the step's shared folder. Rank 0's outcome
-    (the first failure, where a rank failed), with every rank's node in `details.nodes`."""
-    processes = len(commands)
+def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: Allocation) -> Outcome:
+    """The case's ranks as one srun step over the nodes they need, rank r with `envs[r]` (placed on
+    its node: `suites.runner.spanning.rank_env_on_nodes`), each writing its outcome into the
+    step's folder. Rank 0's outcome (the first failure, where a rank failed), with every rank's
+    node in `details.nodes`."""
+    processes = len(envs)
     per_node = where.ranks_per_node(job)
+    deadline_s = case_timeout(timing, job)
     nodes = nodes_needed(job, where, processes)
     folder = Path.cwd() / f".parbench-slurm-{where.job_id}-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
     try:
         lines = []
-        for rank, (command, env) in enumerate(zip(commands, envs)):
-            out = folder / f"rank{rank}.json"
-            command = [*command[:command.index("--out")], "--out", str(out)] if "--out" in command else command
+        for rank, env in enumerate(envs):
+            command = worker_command(job, timing, folder / f"rank{rank}.json")
             script = folder / f"rank{rank}.sh"
             # the rank's temp folder inside the step's, removed with it even where srun killed the rank
-            placed = {**rank_env_on_nodes(env, rank, per_node, where), TMPDIR_ENV: str(folder)}
-            script.write_text(_rank_script(command, placed))
+            script.write_text(_rank_script(command, {**env, TMPDIR_ENV: str(folder)}))
             lines.append(f"{rank} sh {script}")
         (folder / "multi-prog.conf").write_text("\n".join(lines) + "\n")
         with open(folder / "srun.log", "wb") as log:
@@ -227,7 +182,7 @@ def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | No
     if not failed:
         primary = outcomes[0]
         assert primary is not None
-        primary.details.update(_nodes_details(nodes))
+        primary.details.update(nodes_details(nodes, "slurm"))
         return primary
     ended = _ended_tasks(folder / "srun.log")
     # the task srun saw end first: its peers failed after it (a peer's "connection reset" is a consequence, and
@@ -246,7 +201,7 @@ def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | No
         why = f"rank {rank} ended without reporting (srun exited with code {returncode} after {took_s:.0f} s)"
     return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
         "rank": rank, "output_tail": _tail(folder / f"rank{rank}.log") or _tail(folder / "srun.log"),
-        **(outcome.details if outcome else {}), **_nodes_details(nodes)})
+        **(outcome.details if outcome else {}), **nodes_details(nodes, "slurm")})
 
 
 #: srun's line for a task that ended badly: "srun: error: node2: task 1: Killed".
@@ -265,33 +220,3 @@ def _ended_tasks(log: Path) -> dict[int, tuple[str, str]]:
             for task in range(int(low), int(high or low) + 1):
                 ended.setdefault(task, (match["node"], match["how"].strip()))
     return ended
-
-
-def _nodes_details(nodes: list[object]) -> dict[str, object]:
-    """`details.nodes` (every rank's node, once a node) and whether they share one physical host."""
-    seen: dict[str, dict] = {}
-    for node in nodes:
-        if isinstance(node, dict) and node.get("slurm_node") not in seen:
-            seen[str(node.get("slurm_node"))] = node
-    listed = list(seen.values())
-    details: dict[str, object] = {"launcher": "slurm", "nodes": listed}
-    hosts = {node.get("hostname") for node in listed}
-    if len(listed) > 1 and len(hosts) == 1:
-        details["nodes_share_a_host"] = (f"the {len(listed)} Slurm nodes are one physical host "
-                                         f"({hosts.pop()}): emulated nodes, not a cluster's")
-    return details
-
-
-def node_provenance() -> dict[str, object] | None:
-    """What a rank says of its node, where Slurm started it: the node's Slurm name, host name and
-    CPU model (the record's provenance is the first node's; this keeps every node's)."""
-    name = os.environ.get(NODE_ENV)
-    if not name:
-        return None
-    import platform
-    import socket
-
-    from suites.hardware.devices import cpu_model
-
-    return {"slurm_node": name, "hostname": socket.gethostname(), "cpu": cpu_model(),
-            "python": sys.version.split()[0], "machine": platform.machine()}

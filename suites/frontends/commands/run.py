@@ -5,17 +5,19 @@ import argparse
 import math
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from suites import knobs
 from suites.cases.filters import __doc__ as filter_help
+from suites.cases.case import Case
 from suites.cases.filters import select
+from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, load_suite
+from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, Suite, load_suite
 from suites.frontends.rehearse import rehearse
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
@@ -23,7 +25,9 @@ from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
 from suites.runner.cap import RunCap, cap_seconds
 from suites.runner.eta import Eta, busy_machine_note, duration_text
-from suites.runner.runner import RunContext, Runner, plan
+from suites.runner import nodes
+from suites.runner.runner import Plan, RunContext, Runner, plan
+from suites.strategies.jobs import Job
 
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
 #: read; tests put a controlled one in its place.
@@ -35,6 +39,8 @@ KNOBS = knobs.CASE_KNOBS
 
 #: A run estimated past this many seconds is started only when asked (--yes) or capped.
 LONG_RUN_S = 12 * 3600
+#: Seconds the nodes of a `--nnodes` run have to meet, by default.
+RDZV_TIMEOUT_S = 300.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rehearse the suite's GPU/TPU cases on this CPU at small sizes through their "
                              "device code path (gloo ranks, logical devices, CUDA's optimizer kernels); "
                              "nothing is stored")
+    parser.add_argument("--nnodes", type=int,
+                        help="run the suite across this many machines without Slurm: start the same command on each, "
+                             "with its own --node-rank (0 keeps the records) and node 0's --rdzv-endpoint")
+    parser.add_argument("--node-rank", type=int, help="this machine's place, 0 to NNODES-1 (with --nnodes)")
+    parser.add_argument("--rdzv-endpoint", help="HOST:PORT where node 0 listens: its address and a free port")
+    parser.add_argument("--rdzv-timeout", type=float, default=RDZV_TIMEOUT_S,
+                        help=f"seconds the nodes have to meet (default {RDZV_TIMEOUT_S:g})")
     parser.add_argument("--yes", action="store_true",
                         help=f"start a run estimated past {LONG_RUN_S // 3600:g} h without --max-minutes "
                              "(refused otherwise)")
@@ -77,16 +90,72 @@ def run(args: argparse.Namespace) -> int:
                             f"{TIMING_LIMITS['budget_s']:g} s")
         timing = replace(timing, budget_s=args.budget)
     if args.rehearse:
+        if args.nnodes:
+            raise UserError("--rehearse runs on this machine alone: leave out --nnodes")
         return rehearse(suite.name, cases, timing, terminal())
+    plans = [plan(case) for case in cases]
+    span = _join_nodes(args, cases, timing)
+    if span is not None and not span.group.is_first:
+        return nodes.follow(span, wait_s=_longest_run_s(plans, timing) + args.rdzv_timeout)
+    chosen = Chosen(suite, cases, plans, timing, cap, started_at, run_started)
+    try:
+        code = _run_here(args, chosen, span)
+    except BaseException as error:
+        if span is not None:
+            nodes.finish(span, error=str(error).splitlines()[0] if str(error) else type(error).__name__)
+        raise
+    if span is not None:
+        nodes.finish(span)
+    return code
+
+
+def _join_nodes(args: argparse.Namespace, cases: list[Case], timing: TimingConfig) -> nodes.NodeSpan | None:
+    """This machine's place in a `--nnodes` run, once every node agrees on the cases; None without."""
+    given = [name for name in ("nnodes", "node_rank", "rdzv_endpoint") if getattr(args, name) is not None]
+    if not given:
+        return None
+    if len(given) < 3:
+        raise UserError("a run across machines needs --nnodes, --node-rank and --rdzv-endpoint together "
+                        f"(given: {', '.join('--' + name.replace('_', '-') for name in given)})")
+    if not 0 < args.rdzv_timeout < math.inf:
+        raise UserError(f"--rdzv-timeout must be a finite positive number of seconds, got {args.rdzv_timeout}")
+    span = nodes.start(args.rdzv_endpoint, args.nnodes, args.node_rank, args.rdzv_timeout)
+    nodes.agree_on_cases(span, cases, timing)
+    return span
+
+
+def _longest_run_s(plans: list[Plan], timing: TimingConfig) -> float:
+    """The longest node 0 can take over the suite: every case at its deadline, each retry too."""
+    runner = Runner(timing, nodes=None)
+    deadlines = sum(runner.deadline_s(planned if isinstance(planned, Job) else None) for planned in plans)
+    return deadlines * (1 + max(0, int(timing.contention_retries)))
+
+
+@dataclass
+class Chosen:
+    """The suite a run chose: its cases planned, their timing, the run's cap and when it started."""
+
+    suite: Suite
+    cases: list[Case]
+    plans: list[Plan]
+    timing: TimingConfig
+    cap: RunCap | None
+    started_at: str
+    run_started: float
+
+
+def _run_here(args: argparse.Namespace, chosen: Chosen, span: nodes.NodeSpan | None) -> int:
+    """Run the chosen cases here (node 0 of a `--nnodes` run: with the other nodes), store every
+    record, print the table and the run's summary."""
+    suite, cases, plans, timing, cap = chosen.suite, chosen.cases, chosen.plans, chosen.timing, chosen.cap
     store = ResultsStore(args.results)
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
-    runner = Runner.storing(context)
-    plans = [plan(case) for case in cases]
+    runner = Runner.storing(context, nodes=span) if span is not None else Runner.storing(context)
     eta = Eta([runner.estimate_s(planned) for planned in plans])
     estimate_s = eta.remaining_s()
-    capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap_s is not None else ""
+    capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap is not None else ""
     if estimate_s > LONG_RUN_S and cap is None and not args.yes:
         raise UserError(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}: past "
                         f"{LONG_RUN_S // 3600:g} h, so not started; choose fewer with --filter, run what fits "
@@ -114,9 +183,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"{counts[Status.OK]} ok, {counts[Status.UNAVAILABLE]} unavailable, {counts[Status.FAILED]} "
                   f"failed; records in {store.path_for(context.environment['machine'])}")
     summary = store.save_run_summary(RunSummary(
-        run_id=context.run_id, suite=suite.name, machine=context.environment["machine"], started=started_at,
+        run_id=context.run_id, suite=suite.name, machine=context.environment["machine"], started=chosen.started_at,
         finished=now_iso(), cases=len(cases), counts={str(s): n for s, n in counts.items()},
-        estimate_s=round(estimate_s, 1), elapsed_s=round(clock() - run_started, 1),
+        estimate_s=round(estimate_s, 1), elapsed_s=round(clock() - chosen.run_started, 1),
         max_minutes=args.max_minutes, left_out=[c.id for c in cap.left_out] if cap else []))
     if cap is not None and cap.left_out:
         console.print(f"{cap.left_out_text()}; run summary in {summary}", markup=False, soft_wrap=True)

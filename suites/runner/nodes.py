@@ -1,0 +1,200 @@
+"""A suite across machines without Slurm: `parbench run --suite S --nnodes N --node-rank R
+--rdzv-endpoint HOST:PORT` on every node, HOST being node 0's address.
+
+The nodes join one node group (`suites.runner.node_group`, over torch's TCPStore on node 0) and
+agree on the case list and its timing before anything runs: a node with another suite, filter or
+parbench version refuses, naming the first difference. Node 0 then runs the suite as on one
+machine, with the group as its `Runner`'s nodes (`suites.runner.spanning.Nodes`): a case whose
+ranks do not fit on one node becomes a step; node 0 shares the step (the case, its timing, each
+node's ranks' environments, placed on the nodes' addresses), every node starts its own ranks, and
+node 0 gathers their outcomes and keeps the record, with every node's provenance. The other nodes
+only follow steps until node 0 says the suite is done.
+
+Faults: a node whose ranks fail reports it, and the first failure in time names the case's
+reason; a node that does not report within the case's deadline is named, and the steps after it
+fail at once (the node left the run) while the cases node 0 runs alone go on. A node that stops
+(Ctrl-C, a one-line error) tells the others (`node_group.abort`); a follower whose node 0 is gone
+stops at its next wait. Every wait has a deadline; every rank process is stopped by the launcher
+that started it.
+"""
+from __future__ import annotations
+
+import array
+import fcntl
+import json
+import os
+import socket
+import struct
+from dataclasses import asdict, dataclass, field
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind, Framework, Status
+from suites.runner import launchers, node_group
+from suites.runner.deadline import case_timeout
+from suites.runner.execute import FAILED_AT, Outcome
+from suites.runner.node_group import NodeGroup
+from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
+from suites.strategies.jobs import Job, job_for
+
+#: Seconds beyond a case's deadline node 0 waits for another node's report (its launcher stops
+#: its ranks at the deadline, then reports).
+REPORT_GRACE_S = 60.0
+#: The environment variables that bind gloo's and NCCL's sockets to an interface; set on each
+#: node to the interface of its own address where the user has not (a host name that resolves to
+#: 127.0.0.1 would otherwise have gloo listen where the other nodes cannot reach it).
+SOCKET_INTERFACE_ENVS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+@dataclass
+class NodeSpan:
+    """The nodes of a `parbench run --nnodes` group, as the runner's launch target."""
+
+    group: NodeGroup
+    #: Each node's name ("node0", ...) and the address the others reach it at.
+    nodes: tuple[str, ...]
+    addresses: tuple[str, ...]
+    #: GPUs on each node: the fewest any node has.
+    gpus_per_node: int
+    #: The interface holding this node's address, which its ranks' sockets bind to ("" unknown).
+    interface: str = ""
+    launcher: str = "nodes"
+    #: Nodes that did not report a step: node rank -> why (their later steps fail at once).
+    lost: dict[int, str] = field(default_factory=dict)
+
+    def ranks_per_node(self, job: Job) -> int:
+        return ranks_per_node(job, self.gpus_per_node)
+
+    def name(self) -> str:
+        return f"the node group at {self.group.endpoint}"
+
+    def more_hint(self, needed: int) -> str:
+        return f"start it on {needed} nodes: --nnodes {needed}"
+
+    def run_step(self, job: Job, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
+        """Node 0's side of a step: share it, run node 0's ranks, gather the other nodes' outcomes."""
+        per_node = self.ranks_per_node(job)
+        needed = nodes_needed(job, self, len(envs))
+        gone = {rank: why for rank, why in self.lost.items() if rank < needed}
+        if gone:
+            rank, why = min(gone.items())
+            return Outcome(Status.FAILED, f"node {rank} ({self.addresses[rank]}) left the run: {why}",
+                           details={"launcher": self.launcher})
+        node_group.share(self.group, "step", json.dumps({
+            "case": job.case.to_dict(), "timing": asdict(timing),
+            "envs": {str(rank): envs[rank * per_node:(rank + 1) * per_node] for rank in range(1, needed)}}))
+        local = launchers.run_processes(job, timing, [self.bound_here(env) for env in envs[:per_node]])
+        reports = node_group.gather(self.group, "outcome", json.dumps(local.to_dict()),
+                                    timeout_s=case_timeout(timing, job) + REPORT_GRACE_S) or []
+        return self._combine(job, local, reports[1:needed])
+
+    def bound_here(self, env: dict[str, str]) -> dict[str, str]:
+        """A rank's environment with gloo's and NCCL's sockets on this node's interface, where the
+        user set none."""
+        if not self.interface:
+            return env
+        return {**{name: self.interface for name in SOCKET_INTERFACE_ENVS if name not in os.environ}, **env}
+
+    def _combine(self, job: Job, local: Outcome, reports: list[str | None]) -> Outcome:
+        outcomes: list[Outcome | None] = [local, *(Outcome.from_dict(json.loads(text)) if text else None
+                                                   for text in reports)]
+        nodes = [outcome.details.get("node") for outcome in outcomes if outcome is not None]
+        details = nodes_details(nodes, self.launcher)
+        missing = [rank for rank, outcome in enumerate(outcomes) if outcome is None]
+        if missing:
+            rank = missing[0]
+            why = f"did not report {job.case.id} within its deadline"
+            self.lost[rank] = why
+            return Outcome(Status.FAILED, (f"node {rank} ({self.addresses[rank]}) {why}: its parbench stopped or "
+                                           f"lost the network; node 0: {local.reason or str(local.status)}"),
+                           details={**details, "node_rank": rank})
+        failed = [(rank, outcome) for rank, outcome in enumerate(outcomes)
+                  if outcome is not None and outcome.status is Status.FAILED]
+        if not failed:
+            local.details.update(details)
+            return local
+        # the first failure in time is the cause; its peers' broken connections follow from it
+        rank, first = min(failed, key=lambda pair: (pair[1].details.get(FAILED_AT) or float("inf"), pair[0]))
+        return Outcome(Status.FAILED, f"node {rank}: {first.reason}", measurement=None, check=first.check,
+                       details={**first.details, **details, "node_rank": rank})
+
+
+def _interface_of(address: str) -> str | None:
+    """The network interface that holds `address` on this machine (Linux), or None."""
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            request = array.array("B", struct.pack("256s", name.encode()[:15]))
+            try:
+                fcntl.ioctl(probe.fileno(), 0x8915, request)  # SIOCGIFADDR: the interface's IPv4 address
+            except OSError:
+                continue
+            if socket.inet_ntoa(request.tobytes()[20:24]) == address:
+                return name
+    return None
+
+
+def _own_address(group: NodeGroup) -> str:
+    """The address this node reaches node 0 from (node 0: the endpoint's host)."""
+    if group.is_first:
+        return group.endpoint.host
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((group.endpoint.host, group.endpoint.port))  # no packet: it only picks the route
+        return probe.getsockname()[0]
+
+
+def _gpus_here() -> int:
+    from suites.hardware.devices import discover
+
+    return discover(Framework.TORCH, DeviceKind.GPU).count
+
+
+def start(endpoint: str, nnodes: int, node_rank: int, timeout_s: float) -> NodeSpan:
+    """Join the node group and learn every node's address and GPUs (`node_group.join`)."""
+    group = node_group.join(endpoint, nnodes, node_rank, timeout_s)
+    address = _own_address(group)
+    everyone = node_group.gather(group, "node", json.dumps({"address": address, "gpus": _gpus_here()}))
+    if everyone is not None and None in everyone:
+        node_group.abort(group, "a node did not say its address")
+        raise node_group.RendezvousError(f"node {everyone.index(None)} did not say its address within "
+                                         f"{timeout_s:g} s after joining: start the run again on every node")
+    shared = json.loads(node_group.share(group, "nodes", json.dumps(
+        [json.loads(text) for text in everyone if text] if everyone else None)))
+    return NodeSpan(group, tuple(f"node{rank}" for rank in range(nnodes)), tuple(node["address"] for node in shared),
+                    min(node["gpus"] for node in shared), _interface_of(address) or "")
+
+
+def agree_on_cases(span: NodeSpan, cases: list[Case], timing: TimingConfig) -> None:
+    """Every node runs the same cases under the same timing, or none starts (one line naming the
+    first difference)."""
+    node_group.agree(span.group, "cases", json.dumps([case.id for case in cases]))
+    node_group.agree(span.group, "timing", json.dumps(asdict(timing), sort_keys=True))
+
+
+def follow(span: NodeSpan, wait_s: float) -> int:
+    """A node other than node 0: run this node's ranks of each step node 0 shares, report their
+    outcome, until node 0 says the suite is done. `wait_s` bounds the wait for one step (node 0
+    may run many cases alone in between). Exit status 0."""
+    group = span.group
+    while True:
+        step = json.loads(node_group.share(group, "step", None, timeout_s=wait_s))
+        if step.get("done"):
+            break
+        mine = step["envs"].get(str(group.node_rank))
+        outcome = None
+        if mine:
+            job = job_for(Case.from_dict(step["case"]))
+            timing = TimingConfig(**step["timing"])
+            outcome = launchers.run_processes(job, timing, [span.bound_here(env) for env in mine],
+                                              first_rank=group.node_rank * len(mine))
+        node_group.gather(group, "outcome", json.dumps(outcome.to_dict() if outcome else None))
+    node_group.close(group)
+    return 0
+
+
+def finish(span: NodeSpan, error: str | None = None) -> None:
+    """Node 0 ends the run on every node: the suite is done, or it stopped with `error`."""
+    if error is not None:
+        node_group.abort(span.group, error)
+    else:
+        node_group.share(span.group, "step", json.dumps({"done": True}))
+    node_group.close(span.group, timeout_s=0 if error else 30.0)

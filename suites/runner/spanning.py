@@ -1,0 +1,144 @@
+"""A case whose ranks span several nodes, whatever started the nodes: a Slurm allocation
+(`suites.runner.slurm`) or one `parbench run --nnodes` per node (`suites.runner.nodes`).
+
+Both place ranks alike: a node holds as many ranks as it has GPUs (a GPU case) or one rank (a CPU
+case: one process a node, as a CPU cluster trains); a case that fits on one node runs where
+`parbench run` runs; one that needs more nodes than there are is unavailable, with the count.
+Each rank's environment, made by its strategy for one machine, is set for the nodes: torch's
+rendezvous on the first node, a TF cluster's tasks each at its node's address. Each rank names
+its node (`NODE_ENV`), so the record keeps every node's provenance in `details.nodes`, and says so
+where the nodes are one physical host (a test cluster on one machine).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from typing import Mapping, Protocol
+
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind
+from suites.runner.execute import Outcome
+from suites.strategies.jobs import Job
+
+#: The node a rank process runs on, set by the launcher that placed it (Slurm sets its own,
+#: `SLURMD_NODENAME`, which is read where this is not set).
+NODE_ENV = "PARBENCH_NODE"
+SLURM_NODE_ENV = "SLURMD_NODENAME"
+
+
+class Nodes(Protocol):
+    """The nodes a run may spread a case's ranks over, and how it starts them there."""
+
+    #: The nodes' names, the first being the one `parbench run` (node 0) runs on.
+    nodes: tuple[str, ...]
+    #: The address each node is reached at, in the same order.
+    addresses: tuple[str, ...]
+    #: GPUs each node has (0: none known).
+    gpus_per_node: int
+    #: The launcher's name, as records say it ("slurm", "nodes").
+    launcher: str
+
+    def ranks_per_node(self, job: Job) -> int: ...
+
+    def name(self) -> str:
+        """What the nodes are, for a reason: "the Slurm allocation 7"."""
+        ...
+
+    def more_hint(self, needed: int) -> str:
+        """How a user gets `needed` nodes: "salloc -N 3"."""
+        ...
+
+    def run_step(self, job: Job, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
+        """Run rank r with `envs[r]` (already placed on its node) on the nodes; one outcome."""
+        ...
+
+
+def ranks_per_node(job: Job, gpus_per_node: int) -> int:
+    """How many of the case's ranks one node holds: one per GPU, one for a CPU case."""
+    return gpus_per_node if job.case.device is DeviceKind.GPU else 1
+
+
+def nodes_needed(job: Job, where: Nodes, processes: int) -> int:
+    """Nodes the case's `processes` ranks take (1: it fits on one node, and runs as on one machine)."""
+    per_node = where.ranks_per_node(job)
+    if per_node <= 0 or processes <= per_node:
+        return 1
+    return -(-processes // per_node)
+
+
+def too_few_nodes(job: Job, where: Nodes, processes: int) -> str | None:
+    """Why the case cannot run on these nodes, or None."""
+    per_node = where.ranks_per_node(job)
+    needed = nodes_needed(job, where, processes)
+    if needed == 1:
+        return None
+    if processes % per_node:
+        return (f"{processes} ranks do not divide over nodes of {per_node} {job.case.device}(s) each; pick a case "
+                f"for a multiple of {per_node} devices")
+    if needed > len(where.nodes):
+        return (f"needs {needed} nodes of {per_node} {job.case.device}(s) each; {where.name()} has "
+                f"{len(where.nodes)} ({where.more_hint(needed)})")
+    return None
+
+
+def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: Nodes) -> dict[str, str]:
+    """A rank's environment from its strategy (made for one machine) set for the nodes: torch's
+    rendezvous on the first node and the rank's place on its own node; a TF cluster's tasks (TF_CONFIG,
+    in rank order) each at its node's address, a worker's GPU its node's own; the rank's node named."""
+    placed = dict(env)
+    placed[NODE_ENV] = where.nodes[rank // per_node]
+    if "MASTER_ADDR" in placed:
+        placed["MASTER_ADDR"] = where.addresses[0]
+    if "LOCAL_RANK" in placed:
+        placed["LOCAL_RANK"] = str(rank % per_node)
+    if "LOCAL_WORLD_SIZE" in placed:
+        placed["LOCAL_WORLD_SIZE"] = str(per_node)
+    if "TF_CONFIG" in placed:
+        placed["TF_CONFIG"] = json.dumps(_tf_config_on_nodes(json.loads(placed["TF_CONFIG"]), per_node, where))
+        if placed.get("CUDA_VISIBLE_DEVICES"):  # a worker's GPU: one per rank on its node
+            placed["CUDA_VISIBLE_DEVICES"] = str(rank % per_node)
+    return placed
+
+
+def _tf_config_on_nodes(config: dict, per_node: int, where: Nodes) -> dict:
+    """TF_CONFIG whose tasks (rank r is the r-th task of the cluster, jobs in their order) are on
+    the node of their rank, each keeping its port."""
+    rank, cluster = 0, {}
+    for job, addresses in config["cluster"].items():
+        cluster[job] = []
+        for address in addresses:
+            cluster[job].append(f"{where.addresses[rank // per_node]}:{address.rsplit(':', 1)[1]}")
+            rank += 1
+    return {**config, "cluster": cluster}
+
+
+def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
+    """`details.nodes` (every rank's node, once a node) and whether they share one physical host."""
+    seen: dict[str, dict] = {}
+    for node in nodes:
+        if isinstance(node, dict) and str(node.get("node")) not in seen:
+            seen[str(node.get("node"))] = node
+    listed = list(seen.values())
+    details: dict[str, object] = {"launcher": launcher, "nodes": listed}
+    hosts = {node.get("hostname") for node in listed}
+    if len(listed) > 1 and len(hosts) == 1:
+        details["nodes_share_a_host"] = (f"the {len(listed)} nodes are one physical host "
+                                         f"({hosts.pop()}): emulated nodes, not a cluster's")
+    return details
+
+
+def node_provenance() -> dict[str, object] | None:
+    """What a rank says of its node, where a launcher placed it on one: the node's name (and its
+    Slurm name), host name and CPU model (the record's provenance is the first node's; this keeps
+    every node's)."""
+    name = os.environ.get(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
+    if not name:
+        return None
+    from suites.hardware.devices import cpu_model
+
+    slurm = {"slurm_node": os.environ[SLURM_NODE_ENV]} if os.environ.get(SLURM_NODE_ENV) else {}
+    return {"node": name, **slurm, "hostname": socket.gethostname(), "cpu": cpu_model(),
+            "python": sys.version.split()[0], "machine": platform.machine()}
