@@ -200,3 +200,12 @@ def test_every_node_ok_keeps_node_0s_outcome_with_both_nodes():
     assert outcome is local and outcome.details["launcher"] == "nodes"
     assert [node["node"] for node in outcome.details["nodes"]] == ["node0", "node1"]
     assert "nodes_share_a_host" not in outcome.details  # two hosts: a real cluster's nodes
+
+
+def test_cpu_ranks_on_hosts_of_their_own_are_not_emulated_and_on_one_host_they_are():
+    from suites.runner.recording import on_nodes_of_their_own
+
+    two_hosts_ = {"nodes": [{"node": "node0", "hostname": "a"}, {"node": "node1", "hostname": "b"}]}
+    assert on_nodes_of_their_own(job(), two_hosts_)
+    assert not on_nodes_of_their_own(job(), {**two_hosts_, "nodes_share_a_host": "the 2 nodes are one host (a)"})
+    assert not on_nodes_of_their_own(job(), {})  # ranks on one machine: emulated devices

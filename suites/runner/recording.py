@@ -43,6 +43,15 @@ def keeps_cores_busy(job: Job) -> bool:
     return job.case.device is DeviceKind.CPU and job.workload.kind != "collective"
 
 
+def on_nodes_of_their_own(job: Job, details: dict) -> bool:
+    """Whether a CPU case's ranks ran one a node, on hosts of their own (`details.nodes` from
+    `suites.runner.spanning`): a CPU cluster's nodes, each a device, not devices emulated on one
+    CPU. Nodes that are one physical host (a test cluster) stay emulated."""
+    nodes = details.get("nodes")
+    return (job.case.device is DeviceKind.CPU and isinstance(nodes, list) and len(nodes) == job.case.n_devices
+            and "nodes_share_a_host" not in details)
+
+
 def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
     """Attach provenance and derived metrics to what running the job's case produced (a case
@@ -51,7 +60,7 @@ def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
     metrics = {}
     bound_by = None
     details = outcome.details
-    emulated = isinstance(job, Job) and job.emulated
+    emulated = isinstance(job, Job) and job.emulated and not on_nodes_of_their_own(job, details)
     if outcome.measurement is not None and isinstance(job, Job):
         work = job.work()
         metrics = derive(case, outcome.measurement, context.store.root,
