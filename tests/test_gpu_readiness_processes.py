@@ -139,7 +139,7 @@ def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
     Runner(FAST).launch(job_for(case))
     assert started == [case]
     # the run's time estimate counts a process start for it
-    monkeypatch.setattr("suites.runner.runner.unavailable_here", lambda planned: None)
+    monkeypatch.setattr("suites.runner.runner.unavailable_reason", lambda planned, nodes: None)
     assert Runner(FAST).estimate_s(plan(case)) == FAST.warmup_s + FAST.budget_s + LAUNCH_OVERHEAD_S
 
 

@@ -348,15 +348,3 @@ def run_bounded(job: Job, timing: TimingConfig, bound: Bound) -> Outcome:
     which is stopped at the case's deadline (`case_timeout`): `unavailable`, too slow, if it
     gets there. The parbench process could not stop it while a step ran."""
     return run_processes(job, timing, [isolated_env(job)], bound)
-
-
-def launch_mode(job: Job) -> Launch:
-    """The strategy's `launch`, except that a GPU case, or one that runs the user's code, is
-    never timed in the parbench process: a process of its own is killed at the case's deadline
-    however it hangs (in a CUDA call or a user's forward, out of Python's reach), gives back all
-    its GPU memory when it ends (TensorFlow never returns what it took, which would starve every
-    later case of that GPU), and whatever it does (exit, segfault, run out of memory, fork) ends
-    only that case, stored `failed` with what happened."""
-    launch = job.strategy.launch
-    apart = job.case.device is DeviceKind.GPU or job.workload.runs_user_code
-    return Launch.ISOLATED if launch is Launch.IN_PROCESS and apart else launch

@@ -6,8 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suites.cases.case import Case
+from suites.cases.vocabulary import DeviceKind
 from suites.hardware.devices import framework_installed, not_installed_reason
+from suites.measure.launch import Launch
 from suites.runner import availability
+from suites.runner.spanning import Nodes, too_few_nodes
 from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
 
@@ -35,9 +38,25 @@ def plan(case: Case) -> Plan:
         return Unresolved(case, str(error))
 
 
-def unavailable_reason(planned: Plan) -> str | None:
-    """Why the planned case cannot run here, or None: it has no job here, or the run layer's
-    reasons for its job (`suites.runner.availability.unavailable_reason`)."""
+def unavailable_reason(planned: Plan, nodes: Nodes | None = None) -> str | None:
+    """Why the planned case cannot run here, or None: it has no job here, this machine cannot run
+    it (`suites.runner.availability.unavailable_reason`), or its ranks span more of the run's
+    `nodes` than there are, or do not divide over them (`suites.runner.spanning.too_few_nodes`)."""
     if isinstance(planned, Unresolved):
         return planned.reason
-    return availability.unavailable_reason(planned)
+    reason = availability.unavailable_reason(planned)
+    if reason or nodes is None or launch_mode(planned) is not Launch.RANKS:
+        return reason
+    return too_few_nodes(planned, nodes, planned.strategy.processes(planned))
+
+
+def launch_mode(job: Job) -> Launch:
+    """The strategy's `launch`, except that a GPU case, or one that runs the user's code, is
+    never timed in the parbench process: a process of its own is killed at the case's deadline
+    however it hangs (in a CUDA call or a user's forward, out of Python's reach), gives back all
+    its GPU memory when it ends (TensorFlow never returns what it took, which would starve every
+    later case of that GPU), and whatever it does (exit, segfault, run out of memory, fork) ends
+    only that case, stored `failed` with what happened."""
+    launch = job.strategy.launch
+    apart = job.case.device is DeviceKind.GPU or job.workload.runs_user_code
+    return Launch.ISOLATED if launch is Launch.IN_PROCESS and apart else launch

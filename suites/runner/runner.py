@@ -21,10 +21,9 @@ from suites.runner.bounds import Bound, Probe, bound_for
 from suites.runner.deadline import case_timeout
 from suites.runner.eta import COMPILE_OVERHEAD_S, IN_PROCESS_OVERHEAD_S, LAUNCH_OVERHEAD_S, steps_estimate_s
 from suites.runner.execute import Outcome
-from suites.runner.plan import Plan, Unresolved, plan
-from suites.runner.plan import unavailable_reason as unavailable_here
+from suites.runner.plan import Plan, Unresolved, launch_mode, plan, unavailable_reason
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
-from suites.runner.spanning import Nodes, too_few_nodes
+from suites.runner.spanning import Nodes
 from suites.strategies.jobs import Job
 
 __all__ = ["Plan", "RunContext", "Runner", "Unresolved", "plan"]
@@ -54,16 +53,6 @@ class Runner:
         """A runner that stores every record in `context`, timed as it says."""
         return cls(context.timing, context, launcher=launcher, **options)  # type: ignore[arg-type]
 
-    def unavailable_reason(self, planned: Plan) -> str | None:
-        """Why the planned case cannot run here (`suites.runner.plan.unavailable_reason`), or on
-        the run's nodes: ranks that span more nodes than it has, or do not divide over them."""
-        reason = unavailable_here(planned)
-        if reason or self.nodes is None or not isinstance(planned, Job):
-            return reason
-        if launchers.launch_mode(planned) is not Launch.RANKS:
-            return None
-        return too_few_nodes(planned, self.nodes, planned.strategy.processes(planned))
-
     def bound(self, job: Job) -> Bound:
         """How an available job is kept inside its first-step limit (`suites.runner.bounds`)."""
         return bound_for(job, self.timing, self.rate or probe.probe_flops_per_s)
@@ -76,13 +65,13 @@ class Runner:
         """Expected seconds for the planned case: nothing if it is unavailable here or refused as
         too slow, else its steps (`suites.runner.eta.steps_estimate_s`) plus set-up or launch,
         and a compiled case's compiles; a case run where it can be stopped, at most its deadline."""
-        if self.unavailable_reason(planned):
+        if unavailable_reason(planned, self.nodes):
             return 0.0
         assert isinstance(planned, Job)
         bound = self.bound(planned)
         if bound.refused:
             return 0.0
-        launched = launchers.launch_mode(planned) is not Launch.IN_PROCESS or bound.isolated
+        launched = launch_mode(planned) is not Launch.IN_PROCESS or bound.isolated
         compiles = COMPILE_OVERHEAD_S if planned.case.compile is not Compile.NONE else 0.0
         total = (steps_estimate_s(self.timing, bound.predicted_step_s) + compiles
                  + (LAUNCH_OVERHEAD_S if launched else IN_PROCESS_OVERHEAD_S))
@@ -92,7 +81,7 @@ class Runner:
         """Run an available job and return what it produced. A case predicted far over its
         first-step limit is refused; an in-process one near it runs in a process of its own that
         is stopped at its deadline (`suites.runner.bounds`); else the launcher, by default the
-        strategy's launch mode (`suites.runner.launchers.launch_mode`: a GPU case or the user's
+        strategy's launch mode (`suites.runner.plan.launch_mode`: a GPU case or the user's
         code never runs in this process)."""
         bound = self.bound(job)
         if bound.refused:
@@ -102,7 +91,7 @@ class Runner:
             return self.launcher(job, self.timing)
         if bound.isolated and job.strategy.launch is Launch.IN_PROCESS:  # in a process of its own either way
             return launchers.run_bounded(job, self.timing, bound)
-        launch = launchers.launch_mode(job)
+        launch = launch_mode(job)
         if launch is Launch.RANKS:
             return launchers.run_ranks(job, self.timing, self.nodes)
         return launchers.LAUNCHERS[launch](job, self.timing)
@@ -121,7 +110,7 @@ class Runner:
         if self.context is None:
             raise ValueError("this runner stores no records: build it with Runner.storing(context)")
         planned = plan(planned) if isinstance(planned, Case) else planned
-        reason = self.unavailable_reason(planned)
+        reason = unavailable_reason(planned, self.nodes)
         if reason:
             return self._store(planned, Outcome(Status.UNAVAILABLE, reason))
         assert isinstance(planned, Job)
