@@ -1,5 +1,6 @@
 """Launch a case the way its strategy says: in this process, in one isolated worker, or as a
-pool of rank processes on 127.0.0.1.
+pool of rank processes on this machine (across nodes, each node's share of them:
+`suites.runner.spanning`).
 
 Every process gets its own session (process group), a hard timeout, and on the way out
 SIGTERM then SIGKILL after a grace period: a TF worker waiting for a missing peer ignores
