@@ -157,6 +157,9 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "set by `parbench run --rehearse` in its processes: GPU cases on the CPU take CUDA's optimizer kernels"),
     Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/measure/faults.py",
          "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
+    Knob("PARBENCH_NODE", str, "a node's name, such as node1",
+         "set by parbench in a rank process it placed on a node of several (Slurm, --nnodes): the record keeps "
+         "every rank's node"),
     Knob("PARBENCH_TPU_PLUGGABLE_DEVICE_LIBRARY", str, "the path of a libtpu library or a folder holding one",
          "set by parbench in a process that keeps libtpu out: the libtpu TF_PLUGGABLE_DEVICE_LIBRARY_PATH it "
          "took out of its environment, which the TPU processes it starts get back"),

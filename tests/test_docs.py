@@ -183,7 +183,10 @@ class FakeBase(StrategyPlugin):
     def launched(self) -> None:
         """Launches."""
 
-    def unavailable_reason(self, case, device):
+    def compile_reason(self, job):
+        return None
+
+    def unavailable_reason(self, job, device):  # no hook (`NOT_HOOKS`): never tabled
         return None
 
     def _hidden(self) -> None:
@@ -213,7 +216,7 @@ def test_members_have_their_role_and_first_sentence():
         Member("kinds", False, "", "Sets `StrategyPlugin.kinds` to `frozenset({'kernel'})`."),
         Member("plain", True, "", "What plain does, e.g. nothing."),
         Member("launched", True, "launching", "Launches."),
-        Member("unavailable_reason", True, "launching", "Overrides `StrategyPlugin.unavailable_reason`."),
+        Member("compile_reason", True, "launching", "Overrides `StrategyPlugin.compile_reason`."),
     ]
 
 
@@ -224,7 +227,7 @@ def test_overriders_are_named_with_the_intermediate_base_they_inherit_from():
     assert hook_table.overriders(FakeBase, "plain", registered, bases) == "via `FakeIntermediate`: inherits"
     assert hook_table.overriders(FakeBase, "launched", registered, bases) == "own"
     assert hook_table.overriders(FakeBase, "first", registered, bases) == "own"
-    assert hook_table.overriders(FakeBase, "unavailable_reason", registered, bases) == "—"
+    assert hook_table.overriders(FakeBase, "compile_reason", registered, bases) == "—"
     assert hook_table.overriders(StrategyPlugin, "kinds", registered, bases) == \
         "via `FakeBase`: torch/own, torch/inherits"
     registered = [Plugin("torch/own", FakeOwn())]
@@ -272,6 +275,16 @@ def test_capability_protocols_are_tabled_with_the_plugins_that_implement_them(tm
     assert "### `Stepping`" in protocols and "NotAProtocol" not in table
     assert "| `microbatches` |  | How many micro-batches. | torch/implements, tf/attribute |" in protocols
     assert "| `own_step()` |  | The step. | torch/implements |" in protocols
+
+
+def test_the_tables_leave_out_unavailable_reason_and_end_with_the_requirements():
+    """`unavailable_reason` evaluates `requirements` and no plugin overrides it: a row saying so
+    would be noise. The requirements have their table, a row per registered plugin."""
+    table = hook_table.render()
+    assert "`unavailable_reason()`" not in table
+    section = table[table.index("## Availability requirements"):]
+    assert section.count("\n| ") == 2 + len(hook_table.plugins())
+    assert "| ddp | torch | `process-group-backend` (from `RankProcesses`): " in section
 
 
 def test_without_a_capabilities_module_there_is_no_protocol_section(monkeypatch):

@@ -87,8 +87,9 @@ def _version(capability: str) -> tuple[int, ...]:
 
 
 def strategy_reason(job: Job, device: DeviceInfo) -> str | None:
-    """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`),
-    its compilers' first."""
+    """The rules of the case's strategy plugin (`suites.strategies.<framework>.<strategy>`):
+    its compilers' first, then its requirements in their order
+    (`suites.strategies.base.StrategyPlugin.requirements`)."""
     case, plugin = job.case, job.strategy
     if not plugin.applies_to(type(job.workload)):  # a case made outside a grid
         return f"{case.framework} strategy '{case.strategy}' does not apply to {case.workload}"

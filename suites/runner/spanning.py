@@ -18,6 +18,7 @@ import socket
 import sys
 from typing import Mapping, Protocol
 
+from suites import knobs
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind
 from suites.runner.execute import Outcome
@@ -134,7 +135,7 @@ def node_provenance() -> dict[str, object] | None:
     """What a rank says of its node, where a launcher placed it on one: the node's name (and its
     Slurm name), host name and CPU model (the record's provenance is the first node's; this keeps
     every node's)."""
-    name = os.environ.get(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
+    name = knobs.read(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
     if not name:
         return None
     from suites.hardware.devices import cpu_model

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, ClassVar, Mapping
+from typing import TYPE_CHECKING, ClassVar, Mapping, final
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.options import NoOptions, params_of
+from suites.strategies.requirements import Requirement, first_reason, repeated_names, requirement
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -19,9 +20,9 @@ STATE_BYTES = 4
 
 
 class StrategyPlugin:
-    """One strategy of one framework. Subclasses set the class attributes and override the
-    rules that differ; the framework's base class (`TorchStrategy`, `TfStrategy`) adds the
-    hooks its runnables call.
+    """One strategy of one framework. Subclasses set the class attributes, list their
+    `requirements` and override the hooks that differ; the framework's base class
+    (`TorchStrategy`, `TfStrategy`) adds the hooks its runnables call.
 
     Only what every strategy decides is here; what one strategy alone does is an optional
     capability it implements or not (`suites.measure.capabilities`)."""
@@ -66,6 +67,9 @@ class StrategyPlugin:
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
+        repeated = repeated_names(cls.requirements)
+        if repeated:
+            raise TypeError(f"{cls.__name__}.requirements names {', '.join(repeated)} more than once")
         cls.params = params_of(cls.options_type)
         cls.compile_params = {compile: params_of(options) for compile, options in cls.compiler_options.items()}
 
@@ -95,9 +99,16 @@ class StrategyPlugin:
         """Whether a case of `workload` exists under this strategy (by default: its kind is one of `kinds`)."""
         return workload.kind in self.kinds
 
+    #: What a case needs to run on a device here, in the order they are checked: the first it
+    #: does not meet gives its reason (`unavailable_reason`). A subclass lists its base's
+    #: explicitly, `(*Base.requirements, more, ...)`, so the order shows where it is declared.
+    requirements: ClassVar[tuple[Requirement, ...]] = ()
+
+    @final
     def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        """Why `case` cannot run on `device` here, or None."""
-        return None
+        """Why the case cannot run on `device` here, or None: the reason of the first of
+        `requirements` it does not meet. Not a hook: a plugin declares requirements instead."""
+        return first_reason(self.requirements, job, device)
 
     #: Whether the case's devices can be emulated on fewer GPUs than it spans, as they are on
     #: one CPU: rank processes sharing a GPU over gloo (torch), logical GPUs split from one
@@ -239,8 +250,9 @@ def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: 
     return f"{what} over {here} GPUs on this machine needs {here} visible GPUs; {device.count} visible"
 
 
-def one_device_reason(job: "Job") -> str | None:
-    """Strategy `single`'s rule."""
+@requirement("the case spans one device")
+def single_device(job: "Job", device: "DeviceInfo") -> str | None:
+    """Strategy `single`'s rule, in both frameworks."""
     case = job.case
     if case.n_devices != 1:
         return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
@@ -263,6 +275,12 @@ HOROVOD_UNSUPPORTED = (
     "HOROVOD_WITH_PYTORCH=1, horovod/torch/mpi_ops_v2.cc is compiled as C++14: "
     "torch/include/torch/csrc/api/include/torch/all.h:5: error: #error C++17 or later "
     "compatible compiler is required to use PyTorch")
+
+
+@requirement("Horovod builds against the pinned frameworks, which it does not: every case is unavailable")
+def horovod_builds(job: "Job", device: "DeviceInfo") -> str | None:
+    """Strategy `horovod`'s rule, in both frameworks (`HOROVOD_UNSUPPORTED`)."""
+    return HOROVOD_UNSUPPORTED
 
 
 def deep_enough(params: Mapping[str, object], n: int, depth: int) -> dict[str, object]:

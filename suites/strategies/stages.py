@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.options import option
+from suites.strategies.requirements import requirement
 
 if TYPE_CHECKING:
+    from suites.hardware.devices import DeviceInfo
     from suites.strategies.jobs import Job
     from suites.workloads.training import ModelSpec
 
@@ -161,8 +163,10 @@ def microbatches_of(job: "Job") -> int:
     return job.options.microbatches
 
 
-def microbatches_reason(job: "Job") -> str | None:
-    """Why the case's global batch cannot be cut into its micro-batches, or None."""
+@requirement("`microbatches` divides the global batch")
+def microbatches_divide_batch(job: "Job", device: "DeviceInfo") -> str | None:
+    """A pipeline's rule, in both frameworks: why the case's global batch cannot be cut into its
+    micro-batches, or None."""
     m, batch = microbatches_of(job), job.workload.global_batch
     if batch % m:
         return f"microbatches = {m} does not divide the global batch of {batch}"

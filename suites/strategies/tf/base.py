@@ -13,6 +13,7 @@ from suites.errors import UserError
 from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tasks_beside, tasks_of, tf_config_rank
 from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
+from suites.strategies.requirements import Requirement, requirement
 from suites.measure.capabilities import CoordinatesWorkers
 
 if TYPE_CHECKING:
@@ -83,15 +84,6 @@ def param(job: "Job", name: str, default: str) -> str:
     return str(job.workload.p.get(name, default))
 
 
-def replicas_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool = False) -> str | None:
-    """Device kind and count (`can_share`: fewer GPUs are split into logical ones), and an even
-    split of a training batch over the replicas."""
-    case = job.case
-    if case.device is DeviceKind.TPU:
-        return f"{what} runs on CPUs or GPUs; TPUs use strategy 'tpu' (TPUStrategy)"
-    return too_few_gpus_reason(job, device, what, can_share) or split_reason(job, "replicas")
-
-
 def backend_reason(job: "Job", what: str, allowed: tuple[str, ...]) -> str | None:
     """An allreduce case's `backend` against what this TF strategy can do."""
     case = job.case
@@ -116,6 +108,49 @@ def nccl_bf16_reason(job: "Job", what: str) -> str | None:
             and param(job, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
     return None
+
+
+# --- requirements several strategies share; `what` names the strategy in the reasons -----------
+@requirement("the global batch splits into equal shards over the replicas")
+def equal_replica_shards(job: "Job", device: "DeviceInfo") -> str | None:
+    return split_reason(job, "replicas")
+
+
+def replica_requirements(what: str) -> tuple[Requirement, ...]:
+    """The rules of a strategy whose replicas each train on a shard of the batch: on CPUs or
+    GPUs, a GPU per replica (or logical GPUs split from fewer, where the plugin `shares_gpus`),
+    equal shards."""
+    def cpus_or_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+        if job.case.device is DeviceKind.TPU:
+            return f"{what} runs on CPUs or GPUs; TPUs use strategy 'tpu' (TPUStrategy)"
+        return None
+
+    def gpu_per_replica(job: "Job", device: "DeviceInfo") -> str | None:
+        return too_few_gpus_reason(job, device, what, job.strategy.shares_gpus)
+
+    return (Requirement("cpus-or-gpus", "on CPUs or GPUs (a TPU's case is strategy tpu's)", cpus_or_gpus),
+            Requirement("gpu-per-replica", "a visible GPU per replica, unless the strategy `shares_gpus` "
+                        "(logical GPUs split from fewer)", gpu_per_replica),
+            equal_replica_shards)
+
+
+def backend_requirement(what: str, allowed: tuple[str, ...]) -> Requirement:
+    """An allreduce case's `backend` is one of `allowed` (`backend_reason`)."""
+    def supported_backend(job: "Job", device: "DeviceInfo") -> str | None:
+        return backend_reason(job, what, allowed)
+
+    backends = f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+    return Requirement("supported-backend", f"an allreduce case's backend is {backends}, nccl on GPUs only",
+                       supported_backend)
+
+
+def nccl_bf16_requirement(what: str) -> Requirement:
+    """No bf16 all-reduce of GPU tensors through NCCL (`nccl_bf16_reason`)."""
+    def no_nccl_bf16(job: "Job", device: "DeviceInfo") -> str | None:
+        return nccl_bf16_reason(job, what)
+
+    return Requirement("no-nccl-bf16", "no bf16 all-reduce of GPU tensors through NCCL (TF's has no "
+                       "bfloat16 kernel)", no_nccl_bf16)
 
 
 class ClusterStrategy(DistributeStrategy):

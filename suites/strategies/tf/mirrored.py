@@ -11,14 +11,25 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.base import on_shared_gpus
-from suites.strategies.tf.base import (DistributeStrategy, backend_reason, param,
-                                       nccl_bf16_reason, replicas_reason)
+from suites.strategies.requirements import requirement
+from suites.strategies.tf.base import (DistributeStrategy, backend_requirement, nccl_bf16_requirement, param,
+                                       replica_requirements)
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.hardware.devices import DeviceInfo
+
+WHAT = "MirroredStrategy"
+
+
+@requirement("backend nccl has a physical GPU per replica (logical GPUs split from one reduce through it)")
+def nccl_gpu_per_replica(job: "Job", device: "DeviceInfo") -> str | None:
+    if on_shared_gpus(job, device.count) and param(job, "backend", "auto") == "nccl":
+        return (f"{WHAT}'s NCCL all-reduce needs a GPU per replica; {device.count} visible "
+                "(backend 'auto' reduces logical GPUs through one)")
+    return None
 
 
 class Mirrored(DistributeStrategy):
@@ -29,15 +40,8 @@ class Mirrored(DistributeStrategy):
     #: Fewer GPUs than replicas: one GPU split into logical GPUs (`suites.frameworks.tf.distribute`).
     shares_gpus = True
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        what = "MirroredStrategy"
-        shared = on_shared_gpus(job, device.count) and param(job, "backend", "auto") == "nccl"
-        return (replicas_reason(job, device, what, self.shares_gpus)
-                or backend_reason(job, what, ("auto", "nccl"))
-                or (shared and f"{what}'s NCCL all-reduce needs a GPU per replica; {device.count} visible "
-                               "(backend 'auto' reduces logical GPUs through one)")
-                or nccl_bf16_reason(job, what))
+    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, ("auto", "nccl")), nccl_gpu_per_replica,
+                    nccl_bf16_requirement(WHAT))
 
     def cross_device_ops(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
         case = job.case

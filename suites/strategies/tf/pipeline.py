@@ -17,26 +17,23 @@ import math
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Strategy
-from suites.strategies.stages import MicrobatchOptions, bubble, microbatches_of, microbatches_reason
+from suites.strategies.stages import MicrobatchOptions, bubble, microbatches_divide_batch, microbatches_of
 from suites.strategies.tf.model_parallel import ModelParallel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
-    from suites.hardware.devices import DeviceInfo
 
 
 class Pipeline(ModelParallel):
     strategy = Strategy.PIPELINE
     options_type = MicrobatchOptions
+    requirements = (*ModelParallel.requirements, microbatches_divide_batch)
 
     def batch_parts(self, job: "Job") -> int:
         return math.lcm(job.case.n_devices, job.options.microbatches)
 
     def microbatches(self, job: "Job") -> int:
         return microbatches_of(job)
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        return super().unavailable_reason(job, device) or microbatches_reason(job)
 
     def bubble_fraction(self, job: "Job") -> float:
         case = job.case

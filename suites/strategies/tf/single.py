@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.base import one_device_reason
+from suites.strategies.base import single_device
+from suites.strategies.requirements import requirement
 from suites.strategies.tf.base import TfStrategy
 
 if TYPE_CHECKING:
@@ -15,6 +16,16 @@ if TYPE_CHECKING:
     from suites.hardware.devices import DeviceInfo
 
 
+@requirement("not a TPU: the parbench process initialises none (the TPU path is strategy tpu)")
+def not_on_tpu(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.device is DeviceKind.TPU:
+        # It would run in the parbench process, which never initialises a TPU system (and
+        # keeps libtpu out): TF would place the ops on the CPU and the record say TPU.
+        return ("TF 'single' runs in the parbench process, which initialises no TPU; "
+                "the TPU path is strategy 'tpu' (TPUStrategy, in its own process)")
+    return None
+
+
 class Single(TfStrategy):
     one_device = True
     strategy = Strategy.SINGLE
@@ -22,15 +33,7 @@ class Single(TfStrategy):
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is DeviceKind.TPU:
-            # It would run in the parbench process, which never initialises a TPU system (and
-            # keeps libtpu out): TF would place the ops on the CPU and the record say TPU.
-            return ("TF 'single' runs in the parbench process, which initialises no TPU; "
-                    "the TPU path is strategy 'tpu' (TPUStrategy, in its own process)")
-        return one_device_reason(job)
+    requirements = (not_on_tpu, single_device)
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":

@@ -11,8 +11,8 @@ from suites.cases.vocabulary import Compile, DeviceKind, Precision, Strategy
 from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import tpu_process_env
 from suites.measure.launch import Launch
-from suites.strategies.base import split_reason
-from suites.strategies.tf.base import DistributeStrategy
+from suites.strategies.requirements import requirement
+from suites.strategies.tf.base import DistributeStrategy, equal_replica_shards
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -28,6 +28,32 @@ if TYPE_CHECKING:
 TPU_CORE_COUNTS = (1, 4, 8)
 
 
+@requirement("the case is on a TPU")
+def on_tpu(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    return f"TPUStrategy runs on TPUs; this case asks for {case.device}" if case.device is not DeviceKind.TPU else None
+
+
+@requirement("n_devices is the TPU's core count: TPUStrategy replicates over every core")
+def every_core(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if device.count == case.n_devices:
+        return None
+    # n_devices stays the true replica count (it sets the global batch and every per-device
+    # figure), so a case for another core count is not stretched to fit.
+    matching = (f"the case with n_devices = {device.count} runs here" if device.count in TPU_CORE_COUNTS
+                else f"no built-in case has n_devices = {device.count}: add one to a grid")
+    return (f"TPUStrategy replicates over every core of the TPU ({device.count} here); "
+            f"this case asks for {case.n_devices} ({matching})")
+
+
+@requirement("not fp16: TPUs have no float16 arithmetic (bf16 is their mixed precision)")
+def no_fp16(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.precision is Precision.FP16:
+        return "TPUs have no float16 arithmetic; their mixed precision is bf16"
+    return None
+
+
 class Tpu(DistributeStrategy):
     strategy = Strategy.TPU
     devices = frozenset({DeviceKind.TPU})
@@ -38,25 +64,11 @@ class Tpu(DistributeStrategy):
     #: the TPU system (up to a minute or more) and builds the strategy; the first step's and
     #: the check's XLA compiles come after (the first step has its own allowance).
     startup_allowance_s = 300.0
+    requirements = (on_tpu, every_core, no_fp16, equal_replica_shards)
 
     def devices_at_hand(self, kind: DeviceKind, count: int) -> int:
         """Every TPU core at hand (one is a TPU case too: TPUStrategy over one core)."""
         return count
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is not DeviceKind.TPU:
-            return f"TPUStrategy runs on TPUs; this case asks for {case.device}"
-        if device.count != case.n_devices:
-            # n_devices stays the true replica count (it sets the global batch and every
-            # per-device figure), so a case for another core count is not stretched to fit.
-            matching = (f"the case with n_devices = {device.count} runs here" if device.count in TPU_CORE_COUNTS
-                        else f"no built-in case has n_devices = {device.count}: add one to a grid")
-            return (f"TPUStrategy replicates over every core of the TPU ({device.count} here); "
-                    f"this case asks for {case.n_devices} ({matching})")
-        if case.precision is Precision.FP16:
-            return "TPUs have no float16 arithmetic; their mixed precision is bf16"
-        return split_reason(job, "replicas")
 
     def emulated(self, job: "Job") -> bool:
         return False

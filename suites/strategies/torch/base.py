@@ -5,13 +5,14 @@ The hooks import torch when called, never at import: rules are read without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
 from suites.strategies.options import option
+from suites.strategies.requirements import requirement
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -85,6 +86,44 @@ class TorchStrategy(StrategyPlugin):
         return model.canonical_gradients()
 
 
+# --- the rank processes' requirements: gloo ranks may share GPUs, NCCL needs one per rank ------
+def rank_backend(job: "Job", device: "DeviceInfo") -> str:
+    """The backend the case's ranks would join with, given the GPUs `device` counts."""
+    plugin = cast("RankProcesses", job.strategy)
+    return plugin.backend(job, device.count if job.case.device is DeviceKind.GPU else None)
+
+
+@requirement("the backend is a torch.distributed one: gloo or nccl")
+def process_group_backend(job: "Job", device: "DeviceInfo") -> str | None:
+    backend = rank_backend(job, device)
+    if backend not in PROCESS_GROUP_BACKENDS:
+        return (f"backend {backend!r} is not a torch.distributed backend; torch uses "
+                f"{' or '.join(PROCESS_GROUP_BACKENDS)}")
+    return None
+
+
+@requirement("nccl only on GPUs: it reduces CUDA tensors")
+def nccl_on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if rank_backend(job, device) == "nccl" and case.device is not DeviceKind.GPU:
+        return f"nccl reduces CUDA tensors only; this case runs on {case.device} (use gloo)"
+    return None
+
+
+@requirement("nccl has a visible GPU for every rank on this machine (gloo ranks may share one)")
+def nccl_one_gpu_per_rank(job: "Job", device: "DeviceInfo") -> str | None:
+    here = devices_on_this_node(job)
+    if rank_backend(job, device) == "nccl" and device.count < here:
+        return (f"NCCL needs one GPU per rank: {here} ranks on this machine need {here} "
+                f"visible GPUs, {device.count} visible (gloo can share a GPU)")
+    return None
+
+
+@requirement("ranks sharing a GPU (where the strategy `shares_gpus`) fit their training state in its memory")
+def shared_gpu_memory(job: "Job", device: "DeviceInfo") -> str | None:
+    return shared_gpu_memory_reason(job, device) if job.strategy.shares_gpus else None
+
+
 class RankProcesses(TorchStrategy):
     """One process per device joined in a `torch.distributed` process group: gloo on CPU,
     nccl on GPU, or the case's `backend` parameter (allreduce cases)."""
@@ -93,6 +132,8 @@ class RankProcesses(TorchStrategy):
     #: With fewer GPUs than ranks, the ranks share them round-robin over gloo (NCCL refuses two
     #: ranks on one GPU): every multi-GPU code path runs on CUDA tensors, `emulated`.
     shares_gpus = True
+    #: The process group's: its backend exists, NCCL has a GPU per rank, shared GPUs hold the state.
+    requirements = (process_group_backend, nccl_on_gpus, nccl_one_gpu_per_rank, shared_gpu_memory)
 
     def backend(self, job: "Job", gpus: int | None = None) -> str:
         """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
@@ -106,21 +147,6 @@ class RankProcesses(TorchStrategy):
             return "gloo"
         shared = self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework) if gpus is None else gpus)
         return "gloo" if shared else "nccl"
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        """gloo ranks on a GPU machine may share GPUs; NCCL needs a GPU of its own for every rank."""
-        case = job.case
-        backend = self.backend(job, device.count if case.device is DeviceKind.GPU else None)
-        if backend not in PROCESS_GROUP_BACKENDS:
-            return (f"backend {backend!r} is not a torch.distributed backend; torch uses "
-                    f"{' or '.join(PROCESS_GROUP_BACKENDS)}")
-        if backend == "nccl" and case.device is not DeviceKind.GPU:
-            return f"nccl reduces CUDA tensors only; this case runs on {case.device} (use gloo)"
-        here = devices_on_this_node(job)
-        if backend == "nccl" and device.count < here:
-            return (f"NCCL needs one GPU per rank: {here} ranks on this machine need {here} "
-                    f"visible GPUs, {device.count} visible (gloo can share a GPU)")
-        return shared_gpu_memory_reason(job, device) if self.shares_gpus else None
 
     def join(self, job: "Job") -> "ProcessGroup":
         case = job.case

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.measure.launch import Launch
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import TorchStrategy
 
 if TYPE_CHECKING:
@@ -31,26 +32,40 @@ def device_ids(job: "Job") -> list[int]:
     return list(range(case.n_devices))
 
 
+@requirement("the case is on GPUs: nn.DataParallel replicates over CUDA devices")
+def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if case.device is DeviceKind.CPU:
+        return DATAPARALLEL_ON_CPU
+    if case.device is not DeviceKind.GPU:
+        return f"nn.DataParallel replicates a module over CUDA devices; {case.device} is not one"
+    return None
+
+
+@requirement("two GPUs or more (over one it calls the module unchanged)")
+def two_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.n_devices < 2:
+        return ("nn.DataParallel over one GPU calls the module unchanged; nothing parallel "
+                "to measure (strategy 'single' times that)")
+    return None
+
+
+@requirement("a visible GPU for every device of the case")
+def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if device.count < case.n_devices:
+        return (f"nn.DataParallel over {case.n_devices} GPUs needs {case.n_devices} visible "
+                f"GPUs; {device.count} visible")
+    return None
+
+
 class DataParallel(TorchStrategy):
     strategy = Strategy.DATAPARALLEL
     statistics_split = "replicas"
     no_sync_statistics = ("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one "
                           "process per device); nn.DataParallel's replicas each compute their own")
     launch = Launch.ISOLATED
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is DeviceKind.CPU:
-            return DATAPARALLEL_ON_CPU
-        if case.device is not DeviceKind.GPU:
-            return f"nn.DataParallel replicates a module over CUDA devices; {case.device} is not one"
-        if case.n_devices < 2:
-            return ("nn.DataParallel over one GPU calls the module unchanged; nothing parallel "
-                    "to measure (strategy 'single' times that)")
-        if device.count < case.n_devices:
-            return (f"nn.DataParallel over {case.n_devices} GPUs needs {case.n_devices} visible "
-                    f"GPUs; {device.count} visible")
-        return None
+    requirements = (on_gpus, two_gpus, enough_gpus)
 
     def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankProcesses
 
 if TYPE_CHECKING:
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
     from torch import nn
 
     from suites.hardware.devices import DeviceInfo
+
+
+@requirement("the global batch splits into equal shards over the ranks")
+def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
+    split = split_reason(job, "ranks")
+    return split and f"{split} (DDP's mean of per-rank means needs equal shards)"
 
 
 class Ddp(RankProcesses):
@@ -30,11 +37,7 @@ class Ddp(RankProcesses):
     #: torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer),
     #: so the all-reduces still overlap the backward.
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        split = split_reason(job, "ranks")
-        return super().unavailable_reason(job, device) or (
-            split and f"{split} (DDP's mean of per-rank means needs equal shards)")
+    requirements = (*RankProcesses.requirements, equal_shards)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         from torch.nn.parallel import DistributedDataParallel

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES, split_reason
 from suites.strategies.options import option
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads.collectives import DTYPE_BYTES
 
@@ -136,16 +137,18 @@ def parameter_counts(job: "Job") -> dict[str, int]:
     return {name: math.prod(shape) for name, shape in job.workload.model.parameter_shapes().items()}
 
 
+@requirement("the global batch splits into equal shards over the ranks")
+def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
+    split = split_reason(job, "ranks")
+    return split and f"{split} (FSDP's ranks each train on an equal shard)"
+
+
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
     statistics_split = "replicas"
     no_sync_statistics = "SyncBatchNorm is wired to ddp only here (use strategy ddp)"
     options_type = FsdpOptions
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        split = split_reason(job, "ranks")
-        return super().unavailable_reason(job, device) or (
-            split and f"{split} (FSDP's ranks each train on an equal shard)")
+    requirements = (*RankProcesses.requirements, equal_shards)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         case = job.case

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.options import option
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankProcesses
 from suites.strategies.torch.fsdp import (RESHARD_HELP, largest_unit, parameter_counts, reshard_of, shard,
                                           sharded_state)
@@ -57,9 +58,38 @@ def mesh_of(job: "Job") -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+# --- requirements: the later ones count on a well-formed mesh (`mesh_fits`, checked first) ------
+@requirement("`mesh` is DPxTP, two sizes whose product is n_devices")
+def mesh_fits(job: "Job", device: "DeviceInfo") -> str | None:
+    mesh = mesh_of(job)
+    if mesh is None:
+        return f"mesh {job.options.mesh!r} is not DPxTP (two sizes, e.g. 2x2)"
+    dp, tp = mesh
+    if dp * tp != job.case.n_devices:
+        return f"mesh {dp}x{tp} is {dp * tp} devices; this case has {job.case.n_devices}"
+    return None
+
+
+@requirement("not fp16: GradScaler's overflow flag is not agreed over every mesh dimension (bf16 needs no scaling)")
+def no_fp16(job: "Job", device: "DeviceInfo") -> str | None:
+    return FP16_UNAVAILABLE if job.case.precision is Precision.FP16 else None
+
+
+@requirement("the model has a tensor-parallel plan whose heads and split widths divide over TP")
+def plan_fits(job: "Job", device: "DeviceInfo") -> str | None:
+    return plan_problem(job, mesh_of(job)[1])  # type: ignore[index]
+
+
+@requirement("the global batch splits into equal shards over the DP groups")
+def equal_group_shards(job: "Job", device: "DeviceInfo") -> str | None:
+    split = job.workload.split_problem(mesh_of(job)[0], "data-parallel groups")  # type: ignore[index]
+    return split and f"{split} (each FSDP group trains on an equal shard)"
+
+
 class FsdpTensor(RankProcesses):
     strategy = Strategy.FSDP_TENSOR
     options_type = FsdpTensorOptions
+    requirements = (mesh_fits, no_fp16, *RankProcesses.requirements, plan_fits, equal_group_shards)
 
     def devices_at_hand(self, kind: "DeviceKind", count: int) -> int:
         """An even count of at least four: a DP x TP mesh whose TP is 2 and DP at least 2."""
@@ -68,20 +98,6 @@ class FsdpTensor(RankProcesses):
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """The mesh n/2 x 2."""
         return {**params, "mesh": f"{n // 2}x2"}
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        mesh = mesh_of(job)
-        if mesh is None:
-            return f"mesh {job.options.mesh!r} is not DPxTP (two sizes, e.g. 2x2)"
-        dp, tp = mesh
-        if dp * tp != case.n_devices:
-            return f"mesh {dp}x{tp} is {dp * tp} devices; this case has {case.n_devices}"
-        if case.precision is Precision.FP16:
-            return FP16_UNAVAILABLE
-        split = job.workload.split_problem(dp, "data-parallel groups")
-        return (super().unavailable_reason(job, device) or plan_problem(job, tp)
-                or (split and f"{split} (each FSDP group trains on an equal shard)"))
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Data-parallel group rank // TP's equal shard of the global batch."""

@@ -6,24 +6,16 @@ or patch it. `ddp` is torch's own ring all-reduce over the same rank processes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
-from suites.strategies.base import HOROVOD_UNSUPPORTED
+from suites.strategies.base import horovod_builds
 from suites.strategies.torch.base import TorchStrategy
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
-    from suites.hardware.devices import DeviceInfo
 
 
 class Horovod(TorchStrategy):
     strategy = Strategy.HOROVOD
     launch = Launch.RANKS  # one process per device, as horovodrun would start them
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        return HOROVOD_UNSUPPORTED
+    requirements = (horovod_builds,)
 
 
 PLUGIN = Horovod()

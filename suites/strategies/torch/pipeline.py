@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.options import option
+from suites.strategies.requirements import requirement
 from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, layer_sizes, layers_reason,
-                                      microbatches_of, microbatches_reason, per_device_state, rank_stages,
+                                      microbatches_divide_batch, microbatches_of, per_device_state, rank_stages,
                                       split_layers)
 from suites.measure import faults
 from suites.strategies.base import deep_enough
@@ -78,6 +79,50 @@ class PipelineOptions:
     microbatches: int = option(4, help=MICROBATCHES_HELP)
 
 
+@requirement("a GPU case has a visible GPU per stage: send/recv cannot share one (gloo has none for CUDA tensors)")
+def gpu_per_stage(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if case.device is DeviceKind.GPU and device.count < case.n_devices:
+        return (f"a pipeline over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} "
+                "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
+                "tensors and NCCL refuses between ranks sharing a GPU)")
+    return None
+
+
+@requirement("two stages or more")
+def two_stages(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.n_devices < 2:
+        return "a pipeline of one stage runs the whole model on one device (strategy 'single' times that)"
+    return None
+
+
+@requirement("the model's layers split into the schedule's stages (two per rank under interleaved_1f1b)")
+def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
+    plugin = cast("Pipeline", job.strategy)
+    p, schedule, v = job.case.n_devices, plugin.schedule(job), plugin.stages_per_rank(job)
+    each = f" ({v} stages each)" if v > 1 else ""
+    return layers_reason(job, p * v, f"{schedule} over {p} devices{each}")
+
+
+@requirement("1f1b: at least as many micro-batches as stages", name="1f1b-microbatches")
+def microbatches_for_1f1b(job: "Job", device: "DeviceInfo") -> str | None:
+    p, m = job.case.n_devices, microbatches_of(job)
+    if Pipeline.schedule(job) == "1f1b" and m < p:
+        return (f"Schedule1F1B needs at least as many micro-batches as stages: microbatches "
+                f"= {m} < {p} stages (gpipe with microbatches = 1 is the naive model parallelism)")
+    return None
+
+
+@requirement("interleaved_1f1b: its rounds of micro-batches, max(1, m // p), divide microbatches")
+def interleaved_rounds(job: "Job", device: "DeviceInfo") -> str | None:
+    m = microbatches_of(job)
+    rounds = max(1, m // job.case.n_devices)
+    if Pipeline.schedule(job) == "interleaved_1f1b" and m % rounds:
+        return (f"ScheduleInterleaved1F1B runs max(1, m // p) = {rounds} rounds of "
+                f"micro-batches, which must divide microbatches = {m}")
+    return None
+
+
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
     compile_limits = {Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
@@ -105,36 +150,9 @@ class Pipeline(RankProcesses):
     #: Stages pass activations with send/recv, which gloo does not do for CUDA tensors (the
     #: backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
     shares_gpus = False
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is DeviceKind.GPU and device.count < case.n_devices:
-            return (f"a pipeline over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} "
-                    "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
-                    "tensors and NCCL refuses between ranks sharing a GPU)")
-        reason = super().unavailable_reason(job, device)
-        if reason:
-            return reason
-        p, m, schedule = case.n_devices, self.microbatches(job), self.schedule(job)
-        if p < 2:
-            return ("a pipeline of one stage runs the whole model on one device (strategy "
-                    "'single' times that)")
-        v = self.stages_per_rank(job)
-        each = f" ({v} stages each)" if v > 1 else ""
-        reason = layers_reason(job, p * v, f"{schedule} over {p} devices{each}")
-        if reason:
-            return reason
-        reason = microbatches_reason(job)
-        if reason:
-            return reason
-        if schedule == "1f1b" and m < p:
-            return (f"Schedule1F1B needs at least as many micro-batches as stages: microbatches "
-                    f"= {m} < {p} stages (gpipe with microbatches = 1 is the naive model parallelism)")
-        rounds = max(1, m // p)
-        if schedule == "interleaved_1f1b" and m % rounds:
-            return (f"ScheduleInterleaved1F1B runs max(1, m // p) = {rounds} rounds of "
-                    f"micro-batches, which must divide microbatches = {m}")
-        return None
+    #: Its own GPU count first: sharing GPUs is no way out here (`gpu_per_stage`).
+    requirements = (gpu_per_stage, *RankProcesses.requirements, two_stages, layers_split,
+                    microbatches_divide_batch, microbatches_for_1f1b, interleaved_rounds)
 
     def bubble_fraction(self, job: "Job") -> float:
         case = job.case

@@ -1,15 +1,9 @@
 """torch `single`: one device, the model unwrapped."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.base import one_device_reason
+from suites.strategies.base import single_device
 from suites.strategies.torch.base import TorchStrategy
-
-if TYPE_CHECKING:
-    from suites.strategies.jobs import Job
-    from suites.hardware.devices import DeviceInfo
 
 
 class Single(TorchStrategy):
@@ -19,9 +13,7 @@ class Single(TorchStrategy):
     devices = frozenset(DeviceKind)
     kinds = frozenset({"kernel", "training"})
     compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        return one_device_reason(job)
+    requirements = (single_device,)
 
 
 PLUGIN = Single()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankProcesses
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
 from suites.models.llama.spec import LlamaBlock
@@ -121,18 +122,23 @@ def parallelize(model: "nn.Module", mesh: "DeviceMesh") -> None:
 
     styles = {COLWISE: ColwiseParallel, ROWWISE: RowwiseParallel}
     plan = tensor_plan(model.spec)  # type: ignore[arg-type]
-    assert plan is not None, "unavailable_reason keeps models without a plan out"
+    assert plan is not None, "the plan-fits requirement keeps models without a plan out"
     parallelize_module(model, mesh, {path: styles[style]() for path, style in plan.items()})
+
+
+@requirement("not fp16: GradScaler fails on split and replicated gradients together (bf16 needs no scaling)")
+def no_fp16(job: "Job", device: "DeviceInfo") -> str | None:
+    return FP16_UNAVAILABLE if job.case.precision is Precision.FP16 else None
+
+
+@requirement("the model has a tensor-parallel plan whose heads and split widths divide over the ranks")
+def plan_fits(job: "Job", device: "DeviceInfo") -> str | None:
+    return plan_problem(job, job.case.n_devices)
 
 
 class Tensor(RankProcesses):
     strategy = Strategy.TENSOR
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.precision is Precision.FP16:
-            return FP16_UNAVAILABLE
-        return super().unavailable_reason(job, device) or plan_problem(job, case.n_devices)
+    requirements = (no_fp16, *RankProcesses.requirements, plan_fits)
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """The whole global batch, on every rank."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.strategies.base import split_reason
+from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import TorchStrategy
 from suites.workloads.kernels import Matmul
 
@@ -28,22 +29,36 @@ TOWERS_ON_CPU = ("torch towers splits the matmul over CUDA devices, each computi
                  "towers emulates the split on logical CPU devices)")
 
 
+@requirement("the case is on GPUs: each computes its slice on a torch.cuda stream")
+def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if case.device is DeviceKind.CPU:
+        return TOWERS_ON_CPU
+    if case.device is not DeviceKind.GPU:
+        return f"torch towers splits the matmul over CUDA devices; {case.device} is not one"
+    return None
+
+
+@requirement("a visible GPU for every device of the case")
+def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if device.count < case.n_devices:
+        return f"towers over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
+    return None
+
+
+@requirement("the matmul's K splits evenly over the GPUs")
+def k_splits(job: "Job", device: "DeviceInfo") -> str | None:
+    return split_reason(job, "GPUs")
+
+
 class Towers(TorchStrategy):
     strategy = Strategy.TOWERS
     kinds = frozenset({"kernel"})
+    requirements = (on_gpus, enough_gpus, k_splits)
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return issubclass(workload, Matmul)
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is not DeviceKind.GPU:
-            return TOWERS_ON_CPU if case.device is DeviceKind.CPU else (
-                f"torch towers splits the matmul over CUDA devices; {case.device} is not one")
-        if device.count < case.n_devices:
-            return (f"towers over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; "
-                    f"{device.count} visible")
-        return split_reason(job, "GPUs")
 
     def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.base import deep_enough, too_few_gpus_reason
+from suites.strategies.requirements import requirement
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfStrategy
 from suites.workloads.training import Mlp
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
     from suites.hardware.devices import DeviceInfo
 
 
+@requirement("two devices or more")
+def two_devices(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.n_devices < 2:
+        return f"{job.case.strategy} over one device runs the whole model there (strategy 'single' times that)"
+    return None
+
+
+@requirement("a visible GPU per device, or logical GPUs split from fewer")
+def gpu_per_device(job: "Job", device: "DeviceInfo") -> str | None:
+    return too_few_gpus_reason(job, device, str(job.case.strategy), job.strategy.shares_gpus)
+
+
+@requirement("the model's layers split into a group per device")
+def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    return layers_reason(job, case.n_devices, f"{case.strategy} over {case.n_devices} devices")
+
+
 class ModelParallel(TfStrategy):
     strategy = Strategy.MODEL_PARALLEL
     launch = Launch.ISOLATED
@@ -33,6 +52,7 @@ class ModelParallel(TfStrategy):
     #: about before it initialises.
     replicas_in_process = True
     shares_gpus = True  # logical GPUs split from one where there are fewer
+    requirements = (two_devices, gpu_per_device, layers_split)
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """An mlp with a layer group per device (the pipeline's stages alike)."""
@@ -40,17 +60,6 @@ class ModelParallel(TfStrategy):
 
     def microbatches(self, job: "Job") -> int:
         return 1
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        what = str(self.strategy)
-        if case.n_devices < 2:
-            return (f"{what} over one device runs the whole model there (strategy 'single' "
-                    "times that)")
-        too_few = too_few_gpus_reason(job, device, what, self.shares_gpus)
-        if too_few:
-            return too_few
-        return layers_reason(job, case.n_devices, f"{what} over {case.n_devices} devices")
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":

@@ -9,26 +9,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_reason,
-                                       nccl_bf16_reason, replicas_reason)
+from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_requirement, nccl_bf16_requirement,
+                                       replica_requirements)
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
     import tensorflow as tf
 
     from suites.frameworks.tf.distribute import Lockstep
-    from suites.hardware.devices import DeviceInfo
+
+WHAT = "MultiWorkerMirroredStrategy"
 
 
 class MultiWorker(ClusterStrategy):
     strategy = Strategy.MULTIWORKER
     compile_modes = frozenset({Compile.NONE, Compile.XLA})
     kinds = frozenset({"training", "collective"})
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        what = "MultiWorkerMirroredStrategy"
-        return (replicas_reason(job, device, what)
-                or backend_reason(job, what, TF_BACKENDS) or nccl_bf16_reason(job, what))
+    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, TF_BACKENDS), nccl_bf16_requirement(WHAT))
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:
         case = job.case

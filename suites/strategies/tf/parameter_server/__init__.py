@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.frameworks.tf.cluster import read_tf_config
 from suites.strategies.options import option
-from suites.strategies.tf.base import ClusterStrategy, replicas_reason
+from suites.strategies.requirements import requirement
+from suites.strategies.tf.base import ClusterStrategy, replica_requirements
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -30,10 +31,21 @@ class ParameterServerOptions:
     ps: int = option(1, help="parameter-server processes holding the variables (round-robin)")
 
 
+@requirement("fp32 or one worker: asynchronous workers leave no mixed-precision loss trajectory to check")
+def full_precision_or_one_worker(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if case.precision in (Precision.FP16, Precision.BF16) and case.n_devices > 1:
+        return (f"ParameterServerStrategy trains asynchronously: with {case.n_devices} workers there is no "
+                f"{case.precision} loss trajectory to compare with fp32 single-device training "
+                "(the mixed-precision check); use one worker, or fp32")
+    return None
+
+
 class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
     devices = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     options_type = ParameterServerOptions
+    requirements = (full_precision_or_one_worker, *replica_requirements("ParameterServerStrategy"))
     #: Soft placement (`suites.measure.capabilities.SoftPlacement`): TF places what is left unplaced.
     soft_placement_reason = ("the functions the coordinator dispatches to workers fail under strict placement "
                              "(TF 2.21: 'the device specification on the output node must match exactly one "
@@ -51,15 +63,6 @@ class ParameterServer(ClusterStrategy):
         """On a CPU every worker and parameter server is a process on the same cores."""
         case = job.case
         return case.device is DeviceKind.CPU
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        what = "ParameterServerStrategy"
-        if case.precision in (Precision.FP16, Precision.BF16) and case.n_devices > 1:
-            return (f"{what} trains asynchronously: with {case.n_devices} workers there is no "
-                    f"{case.precision} loss trajectory to compare with fp32 single-device training "
-                    "(the mixed-precision check); use one worker, or fp32")
-        return replicas_reason(job, device, what)
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """In the chief: wait (with the rendezvous timeout) until every worker and parameter

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import Compile, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.options import option
-from suites.strategies.tf.base import TfStrategy, replicas_reason
+from suites.strategies.tf.base import TfStrategy, replica_requirements
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from suites.frameworks.tf.trainers import Trainer, TrainingSetup
-    from suites.hardware.devices import DeviceInfo
     from suites.workloads.base import Workload
 
 
@@ -49,13 +48,11 @@ class Towers(TfStrategy):
     shares_gpus = True  # logical GPUs split from one where there are fewer
     compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
                                    "XLA computation runs on one device"}
+    requirements = replica_requirements("towers")
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         """Training steps, and of the kernels the matmul (split over K)."""
         return workload.kind == "training" or issubclass(workload, Matmul)
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        return replicas_reason(job, device, "towers", self.shares_gpus)
 
     def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""

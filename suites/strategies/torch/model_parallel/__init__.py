@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from suites.cases.vocabulary import DeviceKind, Strategy
 from suites.measure.launch import Launch
+from suites.strategies.requirements import requirement
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
 from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import TorchStrategy
@@ -42,27 +43,46 @@ def devices_of(job: "Job") -> list["torch.device"]:
     return [torch.device("cuda", index) for index in range(case.n_devices)]
 
 
+@requirement("the case is on GPUs: layer groups go to cuda:0..n-1 (on a CPU, strategy pipeline)")
+def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if case.device is DeviceKind.CPU:
+        return MODEL_PARALLEL_ON_CPU
+    if case.device is not DeviceKind.GPU:
+        return f"model_parallel places layer groups on CUDA devices; {case.device} is not one"
+    return None
+
+
+@requirement("two GPUs or more")
+def two_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    if job.case.n_devices < 2:
+        return "model_parallel over one GPU runs the whole model there (strategy 'single' times that)"
+    return None
+
+
+@requirement("a visible GPU for every device of the case")
+def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    if device.count < case.n_devices:
+        return (f"model_parallel over {case.n_devices} GPUs needs {case.n_devices} visible "
+                f"GPUs; {device.count} visible")
+    return None
+
+
+@requirement("the model's layers split into a group per GPU")
+def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
+    case = job.case
+    return layers_reason(job, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
+
+
 class ModelParallel(TorchStrategy):
     strategy = Strategy.MODEL_PARALLEL
     launch = Launch.ISOLATED
+    requirements = (on_gpus, two_gpus, enough_gpus, layers_split)
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """An mlp with a layer group per device."""
         return deep_enough(params, n, Mlp().depth)
-
-    def unavailable_reason(self, job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is DeviceKind.CPU:
-            return MODEL_PARALLEL_ON_CPU
-        if case.device is not DeviceKind.GPU:
-            return f"model_parallel places layer groups on CUDA devices; {case.device} is not one"
-        if case.n_devices < 2:
-            return ("model_parallel over one GPU runs the whole model there (strategy 'single' "
-                    "times that)")
-        if device.count < case.n_devices:
-            return (f"model_parallel over {case.n_devices} GPUs needs {case.n_devices} visible "
-                    f"GPUs; {device.count} visible")
-        return layers_reason(job, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
 
     def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
