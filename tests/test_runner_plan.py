@@ -1,0 +1,34 @@
+"""A case is planned once into its job, or kept with the reason it has none here: a run never
+ends on a case it cannot resolve."""
+from __future__ import annotations
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Framework, Status
+from suites.frameworks import implementations
+from suites.records.store import ResultsStore
+from suites.runner.plan import Unresolved, plan, unavailable_reason
+from suites.runner.runner import RunContext, Runner
+from suites.strategies.jobs import Job
+
+MATMUL = {"m": 8, "n": 8, "k": 8}
+
+
+def test_a_workload_without_a_runnable_in_the_cases_framework_is_unavailable_with_the_way_out(monkeypatch, tmp_path):
+    monkeypatch.setitem(implementations.BUILT_IN, "matmul",
+                        {Framework.TORCH: "suites.frameworks.torch.kernels:TorchMatmul"})
+    case = Case.make("matmul", "tf", "cpu", params=MATMUL)
+    planned = plan(case)
+    assert isinstance(planned, Unresolved)
+    assert planned.reason == ("matmul has no tf implementation (it runs in torch); name a runnable for tf in its "
+                              "implementations to run it there")
+    context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TimingConfig(), label="box")
+    context.store.ensure_writable()
+    record = Runner.storing(context).run(case)  # stored, not a traceback that ends the run
+    assert record.status is Status.UNAVAILABLE and record.reason == planned.reason
+    assert [stored.case for stored in ResultsStore(tmp_path).load()] == [case]
+
+
+def test_a_case_with_a_runnable_plans_into_its_job():
+    planned = plan(Case.make("matmul", "torch", "cpu", params=MATMUL))
+    assert isinstance(planned, Job) and unavailable_reason(planned) is None
