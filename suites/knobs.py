@@ -157,6 +157,9 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
          "set by `parbench run --rehearse` in its processes: GPU cases on the CPU take CUDA's optimizer kernels"),
     Knob("PARBENCH_INJECT_FAULT", str, "a fault name of suites/measure/faults.py",
          "testing hook: breaks a training case as a strategy bug would, so its check must fail"),
+    Knob("PARBENCH_TF_SLURM_PORT", positive_int, "a port number (a whole number >= 1)",
+         "set by parbench in a TF cluster task of a Slurm step over hosts of their own: the first port of the "
+         "tasks on each node; the task takes TF_CONFIG from TF's SlurmClusterResolver"),
     Knob("PARBENCH_NODE", str, "a node's name, such as node1",
          "set by parbench in a rank process it placed on a node of several (Slurm, --nnodes): the record keeps "
          "every rank's node"),
@@ -169,7 +172,7 @@ KNOBS: dict[str, Knob] = {knob.name: knob for knob in (
 #: The knobs a process running cases reads (`parbench run`, `calibrate`, a worker under torchrun).
 CASE_KNOBS = ("PARBENCH_MACHINE", "PARBENCH_PLUGINS", "PARBENCH_ROTATION_BYTES", "PARBENCH_THREADS",
               "PARBENCH_CPUS", "PARBENCH_CASE_ROOT", "PARBENCH_RENDEZVOUS_TIMEOUT_S", "PARBENCH_CASE_TIMEOUT_S",
-              "PARBENCH_PEAKS", "PARBENCH_REFERENCE_FLOP_BUDGET")
+              "PARBENCH_PEAKS", "PARBENCH_REFERENCE_FLOP_BUDGET", "PARBENCH_NODE", "PARBENCH_TF_SLURM_PORT")
 
 
 def read(name: str) -> Any:

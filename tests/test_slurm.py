@@ -219,3 +219,27 @@ def test_a_submitted_script_runs_the_suite_across_the_nodes(cluster, tmp_path, o
     records = records_of(tmp_path / "results")
     assert records["ddpx2"]["status"] == "ok", output[-3000:]
     assert records["ddpx2"]["details"]["launcher"] == "slurm" and records["singlex1"]["status"] == "ok"
+
+
+def test_tf_tasks_over_hosts_of_their_own_take_tf_config_from_tfs_slurm_resolver(monkeypatch):
+    """On a cluster of distinct hosts a multiworker task is told the first port and builds its
+    TF_CONFIG with `SlurmClusterResolver`; on nodes of one host (the test cluster) and for a
+    parameter-server cluster (whose job order the resolver would change) parbench's own stays."""
+    from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, tf_config_from_slurm
+
+    workers = {"TF_CONFIG": json.dumps({"cluster": {"worker": ["127.0.0.1:5001", "127.0.0.1:5002"]},
+                                        "task": {"type": "worker", "index": 1}})}
+    hosts = slurm.Allocation("7", ("gpu-01", "gpu-02"), ("10.0.0.1", "10.0.0.2"), 0)
+    one_host = slurm.Allocation("7", ("node1", "node2"), ("127.0.0.1", "127.0.0.1"), 0)
+    assert slurm.with_tf_resolver(workers, hosts)[SLURM_PORT_ENV] == "5001"
+    assert slurm.with_tf_resolver(workers, one_host) == workers
+    ps = {"TF_CONFIG": json.dumps({"cluster": {"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]},
+                                   "task": {"type": "ps", "index": 0}})}
+    assert slurm.with_tf_resolver(ps, hosts) == ps
+    assert slurm.with_tf_resolver({"MASTER_ADDR": "10.0.0.1"}, hosts) == {"MASTER_ADDR": "10.0.0.1"}
+    pytest.importorskip("tensorflow")
+    for name, value in {"SLURM_PROCID": "1", "SLURM_STEP_NODELIST": "gpu-[01-02]",
+                        "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_STEP_NUM_TASKS": "2"}.items():
+        monkeypatch.setenv(name, value)
+    assert json.loads(tf_config_from_slurm({"worker": 2}, 5001)) == {
+        "cluster": {"worker": ["gpu-01:5001", "gpu-02:5001"]}, "task": {"type": "worker", "index": 1}}

@@ -28,6 +28,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.records.contention import Contention, judge, read_cpu
+from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, tf_config_from_slurm
 from suites.runner.execute import Outcome, execute_in_process, failed
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.runner.deadline import case_timeout
@@ -150,6 +151,10 @@ def run(args: argparse.Namespace) -> None:
         knobs.check_label(args.label)
     except UserError as error:
         sys.exit(f"parbench worker: {error}")
+    port_base = knobs.read(SLURM_PORT_ENV)
+    if port_base and "TF_CONFIG" in os.environ:  # a TF task of a Slurm step over hosts of their own
+        jobs = {job: len(tasks) for job, tasks in json.loads(os.environ["TF_CONFIG"])["cluster"].items()}
+        os.environ["TF_CONFIG"] = tf_config_from_slurm(jobs, port_base)
     pinned = pin_from_env()  # first: framework thread pools inherit the affinity
     # At a case's deadline the launcher asks for every thread's stack (into the log it keeps),
     # to say where the case hung.

@@ -35,6 +35,7 @@ from typing import Mapping
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.measure.scratch import TMPDIR_ENV
+from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, resolver_order_holds
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import Outcome
 from suites.runner.launchers import worker_command
@@ -68,6 +69,20 @@ class Allocation:
 
     def run_step(self, job: Job, timing: TimingConfig, envs: list[dict[str, str]]) -> Outcome:
         return run_step(job, timing, envs, self)
+
+
+def with_tf_resolver(env: dict[str, str], where: Allocation) -> dict[str, str]:
+    """A TF cluster task's environment that has it take TF_CONFIG from TF's own
+    `SlurmClusterResolver` (`suites.frameworks.tf.slurm_resolver`), where the step's nodes are
+    hosts of their own and the resolver numbers the tasks as parbench does; else as it is (nodes of
+    one host would get one port for every task, and their Slurm names need not resolve)."""
+    if "TF_CONFIG" not in env or len(set(where.addresses)) < len(where.addresses):
+        return env
+    cluster = json.loads(env["TF_CONFIG"])["cluster"]
+    if not resolver_order_holds(cluster):
+        return env
+    first_port = next(iter(cluster.values()))[0].rsplit(":", 1)[1]
+    return {**env, SLURM_PORT_ENV: first_port}
 
 
 def _scontrol(*args: str) -> str:
@@ -145,7 +160,8 @@ def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: 
             command = worker_command(job, timing, folder / f"rank{rank}.json")
             script = folder / f"rank{rank}.sh"
             # the rank's temp folder inside the step's, removed with it even where srun killed the rank
-            script.write_text(_rank_script(command, {**env, TMPDIR_ENV: str(folder)}))
+            env = {**with_tf_resolver(env, where), TMPDIR_ENV: str(folder)}
+            script.write_text(_rank_script(command, env))
             lines.append(f"{rank} sh {script}")
         (folder / "multi-prog.conf").write_text("\n".join(lines) + "\n")
         with open(folder / "srun.log", "wb") as log:
