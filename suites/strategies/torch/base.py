@@ -12,7 +12,7 @@ from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
 from suites.strategies.options import option
-from suites.strategies.requirements import requirement
+from suites.strategies.requirements import Requirement, requirement
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -87,6 +87,30 @@ class TorchStrategy(StrategyPlugin):
 
 
 # --- the rank processes' requirements: gloo ranks may share GPUs, NCCL needs one per rank ------
+def on_cuda_gpus(summary: str, on_cpu: str, uses_cuda: str) -> Requirement:
+    """The requirement of a strategy that runs on CUDA devices only ("on-gpus"): `on_cpu` is its
+    reason on a CPU (what runs there instead), `uses_cuda` what it does with CUDA devices, said for
+    any other device."""
+    def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+        case = job.case
+        if case.device is DeviceKind.CPU:
+            return on_cpu
+        if case.device is not DeviceKind.GPU:
+            return f"{uses_cuda}; {case.device} is not one"
+        return None
+    return Requirement("on-gpus", summary, on_gpus)
+
+
+def a_gpu_per_device(what: str) -> Requirement:
+    """A visible GPU for every device of the case ("enough-gpus"); `what` names the strategy."""
+    def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
+        wanted = job.case.n_devices
+        if device.count < wanted:
+            return f"{what} over {wanted} GPUs needs {wanted} visible GPUs; {device.count} visible"
+        return None
+    return Requirement("enough-gpus", "a visible GPU for every device of the case", enough_gpus)
+
+
 def rank_backend(job: "Job", device: "DeviceInfo") -> str:
     """The backend the case's ranks would join with, given the GPUs `device` counts."""
     plugin = cast("RankProcesses", job.strategy)

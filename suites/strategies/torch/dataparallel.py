@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import TorchStrategy
+from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -32,14 +32,8 @@ def device_ids(job: "Job") -> list[int]:
     return list(range(case.n_devices))
 
 
-@requirement("the case is on GPUs: nn.DataParallel replicates over CUDA devices")
-def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if case.device is DeviceKind.CPU:
-        return DATAPARALLEL_ON_CPU
-    if case.device is not DeviceKind.GPU:
-        return f"nn.DataParallel replicates a module over CUDA devices; {case.device} is not one"
-    return None
+on_gpus = on_cuda_gpus("the case is on GPUs: nn.DataParallel replicates over CUDA devices", DATAPARALLEL_ON_CPU,
+                       "nn.DataParallel replicates a module over CUDA devices")
 
 
 @requirement("two GPUs or more (over one it calls the module unchanged)")
@@ -50,13 +44,7 @@ def two_gpus(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
-@requirement("a visible GPU for every device of the case")
-def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if device.count < case.n_devices:
-        return (f"nn.DataParallel over {case.n_devices} GPUs needs {case.n_devices} visible "
-                f"GPUs; {device.count} visible")
-    return None
+enough_gpus = a_gpu_per_device("nn.DataParallel")
 
 
 class DataParallel(TorchStrategy):

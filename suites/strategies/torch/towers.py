@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import TorchStrategy
+from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
@@ -29,22 +29,9 @@ TOWERS_ON_CPU = ("torch towers splits the matmul over CUDA devices, each computi
                  "towers emulates the split on logical CPU devices)")
 
 
-@requirement("the case is on GPUs: each computes its slice on a torch.cuda stream")
-def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if case.device is DeviceKind.CPU:
-        return TOWERS_ON_CPU
-    if case.device is not DeviceKind.GPU:
-        return f"torch towers splits the matmul over CUDA devices; {case.device} is not one"
-    return None
-
-
-@requirement("a visible GPU for every device of the case")
-def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if device.count < case.n_devices:
-        return f"towers over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} visible"
-    return None
+on_gpus = on_cuda_gpus("the case is on GPUs: each computes its slice on a torch.cuda stream", TOWERS_ON_CPU,
+                       "torch towers splits the matmul over CUDA devices")
+enough_gpus = a_gpu_per_device("towers")
 
 
 @requirement("the matmul's K splits evenly over the GPUs")

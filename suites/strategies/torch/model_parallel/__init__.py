@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from suites.cases.vocabulary import DeviceKind, Strategy
+from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
 from suites.strategies.base import deep_enough
-from suites.strategies.torch.base import TorchStrategy
+from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
 from suites.strategies.torch.pipeline import stage_layers
 from suites.workloads.training import Mlp
 
@@ -43,14 +43,8 @@ def devices_of(job: "Job") -> list["torch.device"]:
     return [torch.device("cuda", index) for index in range(case.n_devices)]
 
 
-@requirement("the case is on GPUs: layer groups go to cuda:0..n-1 (on a CPU, strategy pipeline)")
-def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if case.device is DeviceKind.CPU:
-        return MODEL_PARALLEL_ON_CPU
-    if case.device is not DeviceKind.GPU:
-        return f"model_parallel places layer groups on CUDA devices; {case.device} is not one"
-    return None
+on_gpus = on_cuda_gpus("the case is on GPUs: layer groups go to cuda:0..n-1 (on a CPU, strategy pipeline)",
+                       MODEL_PARALLEL_ON_CPU, "model_parallel places layer groups on CUDA devices")
 
 
 @requirement("two GPUs or more")
@@ -60,13 +54,7 @@ def two_gpus(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
-@requirement("a visible GPU for every device of the case")
-def enough_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if device.count < case.n_devices:
-        return (f"model_parallel over {case.n_devices} GPUs needs {case.n_devices} visible "
-                f"GPUs; {device.count} visible")
-    return None
+enough_gpus = a_gpu_per_device("model_parallel")
 
 
 @requirement("the model's layers split into a group per GPU")
