@@ -26,7 +26,6 @@ from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
 from suites.hardware.devices import DeviceInfo  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
-from suites.runner.launchers import WORKER  # noqa: E402
 from suites.runner.launchers import stuck_at  # noqa: E402
 from suites.runner.runner import RunContext, Runner  # noqa: E402
 from suites.strategies.torch.model_parallel import MODEL_PARALLEL_ON_CPU  # noqa: E402
@@ -202,10 +201,10 @@ line 950 in _step_microbatches
           File "/repo/suites/runner/case_process.py", line 99 in main
           File "<frozen runpy>", line 88 in _run_code
         ''')
-    assert stuck_at(log, WORKER) == ("recv (torch/distributed/distributed_c10d.py:2570) in _step_microbatches "
+    assert stuck_at(log) == ("recv (torch/distributed/distributed_c10d.py:2570) in _step_microbatches "
                              "(torch/distributed/pipelining/schedules.py:950) "
                              "via check > _gradient_check > backward")
-    assert stuck_at("no dump here\n", WORKER) is None
+    assert stuck_at("no dump here\n") is None
 
 
 # --- emulated stages, through the launcher ---------------------------------------------------

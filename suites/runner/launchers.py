@@ -189,14 +189,14 @@ def _frame_place(path: str, line: str, function: str) -> str:
     return f"{function} ({path}:{line})"
 
 
-def stuck_at(log: str, worker: str = "") -> str | None:
+def stuck_at(log: str) -> str | None:
     """Where a worker was, from the last stack dump in its log: the innermost frame of its main
     thread (the one running the worker), the innermost one from another folder (what called
     into that package, past its own wrappers: e.g. a pipeline schedule's step waiting in a
     receive), and the parbench functions that led there, outermost first (from the runnable's
     stage on); None without a dump."""
     main = None
-    entry = (worker or WORKER).replace(".", "/") + ".py"  # the worker's file: its main thread's outermost frame
+    entry = WORKER.replace(".", "/") + ".py"  # the worker's file: its main thread's outermost frame
     for block in _THREAD_HEADER.split(log)[1:]:
         frames = _FRAME.findall(block.split("\n\n", 1)[0])
         if any(path.endswith(entry) for path, _, _ in frames):

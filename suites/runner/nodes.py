@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Status
+from suites.hardware.devices import discover
 from suites.runner import launchers, node_group
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import FAILED_AT, Outcome
@@ -143,8 +144,6 @@ def _own_address(group: NodeGroup) -> str:
 
 
 def _gpus_here() -> int:
-    from suites.hardware.devices import discover
-
     return discover(Framework.TORCH, DeviceKind.GPU).count
 
 

@@ -1,7 +1,8 @@
 """The runner: the one way from a planned case to its record. Built once per run with where its
 records go, the rate probe its bounds predict from and how it launches, it owns the case's
 availability, its estimate and deadline, its launch (in this process, in an isolated one, as
-rank processes — across a Slurm allocation's nodes where it runs inside one) and its record.
+rank processes — across nodes: a Slurm allocation it runs inside, or a `--nnodes` group) and its
+record.
 Front ends plan their grid's cases (`suites.runner.plan.plan`) and hand the plans to it; every
 finished case is stored at once."""
 from __future__ import annotations
@@ -49,9 +50,10 @@ class Runner:
     nodes: Nodes | None = field(default_factory=slurm.allocation)
 
     @classmethod
-    def storing(cls, context: RunContext, launcher: Launcher | None = None, **options: object) -> "Runner":
-        """A runner that stores every record in `context`, timed as it says."""
-        return cls(context.timing, context, launcher=launcher, **options)  # type: ignore[arg-type]
+    def storing(cls, context: RunContext, launcher: Launcher | None = None, nodes: Nodes | None = None) -> "Runner":
+        """A runner that stores every record in `context`, timed as it says; its ranks span `nodes`,
+        else the Slurm allocation it runs in, if any."""
+        return cls(context.timing, context, launcher=launcher, nodes=nodes if nodes is not None else slurm.allocation())
 
     def bound(self, job: Job) -> Bound:
         """How an available job is kept inside its first-step limit (`suites.runner.bounds`)."""

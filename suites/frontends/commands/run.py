@@ -11,8 +11,8 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from suites import knobs
-from suites.cases.filters import __doc__ as filter_help
 from suites.cases.case import Case
+from suites.cases.filters import __doc__ as filter_help
 from suites.cases.filters import select
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
@@ -152,7 +152,7 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: nodes.NodeSpan | N
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
     console = terminal()
     records = []
-    runner = Runner.storing(context, nodes=span) if span is not None else Runner.storing(context)
+    runner = Runner.storing(context, nodes=span)
     eta = Eta([runner.estimate_s(planned) for planned in plans])
     estimate_s = eta.remaining_s()
     capped = f"; capped at {args.max_minutes:g} min (--max-minutes)" if cap is not None else ""
