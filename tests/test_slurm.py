@@ -203,9 +203,12 @@ def test_a_submitted_script_runs_the_suite_across_the_nodes(cluster, tmp_path, o
     import os
     import time
 
+    import tempfile
+
     grid = tmp_path / "submitted.toml"
     grid.write_text(DIES.replace("budget_s = 5.0", "budget_s = 0.5"))
     env = {**os.environ, **cluster}
+    run_folders = set(Path(tempfile.gettempdir()).glob("parbench-run-*"))
     submit = subprocess.run([sys.executable, "-m", "suites", "slurm", "--suite", str(grid), "--nodes", "2",
                              "--script", str(tmp_path / "run.sbatch"), "--submit", "--label", "slurm-test"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -219,6 +222,8 @@ def test_a_submitted_script_runs_the_suite_across_the_nodes(cluster, tmp_path, o
     records = records_of(tmp_path / "results")
     assert records["ddpx2"]["status"] == "ok", output[-3000:]
     assert records["ddpx2"]["details"]["launcher"] == "slurm" and records["singlex1"]["status"] == "ok"
+    # the job got the system's temp folder, not the submitting command's (Slurm made that one again)
+    assert set(Path(tempfile.gettempdir()).glob("parbench-run-*")) <= run_folders
 
 
 def test_tf_tasks_over_hosts_of_their_own_take_tf_config_from_tfs_slurm_resolver(monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from suites.errors import UserError
 from suites.grids.grid import DEFAULT_SUITE, load_suite
+from suites.measure.scratch import TMPDIR_ENV, shared_temp_dir
 from suites.records.store import DEFAULT_RESULTS_DIR
 
 SUMMARY = "write (and with --submit, submit) the Slurm batch script that runs a suite across N nodes"
@@ -84,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
     args.script.write_text(script)
     print(f"batch script: {args.script}")
     if args.submit:
-        submitted = subprocess.run(["sbatch", "--parsable", str(args.script)], capture_output=True, text=True)
+        # sbatch hands the job this environment: the temp folder it names is the system's, not this
+        # command's own run folder, which is gone by the time the job starts (Slurm would make it again)
+        environment = {**os.environ, TMPDIR_ENV: str(shared_temp_dir())}
+        submitted = subprocess.run(["sbatch", "--parsable", str(args.script)], capture_output=True, text=True,
+                                   env=environment)
         if submitted.returncode != 0:
             raise UserError(f"sbatch refused the script: {submitted.stderr.strip() or submitted.stdout.strip()}")
         job = submitted.stdout.strip().split(";")[0]
