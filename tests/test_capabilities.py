@@ -96,14 +96,14 @@ def test_no_base_class_has_a_capability_member(protocol):
 
 def test_the_capabilities_are_runtime_checkable_and_cover_the_single_user_hooks():
     assert {protocol.__name__ for protocol in CAPABILITIES} >= {
-        "SplitsKernels", "PipelineBubble", "ServesCluster", "StepsItself", "SoftPlacement"}
+        "SplitsKernels", "PipelineBubble", "ServesCluster", "StepsItself"}
     by_name = {f"{plugin.framework}/{plugin.strategy}": plugin for plugin in PLUGINS}
     assert isinstance(by_name["tf/towers"], capabilities.SplitsKernels)
     assert isinstance(by_name["torch/towers"], capabilities.SplitsKernels)
     assert not isinstance(by_name["tf/mirrored"], capabilities.SplitsKernels)
     assert isinstance(by_name["tf/parameter_server"], capabilities.ServesCluster)
-    assert isinstance(by_name["tf/parameter_server"], capabilities.SoftPlacement)
-    assert not isinstance(by_name["tf/multiworker"], capabilities.SoftPlacement)
+    assert by_name["tf/parameter_server"].rules.soft_placement_reason
+    assert by_name["tf/multiworker"].rules.soft_placement_reason is None
     assert isinstance(by_name["torch/pipeline"], capabilities.StepsItself)
     assert not isinstance(by_name["torch/ddp"], capabilities.StepsItself)
 

@@ -127,9 +127,9 @@ def test_a_new_strategy_inherits_compilers_but_runs_under_none_until_it_declares
         strategy = Strategy.TENSOR
 
     plugin = NewStrategy()
-    assert Compile.INDUCTOR in plugin.compilers and plugin.compile_modes == {Compile.NONE}
+    assert Compile.INDUCTOR in plugin.rules.compilers and plugin.rules.compile_modes == {Compile.NONE}
     assert "declares no inductor support" in plugin.compile_reason(job_for(train("torch", "tensor", "inductor")))
-    assert find_plugin(Framework.TF, Strategy.SINGLE).compilers == {Compile.NONE, Compile.XLA}
+    assert find_plugin(Framework.TF, Strategy.SINGLE).rules.compilers == {Compile.NONE, Compile.XLA}
 
 
 # --- compile time apart, and recompilation --------------------------------------------------

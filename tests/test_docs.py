@@ -169,18 +169,14 @@ def test_generating_the_table_imports_no_framework():
 class FakeBase(StrategyPlugin):
     """A base for the tests. Its second sentence is not shown."""
 
-    #: The first attribute: documented by a
-    #: comment of two lines. Not this sentence.
-    first: ClassVar[int] = 1
-    undocumented_value = "x"
-    kinds = frozenset({"kernel"})
+    first: ClassVar[int] = 1  # data: no hook, not tabled
     _private = 2
 
     def plain(self) -> None:
         """What plain does, e.g. nothing. More."""
 
-    # --- launching ---------------------------------------------------------------------------
-    def launched(self) -> None:
+    @staticmethod
+    def launched() -> None:
         """Launches."""
 
     def compile_reason(self, job):
@@ -199,8 +195,6 @@ class FakeIntermediate(FakeBase):
 
 
 class FakeOwn(FakeBase):
-    first = 2
-
     def launched(self) -> None:
         """Its own."""
 
@@ -209,14 +203,11 @@ class FakeInherits(FakeIntermediate):
     pass
 
 
-def test_members_have_their_role_and_first_sentence():
+def test_hooks_are_the_public_methods_in_definition_order_with_their_first_sentence():
     assert hook_table.members_of(FakeBase) == [
-        Member("first", False, "", "The first attribute: documented by a comment of two lines."),
-        Member("undocumented_value", False, "", "Default `'x'`."),
-        Member("kinds", False, "", "Sets `StrategyPlugin.kinds` to `frozenset({'kernel'})`."),
-        Member("plain", True, "", "What plain does, e.g. nothing."),
-        Member("launched", True, "launching", "Launches."),
-        Member("compile_reason", True, "launching", "Overrides `StrategyPlugin.compile_reason`."),
+        Member("plain", "What plain does, e.g. nothing."),
+        Member("launched", "Launches."),
+        Member("compile_reason", "Overrides `StrategyPlugin.compile_reason`."),
     ]
 
 
@@ -226,9 +217,8 @@ def test_overriders_are_named_with_the_intermediate_base_they_inherit_from():
     bases = [FakeBase, FakeIntermediate]
     assert hook_table.overriders(FakeBase, "plain", registered, bases) == "via `FakeIntermediate`: inherits"
     assert hook_table.overriders(FakeBase, "launched", registered, bases) == "own"
-    assert hook_table.overriders(FakeBase, "first", registered, bases) == "own"
     assert hook_table.overriders(FakeBase, "compile_reason", registered, bases) == "—"
-    assert hook_table.overriders(StrategyPlugin, "kinds", registered, bases) == \
+    assert hook_table.overriders(StrategyPlugin, "compile_reason", registered, bases) == \
         "via `FakeBase`: torch/own, torch/inherits"
     registered = [Plugin("torch/own", FakeOwn())]
     assert hook_table.overriders(FakeBase, "launched", registered, bases) == "every plugin (1)"
@@ -240,9 +230,6 @@ from typing import Protocol
 
 class Stepping(Protocol):
     """Runs its own step."""
-
-    #: How many micro-batches.
-    microbatches: int
 
     def own_step(self) -> None:
         """The step."""
@@ -260,21 +247,15 @@ def test_capability_protocols_are_tabled_with_the_plugins_that_implement_them(tm
     monkeypatch.setattr(hook_table, "CAPABILITIES_MODULE", "fake_capabilities_for_docs")
 
     class Implements(StrategyPlugin):
-        microbatches = 4
-
         def own_step(self) -> None:
             """Its step."""
 
-    plugin_with_attribute = StrategyPlugin()
-    plugin_with_attribute.microbatches = 2
     monkeypatch.setattr(hook_table, "plugins", lambda: [
-        Plugin("torch/implements", Implements()), Plugin("tf/attribute", plugin_with_attribute),
-        Plugin("tf/neither", StrategyPlugin())])
+        Plugin("torch/implements", Implements()), Plugin("tf/neither", StrategyPlugin())])
     table = hook_table.render()
     protocols = table[table.index("## Capability protocols"):]
     assert "### `Stepping`" in protocols and "NotAProtocol" not in table
-    assert "| `microbatches` |  | How many micro-batches. | torch/implements, tf/attribute |" in protocols
-    assert "| `own_step()` |  | The step. | torch/implements |" in protocols
+    assert "| `own_step()` | The step. | torch/implements |" in protocols
 
 
 def test_the_tables_leave_out_unavailable_reason_and_end_with_the_requirements():
@@ -287,20 +268,16 @@ def test_the_tables_leave_out_unavailable_reason_and_end_with_the_requirements()
     assert "| ddp | torch | `process-group-backend` (from `RankProcesses`): " in section
 
 
-def test_without_a_capabilities_module_there_is_no_protocol_section(monkeypatch):
-    monkeypatch.setattr(hook_table, "CAPABILITIES_MODULE", "suites.strategies.no_such_module_here")
-    assert hook_table.capability_protocols() == []
-    assert "Capability protocols" not in hook_table.render()
-
-
-def test_the_registry_is_the_first_module_that_has_the_lookup(monkeypatch):
-    monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
-                                                         "suites.strategies.registry"))
-    assert hook_table.registry().__name__ == "suites.strategies.registry"
-    monkeypatch.setattr(hook_table, "REGISTRY_MODULES", ("suites.strategies.no_such_registry",
-                                                         "suites.strategies.base"))  # no find_plugin
-    with pytest.raises(ImportError, match="no plugin registry"):
-        hook_table.registry()
+def test_the_rules_section_is_each_plugins_values_and_every_fields_documentation():
+    table = hook_table.render()
+    section = table[table.index("## Rules"):table.index("## Availability requirements")]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| strategy", "| ---"))]
+    assert len(rows) == len(hook_table.plugins())
+    assert "| ddp | torch | cpu, gpu | collective, training | ranks | inductor, none | replicas, sync |" in section
+    assert "`startup_allowance_s`: 300.0" in section  # a field without a column, where it differs
+    for name in ("devices", "launch", "coordinated", "soft_placement_reason"):  # Rules' and TfRules' fields
+        assert f"- `{name}`: " in section
 
 
 def test_write_replaces_only_the_text_between_the_markers(tmp_path, monkeypatch, capsys):

@@ -131,7 +131,7 @@ def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
 # --- item 15: dataparallel in its own process; device memory released between cases ------------
 def test_dataparallel_runs_isolated_with_a_deadline(monkeypatch):
     case = dataparallel_case()
-    assert plugin_for(case).launch is Launch.ISOLATED
+    assert plugin_for(case).rules.launch is Launch.ISOLATED
     assert not runs_in_process(case)  # asv and pytest-benchmark hand it to the launcher
     started = []
     monkeypatch.setitem(launchers.LAUNCHERS, Launch.ISOLATED,

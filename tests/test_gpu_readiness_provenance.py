@@ -164,7 +164,7 @@ def test_a_tpu_case_gets_the_tpu_start_up_allowance():
     timing = TimingConfig(budget_s=3.0)
     tpu_case = Case.make("train_step", "tf", "tpu", "tpu", "fp32", 4, {"model": "mlp", "batch": 32})
     mirrored = Case.make("train_step", "tf", "gpu", "mirrored", "fp32", 2, {"model": "mlp", "batch": 32})
-    allowance = find_plugin(Framework.TF, Strategy.TPU).startup_allowance_s
+    allowance = find_plugin(Framework.TF, Strategy.TPU).rules.startup_allowance_s
     assert allowance > STARTUP_ALLOWANCE_S
     assert case_timeout(timing, job_for(mirrored)) == case_timeout(timing)
     assert case_timeout(timing, job_for(tpu_case)) == case_timeout(timing) - STARTUP_ALLOWANCE_S + allowance

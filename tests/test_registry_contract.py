@@ -53,9 +53,9 @@ def test_every_strategy_has_a_plugin_with_devices_workloads_and_a_launcher(strat
     assert plugins, f"no module {PLUGIN_PACKAGE}.<framework>.{strategy}"
     for plugin in plugins:
         assert isinstance(plugin, FRAMEWORK_BASES[plugin.framework])  # it has the framework's hooks
-        assert plugin.devices, f"{plugin.framework}/{strategy} runs on no device kind"
+        assert plugin.rules.devices, f"{plugin.framework}/{strategy} runs on no device kind"
         assert any(plugin.applies_to(workload) for workload in WORKLOADS.values())
-        assert isinstance(plugin.launch, Launch) and plugin.launch in LAUNCHERS
+        assert isinstance(plugin.rules.launch, Launch) and plugin.rules.launch in LAUNCHERS
 
 
 def test_every_plugin_module_is_a_strategy_of_its_framework():

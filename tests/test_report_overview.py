@@ -165,5 +165,5 @@ def test_the_reports_one_device_strategies_are_the_plugins():
     from suites.strategies.registry import find_plugin, strategies_of
 
     one_device = {str(strategy) for framework in Framework for strategy in strategies_of(framework)
-                  if find_plugin(framework, strategy).one_device}
+                  if find_plugin(framework, strategy).rules.one_device}
     assert one_device == ONE_DEVICE_STRATEGIES

@@ -112,7 +112,7 @@ def test_an_overflow_on_one_stage_skips_the_update_on_every_stage():
 def test_pipeline_case_runs_on_two_logical_devices_with_its_check_bubble_and_memory(tmp_path, monkeypatch):
     our_processes = mark_processes(monkeypatch)
     case = train_case("pipeline", microbatches=2)
-    assert plugin_for(case).launch is Launch.ISOLATED
+    assert plugin_for(case).rules.launch is Launch.ISOLATED
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
     record = Runner.storing(RunContext(suite="test", store=store, timing=FAST)).run(case)
@@ -223,4 +223,4 @@ def test_the_new_strategy_rules_import_no_framework():
             "suites.strategies.torch.towers, suites.strategies.stages; "
             "assert 'tensorflow' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60, check=True)
-    assert find_plugin(Framework.TORCH, Strategy.TOWERS).kinds == frozenset({"kernel"})
+    assert find_plugin(Framework.TORCH, Strategy.TOWERS).rules.kinds == frozenset({"kernel"})

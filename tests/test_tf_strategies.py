@@ -272,7 +272,7 @@ def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
                       f"{'-' + value.param_dict['placement'] if 'placement' in value.param_dict else ''}"
                       if isinstance(value, Case) else None))
 def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, copies, our_processes):
-    launch = plugin_for(case).launch
+    launch = plugin_for(case).rules.launch
     assert launch is (Launch.RANKS if case.strategy is Strategy.MULTIWORKER else Launch.ISOLATED)
     record = Runner.storing(context(tmp_path)).run(case)
     assert record.status is Status.OK, (record.reason, record.details)

@@ -153,7 +153,7 @@ def test_model_parallel_on_cpu_is_unavailable_and_names_its_emulated_equivalent(
     assert "needs 2 visible GPUs; 1 visible" in MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(1))
     assert MODEL_PARALLEL.unavailable_reason(job_for(on_gpus), _gpus(2)) is None
     assert "strategy 'single'" in MODEL_PARALLEL.unavailable_reason(job_for(replace(on_gpus, n_devices=1)), _gpus(2))
-    assert MODEL_PARALLEL.launch.value == "isolated"
+    assert MODEL_PARALLEL.rules.launch.value == "isolated"
 
 
 def test_model_parallel_step_matches_the_full_batch_gradient_with_the_cpu_standing_in_for_gpus(monkeypatch):

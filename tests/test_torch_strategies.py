@@ -320,7 +320,7 @@ def test_dataparallel_needs_a_gpu_per_device_and_ddp_ranks_can_share_one():
     dp = Case.make("train_step", "torch", "gpu", "dataparallel", "fp32", 2, {"model": "mlp", "batch": 4})
     assert "needs 2 visible GPUs; 1 visible" in dataparallel.unavailable_reason(job_for(dp), _gpus(1))
     assert dataparallel.unavailable_reason(job_for(dp), _gpus(2)) is None
-    assert ddp.launch.value == "ranks" and dataparallel.launch.value == "isolated"
+    assert ddp.rules.launch.value == "ranks" and dataparallel.rules.launch.value == "isolated"
 
 
 def test_torch_rules_module_imports_no_framework():

@@ -58,7 +58,7 @@ class Compile(_Named):
     """How a case's step is compiled: `none` runs it as the framework does by default (torch
     eager, TF `tf.function` graphs), `xla` under TF's `tf.function(jit_compile=True)`,
     `inductor` under `torch.compile`. Which framework has which compiler, and which strategies
-    run under it, is the strategy plugins' knowledge (`StrategyPlugin.compilers`)."""
+    run under it, is the strategy plugins' knowledge (`Rules.compilers` of `StrategyPlugin.rules`)."""
 
     NONE = "none"
     XLA = "xla"

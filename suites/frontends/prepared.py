@@ -37,7 +37,7 @@ class NumericsFailed(AssertionError):
 
 def runs_in_process(case: Case) -> bool:
     """Whether the case's strategy is timed in the calling process (not in launched ranks)."""
-    return job_for(case).strategy.launch is Launch.IN_PROCESS
+    return job_for(case).strategy.rules.launch is Launch.IN_PROCESS
 
 
 @dataclass
@@ -90,7 +90,7 @@ def prepare(case: Case, timing: TimingConfig) -> PreparedCase:
         raise CaseUnavailable(reason)
     if not runs_in_process(case):
         raise CaseUnavailable(f"strategy {case.strategy} runs in its own processes "
-                              f"({job_for(case).strategy.launch.value}); it cannot be timed in this one")
+                              f"({job_for(case).strategy.rules.launch.value}); it cannot be timed in this one")
     runnable = job_for(case).runnable()
     try:
         runnable.setup()

@@ -51,16 +51,6 @@ class NeedsIsolatedEnvironment(Protocol):
 
 
 @runtime_checkable
-class SlowToStart(Protocol):
-    """A strategy whose launched process takes longer than the launcher's default allowance
-    (`suites.measure.timing.STARTUP_ALLOWANCE_S`) before its first step (`tpu`: loading libtpu and
-    initialising the TPU system)."""
-
-    #: Seconds the launched process may take to start before its first step.
-    startup_allowance_s: float
-
-
-@runtime_checkable
 class ServesCluster(Protocol):
     """A strategy some of whose processes only serve the others (a parameter-server cluster's
     workers and parameter servers, which its chief drives)."""
@@ -88,16 +78,6 @@ class CoordinatesWorkers(Protocol):
 
     def lockstep(self, job: "Job", strategy: "tf.distribute.Strategy | None") -> "Lockstep":
         """How the case's processes meet."""
-
-
-@runtime_checkable
-class SoftPlacement(Protocol):
-    """A TF strategy that needs soft device placement: TF places what its ops leave unplaced.
-    Every other runs with it off, so an op without a kernel on its device fails instead of
-    running, unrecorded, on another (`suites.frameworks.tf.distribute.configure_runtime`)."""
-
-    #: Why the strategy cannot run with soft placement off.
-    soft_placement_reason: str
 
 
 # --- training mechanism: PyTorch -------------------------------------------------------------

@@ -133,7 +133,7 @@ def first_step_limit_s(config: TimingConfig, compiled: bool = False) -> float:
 
 
 #: Seconds a case's processes get to start (framework import, rendezvous) before its first step,
-#: where its strategy says no other (`suites.measure.capabilities.SlowToStart`).
+#: where its strategy says no other (`suites.strategies.rules.Rules.startup_allowance_s`).
 STARTUP_ALLOWANCE_S = 120.0
 
 

@@ -40,7 +40,7 @@ MAX_FAMILIES = 9
 MIN_PROBLEMS_FOR_MEAN = 3
 BEST = "best"
 METRICS = {"speed": "speed", "cost": "cost per unit of work", "energy": "work per joule"}
-#: The strategies whose plugin runs one device (`StrategyPlugin.one_device`; the report reads
+#: The strategies whose plugin runs one device (`Rules.one_device`; the report reads
 #: records, not plugins, and a test holds the two equal). A one-device run of any other strategy
 #: measures its wrapper's overhead (C11).
 ONE_DEVICE_STRATEGIES = frozenset({"single"})

@@ -14,14 +14,13 @@ def unavailable_reason(job: Job) -> str | None:
     its precision on that device, its strategy's rules. The caller resolved the case into its
     job (`suites.runner.plan.unavailable_reason`: its framework installed and its
     strategy found first)."""
-    case = job.case
     reason = job.unavailable_reason()
     if reason:
         return reason
-    device = discover(case.framework, case.device)
+    device = discover(job.framework, job.device)
     if not device.available:
-        return f"no {case.device}: {device.reason}"
-    return emulation_reason(case) or precision_reason(case, device) or strategy_reason(job, device)
+        return f"no {job.device}: {device.reason}"
+    return emulation_reason(job.case) or precision_reason(job.case, device) or strategy_reason(job, device)
 
 
 #: The most emulated devices (gloo ranks, logical CPU devices, local worker processes) one CPU

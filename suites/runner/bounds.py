@@ -92,29 +92,27 @@ def hot_cache() -> Iterator[None]:
 def predicted_step_s(job: Job, probe: Probe) -> float | None:
     """One step of an available case, predicted from its FLOPs at the `probe`'s rate: devices
     emulated on one CPU share its rate, GPUs and TPUs each have their own."""
-    case = job.case
     try:
         flops = job.workload.flops_per_step()
     except (KeyError, ValueError):  # a workload or model not registered in this process
         return None
     if not flops or flops < PREDICTED_FROM_FLOPS:
         return None
-    rate = probe(case.framework, case.device, case.precision)
+    rate = probe(job.framework, job.device, job.precision)
     if not rate:
         return None
-    return flops / (rate * (1 if case.device is DeviceKind.CPU else case.n_devices))
+    return flops / (rate * (1 if job.device is DeviceKind.CPU else job.n_devices))
 
 
 def bound_for(job: Job, timing: TimingConfig, probe: Probe) -> Bound:
     """How the job's case (available here) is kept inside its first-step limit."""
-    case = job.case
     step_s = predicted_step_s(job, probe)
     if step_s is None:
         return Bound()
-    limit = first_step_limit_s(timing, compiled=case.compile is not Compile.NONE)
+    limit = first_step_limit_s(timing, compiled=job.compiler.compile is not Compile.NONE)
     if step_s > REFUSE_FACTOR * limit:
         return Bound(step_s, refused=(
             f"too slow here: predicted first step {step_s:.3g} s (its FLOPs at the rate "
-            f"{case.precision} GEMMs ran here), over {REFUSE_FACTOR:g} x the {limit:.3g} s "
+            f"{job.precision} GEMMs ran here), over {REFUSE_FACTOR:g} x the {limit:.3g} s "
             f"a first step may take; not run (raise the budget to time it)"))
     return Bound(step_s, isolated=step_s > ISOLATE_SHARE * limit)

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile
-from suites.measure.capabilities import SlowToStart
 from suites.measure.timing import STARTUP_ALLOWANCE_S, case_deadline_s
 from suites.strategies.jobs import Job
 
 
 def case_timeout(timing: TimingConfig, job: Job | None = None) -> float:
     """How long a launcher lets `job` (or any case, without one) run: `case_deadline_s` with its
-    strategy's `startup_allowance_s` (`SlowToStart`) and whether it is compiled."""
-    plugin = job.strategy if job is not None else None
-    startup = plugin.startup_allowance_s if isinstance(plugin, SlowToStart) else None
+    strategy's `Rules.startup_allowance_s` and whether it is compiled."""
+    startup = job.strategy.rules.startup_allowance_s if job is not None else None
     return case_deadline_s(timing, STARTUP_ALLOWANCE_S if startup is None else startup,
                            job is not None and job.case.compile is not Compile.NONE)

@@ -64,6 +64,6 @@ def launch_mode(job: Job) -> Launch:
     its GPU memory when it ends (TensorFlow never returns what it took, which would starve every
     later case of that GPU), and whatever it does (exit, segfault, run out of memory, fork) ends
     only that case, stored `failed` with what happened."""
-    launch = job.strategy.launch
+    launch = job.strategy.rules.launch
     apart = job.case.device is DeviceKind.GPU or job.workload.runs_user_code
     return Launch.ISOLATED if launch is Launch.IN_PROCESS and apart else launch

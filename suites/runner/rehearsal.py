@@ -9,7 +9,10 @@ its loss scaling, bf16 autocast), compilation, the model's layout (channels_last
 architecture (fewer, smaller layers), and the optimizer implementation CUDA picks
 (`suites.measure.process_env.REHEARSAL_ENV`: fused AdamW, foreach for the rest, where the CPU's
 default is a per-parameter loop that hides CUDA-only failures). What
-changes: the device (cpu), the sizes (`SMALL_SIZES`), tf32 (a tensor-core mode: rehearsed as
+changes: the device (cpu), the sizes (what the workload declares,
+`suites.workloads.base.Workload.rehearsal_params`, and a training case's model,
+`suites.workloads.model_spec.ModelSpec.rehearsal_sizes`; the batch per device,
+`REHEARSAL_BATCH`), tf32 (a tensor-core mode: rehearsed as
 fp32, which takes the same path but for one flag). A rehearsal is never a result: its records go
 to a temporary folder that is removed, and nothing is ranked.
 """
@@ -20,22 +23,9 @@ from typing import Mapping
 
 from suites.cases.case import Case, ParamValue
 from suites.cases.vocabulary import DeviceKind, Precision
-from suites.workloads.training import MODELS, SIZE_PARAMS
+from suites.workloads import WORKLOADS
+from suites.workloads.training import MODELS, SIZE_PARAMS, TrainStep
 
-_TRANSFORMER = {"layers": 2, "seq": 32, "d_model": 128, "heads": 8, "ffn": 256}
-#: Sizes a rehearsal sets per model (only those the case's model has; heads divide over 2, 4
-#: and 8 tensor-parallel ranks) and per kernel workload.
-SMALL_SIZES: dict[str, dict[str, ParamValue]] = {
-    "resnet50": {"image": 64, "width": 16, "resnet_depth": 14},
-    "bert_base": {**_TRANSFORMER, "vocab": 512},
-    "gpt2_small": {**_TRANSFORMER, "vocab": 512},
-    "transformer": _TRANSFORMER,
-    "llama_block": {"layers": 2, "seq": 32, "d_model": 256, "heads": 16, "kv_heads": 8, "ffn": 512, "vocab": 512},
-    "mlp": {"hidden": 256},
-    "matmul": {"m": 64, "n": 64, "k": 64},
-    "conv2d": {"batch": 2, "h": 16, "w": 16, "cin": 16, "cout": 16},
-    "allreduce": {"bytes": 65536},
-}
 #: The most samples per device a rehearsed training step takes (weak scaling; strong keeps its
 #: global batch, which must split over the ranks as on the device).
 REHEARSAL_BATCH = 2
@@ -64,14 +54,20 @@ def rehearsal_of(case: Case) -> Rehearsal:
 
 
 def _small(workload: str, params: Mapping[str, ParamValue], devices: int = 1) -> dict[str, ParamValue]:
-    if workload != "train_step":
-        return dict(SMALL_SIZES.get(workload, {}))
+    """The parameters a rehearsal of a case of `workload` with `params` on `devices` sets: the
+    workload's declared `rehearsal_params`, and for a training step its model's `rehearsal_sizes`
+    (those of its size parameters) and a small batch."""
+    declared = WORKLOADS.get(workload)
+    if declared is None:
+        return {}
+    sized = dict(declared.rehearsal_params)
+    if not issubclass(declared, TrainStep):
+        return sized
     model = str(params.get("model"))
-    sized = {}
     if model in MODELS:
-        own = MODELS[model]().size_fields()
-        sized = {key: value for key, value in SMALL_SIZES.get(model, {}).items()
-                 if key in own and key in SIZE_PARAMS}
+        spec = MODELS[model]()
+        own = spec.size_fields()
+        sized.update({key: value for key, value in spec.rehearsal_sizes.items() if key in own and key in SIZE_PARAMS})
     if params.get("scaling", "weak") == "weak" and "batch" in params:
         sized["batch"] = _rehearsal_batch(int(params["batch"]), int(params.get("microbatches", 1)), devices)
     return sized

@@ -91,7 +91,7 @@ class Runner:
                            details={"predicted_first_step_s": bound.predicted_step_s})
         if self.launcher is not None:
             return self.launcher(job, self.timing)
-        if bound.isolated and job.strategy.launch is Launch.IN_PROCESS:  # in a process of its own either way
+        if bound.isolated and job.strategy.rules.launch is Launch.IN_PROCESS:  # in a process of its own either way
             return launchers.run_bounded(job, self.timing, bound)
         launch = launch_mode(job)
         if launch is Launch.RANKS:

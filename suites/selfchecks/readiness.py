@@ -110,13 +110,13 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
     paths = []
     for strategy in strategies_of(framework):
         plugin = find_plugin(framework, strategy)
-        if plugin is None or kind not in plugin.devices:
+        if plugin is None or kind not in plugin.rules.devices:
             continue
-        single = plugin.one_device
+        single = plugin.rules.one_device
         if single and kind is DeviceKind.TPU:
             continue  # TPUs run through TPUStrategy; `single` has no TPU path of its own
         n = plugin.devices_at_hand(kind, count)
-        too_few = ("" if n <= count or plugin.shares_gpus else
+        too_few = ("" if n <= count or plugin.rules.shares_gpus else
                    f"{strategy} needs {n} or more {kind}s, one per device; {count} visible")
         for workload in ("matmul", "conv2d", "train_step", "allreduce"):
             workload_type = workload_class(workload)
@@ -130,7 +130,7 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                 # (tf32/bf16 below compute capability 8.0) and the strategy (its backends, its dtypes)
                 why = (too_few or precision_reason(case, device)
                        or plugin.unavailable_reason(job_for(case), device) or "")
-                shared = " (shared GPU)" if kind is DeviceKind.GPU and plugin.shares_gpus and n > count else ""
+                shared = " (shared GPU)" if kind is DeviceKind.GPU and plugin.rules.shares_gpus and n > count else ""
                 name = f"{workload} {framework} {kind}:{n}{shared} {strategy} {precision}"
                 paths.append(ReadinessPath(name, case, expected=not why, why=why))
     return paths

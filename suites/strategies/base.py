@@ -5,9 +5,9 @@ import os
 from typing import TYPE_CHECKING, ClassVar, Mapping, final
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
-from suites.measure.launch import Launch
 from suites.strategies.options import NoOptions, params_of
 from suites.strategies.requirements import Requirement, first_reason, repeated_names, requirement
+from suites.strategies.rules import Rules
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -32,38 +32,19 @@ class StrategyPlugin:
     strategy: ClassVar[Strategy]
     #: The framework it implements it in.
     framework: ClassVar[Framework]
-    #: Device kinds the strategy can use at all: a case outside them exists nowhere. A case
-    #: inside them may still be unavailable on a given machine, with the reason.
-    devices: ClassVar[frozenset[DeviceKind]] = frozenset({DeviceKind.CPU, DeviceKind.GPU})
-    #: Workload kinds ("kernel", "training", "collective") the strategy spreads.
-    kinds: ClassVar[frozenset[str]] = frozenset({"training"})
+    #: Its rules as data: devices, workload kinds, compilers, batch statistics, launch
+    #: (`suites.strategies.rules.Rules`, validated when built).
+    rules: ClassVar[Rules] = Rules()
     #: The strategy's own options (e.g. FSDP's `reshard`): a frozen dataclass whose fields are
     #: set in a grid's `params` like a workload's and are part of the case id when given; a case
     #: of another strategy drops them. A job carries the built instance (`Job.options`).
     options_type: ClassVar[type] = NoOptions
     #: The grid parameters `options_type` declares (derived, `options.params_of`).
     params: ClassVar[tuple["Param", ...]] = ()
-    #: The compilers of the strategy's framework (set by the framework's base class): a case
-    #: pairing a framework with another's compiler (torch with xla) is no case at all.
-    compilers: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
-    #: Of `compilers`, those this strategy's step has been made to run under. The default is
-    #: none but `none`: a new strategy's compiled cases are unavailable, with the reason, until
-    #: its author declares (and tests) the compilers its step runs under.
-    compile_modes: ClassVar[frozenset[Compile]] = frozenset({Compile.NONE})
-    #: Why a compiler of the framework is not in `compile_modes`, where the strategy knows.
-    compile_limits: ClassVar[Mapping[Compile, str]] = {}
     #: The options a compiler takes (torch.compile's `compile_mode`), given only to its cases.
     compiler_options: ClassVar[Mapping[Compile, type]] = {}
     #: The grid parameters of `compiler_options` (derived).
     compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
-
-    #: The hooks only a training step calls (its trainer, its model wrapping): what they import
-    #: is code a kernel's or a collective's case never runs, so their versions leave it out
-    #: (`suites.strategies.versions`).
-    training_hooks: ClassVar[frozenset[str]] = frozenset({
-        "trainer", "describe", "wrap", "check_wrap", "train_step", "local_step", "gradients", "global_loss",
-        "devices_in_use", "data_shard", "handles_precision", "state_bytes_per_device",
-        "activation_bytes_per_device"})
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -75,29 +56,21 @@ class StrategyPlugin:
 
     def compile_reason(self, job: "Job") -> str | None:
         """Why the case's step cannot run under its compiler with this strategy, or None."""
-        case = job.case
-        if case.compile is Compile.NONE:
+        compiler = job.compiler.compile
+        if compiler is Compile.NONE:
             return None
         if job.workload.kind == "collective":
-            return f"{case.workload} is one collective call: {case.compile} has nothing to compile"
-        if case.compile in self.compile_modes:
+            return f"{job.case.workload} is one collective call: {compiler} has nothing to compile"
+        if compiler in self.rules.compile_modes:
             return None
-        why = self.compile_limits.get(case.compile) or (
-            f"the plugin declares no {case.compile} support (its compile_modes: "
-            f"{', '.join(sorted(map(str, self.compile_modes)))})")
-        return f"{self.framework} strategy '{self.strategy}' does not run under {case.compile}: {why}"
-    #: Over which samples a training step computes batch statistics (batch norm): "whole",
-    #: one forward over the global batch; "replicas", each device over its own equal shard (data
-    #: parallelism); None, not declared: a model with batch norm is unavailable under it.
-    statistics_split: ClassVar[str | None] = None
-    #: Whether it can compute them over the global batch across replicas (batch norm "sync").
-    synchronized_statistics: ClassVar[bool] = False
-    #: Why not, where it cannot (`sync_statistics_reason`).
-    no_sync_statistics: ClassVar[str] = "it has no synchronized batch norm here"
+        why = self.rules.compile_limits.get(compiler) or (
+            f"the plugin declares no {compiler} support (its compile_modes: "
+            f"{', '.join(sorted(map(str, self.rules.compile_modes)))})")
+        return f"{self.framework} strategy '{self.strategy}' does not run under {compiler}: {why}"
 
     def applies_to(self, workload: type["Workload"]) -> bool:
-        """Whether a case of `workload` exists under this strategy (by default: its kind is one of `kinds`)."""
-        return workload.kind in self.kinds
+        """Whether a case of `workload` exists under this strategy (by default: its kind is one of `rules.kinds`)."""
+        return workload.kind in self.rules.kinds
 
     #: What a case needs to run on a device here, in the order they are checked: the first it
     #: does not meet gives its reason (`unavailable_reason`). A subclass lists its base's
@@ -110,18 +83,12 @@ class StrategyPlugin:
         `requirements` it does not meet. Not a hook: a plugin declares requirements instead."""
         return first_reason(self.requirements, job, device)
 
-    #: Whether the case's devices can be emulated on fewer GPUs than it spans, as they are on
-    #: one CPU: rank processes sharing a GPU over gloo (torch), logical GPUs split from one
-    #: (TF). Such a case runs, `emulated`, where it would otherwise be unavailable.
-    shares_gpus: ClassVar[bool] = False
-
     def emulated(self, job: "Job") -> bool:
         """Several devices on a CPU are logical devices / ranks sharing one CPU; several on fewer
-        GPUs (`shares_gpus`) share them likewise."""
-        case = job.case
-        if case.device is DeviceKind.CPU:
-            return case.n_devices > 1
-        return self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework))
+        GPUs (`rules.shares_gpus`) share them likewise."""
+        if job.device is DeviceKind.CPU:
+            return job.n_devices > 1
+        return self.rules.shares_gpus and on_shared_gpus(job, visible_gpus(job.framework))
 
     # --- memory accounting: the training state's analytic estimate (`state_estimate`) --------
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
@@ -152,28 +119,20 @@ class StrategyPlugin:
         return activation_bytes
 
     # --- sizing a case to the devices at hand (readiness, sweeps) -----------------------------
-    #: Whether the strategy runs on one device whatever is at hand (`single`).
-    one_device: ClassVar[bool] = False
-
     def devices_at_hand(self, kind: DeviceKind, count: int) -> int:
         """The devices a case that checks this strategy's path on `count` visible devices of
         `kind` spans: one for a one-device strategy, else every device and at least two."""
-        return 1 if self.one_device else max(count, 2)
+        return 1 if self.rules.one_device else max(count, 2)
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """Workload parameters `params` made splittable over `n` devices (a layer per stage, a
         mesh); unchanged where the strategy needs nothing of them."""
         return dict(params)
 
-    # --- launching ------------------------------------------------------------------------------
-    #: How a case of the strategy is launched: in the parbench process, in a fresh one, or as
-    #: rank processes (`suites.runner.launchers`).
-    launch: ClassVar[Launch] = Launch.IN_PROCESS
-
+    # --- launching (`rules.launch` says how) ------------------------------------------------------
     def processes(self, job: "Job") -> int:
         """How many rank processes a RANKS launch starts."""
-        case = job.case
-        return case.n_devices
+        return job.n_devices
 
     def ports_needed(self, job: "Job") -> int:
         """How many free ports a RANKS launch picks for the case (its rendezvous)."""
@@ -195,40 +154,23 @@ class StrategyPlugin:
     def batch_parts(self, job: "Job") -> int:
         """Into how many equal parts a step cuts the global batch (its devices by default; a
         pipeline also into micro-batches): the numerics check's batch is a multiple of it."""
-        return job.case.n_devices
-
-    # batch statistics (models with batch norm)
-    def statistics_groups(self, job: "Job") -> int | None:
-        """Into how many equal parts of the global batch a step computes batch statistics, each
-        part on its own, where they are not synchronised; None where `statistics_split` is not
-        declared."""
-        case = job.case
-        return {"whole": 1, "replicas": case.n_devices}.get(self.statistics_split or "")
-
-    def sync_statistics_reason(self, job: "Job") -> str | None:
-        """Why the case cannot compute batch statistics over the global batch, or None (also
-        where one forward sees the whole batch, so local and synchronised are the same)."""
-        if self.statistics_groups(job) == 1 or self.synchronized_statistics:
-            return None
-        return f"batchnorm 'sync' under {self.framework} {self.strategy}: {self.no_sync_statistics}"
+        return job.n_devices
 
 
 def on_shared_gpus(job: "Job", gpus: int) -> bool:
     """Whether a GPU case puts more devices on this machine than the `gpus` it sees (at least
     one): its ranks or logical devices then share them."""
-    case = job.case
-    return case.device is DeviceKind.GPU and 0 < gpus < devices_on_this_node(job)
+    return job.device is DeviceKind.GPU and 0 < gpus < devices_on_this_node(job)
 
 
 def devices_on_this_node(job: "Job") -> int:
     """The case's devices on this machine: all of them, except under a multi-node launch
     (torchrun on several nodes: WORLD_SIZE is the case's devices, LOCAL_WORLD_SIZE this node's
     share), where a node holds only its ranks: 2 nodes x 8 GPUs put 8 on each, not 16."""
-    case = job.case
     world, local = os.environ.get("WORLD_SIZE", ""), os.environ.get("LOCAL_WORLD_SIZE", "")
-    if world.isdigit() and local.isdigit() and int(world) == case.n_devices and 0 < int(local) < int(world):
+    if world.isdigit() and local.isdigit() and int(world) == job.n_devices and 0 < int(local) < int(world):
         return int(local)
-    return case.n_devices
+    return job.n_devices
 
 
 def visible_gpus(framework: Framework) -> int:
@@ -240,10 +182,9 @@ def visible_gpus(framework: Framework) -> int:
 
 def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: bool) -> str | None:
     """Why a GPU case of `what` cannot run on the GPUs `device` counts: too few of them, and the
-    strategy cannot share them (`StrategyPlugin.shares_gpus`); None where it can run."""
-    case = job.case
+    strategy cannot share them (`Rules.shares_gpus`); None where it can run."""
     here = devices_on_this_node(job)
-    if case.device is not DeviceKind.GPU or device.count >= here:
+    if job.device is not DeviceKind.GPU or device.count >= here:
         return None
     if can_share and device.count > 0:
         return None
@@ -253,16 +194,14 @@ def too_few_gpus_reason(job: "Job", device: "DeviceInfo", what: str, can_share: 
 @requirement("the case spans one device")
 def single_device(job: "Job", device: "DeviceInfo") -> str | None:
     """Strategy `single`'s rule, in both frameworks."""
-    case = job.case
-    if case.n_devices != 1:
-        return f"strategy 'single' uses one device; this case asks for {case.n_devices}"
+    if job.n_devices != 1:
+        return f"strategy 'single' uses one device; this case asks for {job.n_devices}"
     return None
 
 
 def split_reason(job: "Job", parts: str) -> str | None:
     """Why the workload's batch cannot be split evenly over the case's devices, or None."""
-    case = job.case
-    return job.workload.split_problem(case.n_devices, parts)
+    return job.workload.split_problem(job.n_devices, parts)
 
 
 #: Why the `horovod` strategy is unavailable in both frameworks: what `pip install horovod`

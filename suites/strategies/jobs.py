@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from suites.cases.case import Case
-from suites.cases.vocabulary import Compile
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.frameworks.implementations import runnable_class
 from suites.records.metrics import CASE_WORK
 from suites.measure.capabilities import PipelineBubble
@@ -47,6 +47,26 @@ class Job:
     options: Any
     compiler: Compiler
 
+    @property
+    def framework(self) -> Framework:
+        """The case's framework."""
+        return self.case.framework
+
+    @property
+    def device(self) -> DeviceKind:
+        """The kind of device the case runs on."""
+        return self.case.device
+
+    @property
+    def n_devices(self) -> int:
+        """How many devices the case runs on."""
+        return self.case.n_devices
+
+    @property
+    def precision(self) -> Precision:
+        """The case's precision."""
+        return self.case.precision
+
     def runnable(self) -> "Runnable":
         """The case's runnable in its framework (imported here, at run time)."""
         return self.runnable_class(self)
@@ -63,13 +83,16 @@ class Job:
     def unavailable_reason(self) -> str | None:
         """Why the workload cannot run as the case asks, hardware aside: its own reasons, then
         whether the strategy computes batch statistics the way its model asks."""
+        rules = self.strategy.rules
+        no_sync = rules.no_sync_reason(self.n_devices)
         return self.workload.unavailable_reason() or self.workload.batch_statistics_reason(
-            self.strategy.statistics_groups(self), self.strategy.sync_statistics_reason(self))
+            rules.statistics_groups(self.n_devices),
+            no_sync and f"batchnorm 'sync' under {self.framework} {self.strategy.strategy}: {no_sync}")
 
     def statistics_groups(self) -> int:
         """Into how many equal parts of the global batch the step computes batch statistics
         (`Workload.statistics_groups` given the strategy's replicas)."""
-        return self.workload.statistics_groups(self.strategy.statistics_groups(self))
+        return self.workload.statistics_groups(self.strategy.rules.statistics_groups(self.n_devices))
 
     def state_estimate(self) -> dict[str, int] | None:
         """The training state one device holds, in bytes, by ZeRO's accounting: the plugin's

@@ -69,7 +69,7 @@ def strategies_of(framework: Framework) -> list[Strategy]:
 
 def devices_of(strategy: Strategy) -> frozenset[DeviceKind]:
     """The device kinds any framework's plugin of `strategy` can use."""
-    return frozenset().union(*(plugin.devices for plugin in plugins_of(strategy)))
+    return frozenset().union(*(plugin.rules.devices for plugin in plugins_of(strategy)))
 
 
 def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy,
@@ -80,13 +80,13 @@ def is_combination(framework: Framework, device: DeviceKind, strategy: Strategy,
     (a strategy that does not run under a compiler of its framework is such a case: unavailable,
     with the reason)."""
     plugin = find_plugin(framework, strategy)
-    return (plugin is not None and device in plugin.devices and compile in plugin.compilers
+    return (plugin is not None and device in plugin.rules.devices and compile in plugin.rules.compilers
             and (workload is None or plugin.applies_to(workload)))
 
 
 def compilers_of(framework: Framework) -> frozenset[Compile]:
     """The compilers a framework has (its plugins' `compilers`)."""
-    return frozenset().union(*(plugin.compilers for strategy in Strategy
+    return frozenset().union(*(plugin.rules.compilers for strategy in Strategy
                                if (plugin := find_plugin(framework, strategy)) is not None))
 
 

@@ -18,6 +18,12 @@ from suites.strategies.registry import PLUGIN_PACKAGE, find_plugin, plugin_modul
 from suites.workloads.base import Workload
 from suites.workloads.sources import source_files
 
+#: The plugins' hooks only a training step calls (its trainer, its model wrapping): what they
+#: import is code a kernel's or a collective's case never runs, so their versions leave it out.
+TRAINING_HOOKS = frozenset({
+    "trainer", "describe", "wrap", "check_wrap", "train_step", "local_step", "gradients", "global_loss",
+    "devices_in_use", "data_shard", "handles_precision", "state_bytes_per_device", "activation_bytes_per_device"})
+
 
 def version_sources(workload: type[Workload]) -> dict[str, Path]:
     """{module name: source file} of the code a case of `workload` runs, in name order."""
@@ -27,8 +33,7 @@ def version_sources(workload: type[Workload]) -> dict[str, Path]:
     plugin_modules = [plugin_module(plugin.framework, plugin.strategy) for plugin in plugins]
     # A kernel's or a collective's case never calls a plugin's training hooks: what they import
     # (a trainer, a model wrapper) is left out of its version.
-    skipped = frozenset().union(*(plugin.training_hooks for plugin in plugins)) \
-        if workload.kind != "training" else frozenset()
+    skipped = TRAINING_HOOKS if workload.kind != "training" else frozenset()
 
     def skip(module: str) -> frozenset[str]:
         return skipped if module.startswith(f"{PLUGIN_PACKAGE}.") else frozenset()

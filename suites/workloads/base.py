@@ -57,16 +57,26 @@ def _defaults(params: Iterable[Param]) -> dict[str, ParamValue]:
     return {p.name: p.default for p in params if p.default is not None}
 
 
+#: The kinds of workload: what a strategy's `Rules.kinds` chooses among.
+WORKLOAD_KINDS = ("kernel", "training", "collective")
+
+
 class Workload(ABC):
     """What a case computes. Subclasses declare the class attributes and `flops_per_step`."""
 
     name: ClassVar[str]
-    kind: ClassVar[str]  # "kernel", "training" or "collective"
+    kind: ClassVar[str]  # one of WORKLOAD_KINDS
     params: ClassVar[tuple[Param, ...]]
     precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
     #: framework -> "module:Class" of its Runnable, imported lazily: a user's workload names
     #: its own; the built-in ones' are the framework layer's (`suites.frameworks.implementations`).
     implementations: ClassVar[Mapping[Framework, str]] = {}
+    #: The parameters a CPU rehearsal of a GPU case sets (`suites.runner.rehearsal`): small values
+    #: of the workload's own parameters, which take the case's code path in seconds on a CPU. A
+    #: kernel or collective declares its own (tests/test_rehearsal_sizes.py checks that it does);
+    #: without them its rehearsal runs at the GPU case's sizes. A training step's come from its model
+    #: (`suites.workloads.model_spec.ModelSpec.rehearsal_sizes`).
+    rehearsal_params: ClassVar[Mapping[str, ParamValue]] = {}
 
     def __init__(self, case: Case) -> None:
         self.case = case

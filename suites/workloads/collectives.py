@@ -41,6 +41,8 @@ class Allreduce(Workload):
         Param("backend", type=str, default="auto", choices=("auto", "gloo", "nccl", "ring"), minimum=None),
     )
     precisions = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
+    rehearsal_params = {"bytes": 65536}
+
     @property
     def elements(self) -> int:
         return max(1, int(self.p["bytes"]) // DTYPE_BYTES[self.case.precision])

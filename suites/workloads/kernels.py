@@ -64,6 +64,8 @@ class Matmul(Workload):
     kind = "kernel"
     params = (Param("m", help="rows of A and C"), Param("n", help="columns of B and C"),
               Param("k", help="inner dimension"))
+    rehearsal_params = {"m": 64, "n": 64, "k": 64}
+
     def flops_per_step(self) -> float:
         return 2.0 * self.p["m"] * self.p["n"] * self.p["k"]  # type: ignore[operator]
 
@@ -111,6 +113,8 @@ class Conv2d(Workload):
         Param("padding", type=str, default="same", choices=("same", "valid"), minimum=None),
         Param("layout", type=str, default="nhwc", choices=("nhwc", "nchw"), minimum=None),
     )
+    rehearsal_params = {"batch": 2, "h": 16, "w": 16, "cin": 16, "cout": 16}
+
     @classmethod
     def shape_problems(cls, params: Mapping[str, ParamValue]) -> list[str]:
         p = {**cls.defaults(), **params}

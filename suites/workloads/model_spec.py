@@ -11,7 +11,8 @@ never imports a framework. The built-in specs and their implementations live in 
 one folder per model.
 
 A spec's sizes are `train_step` parameters where its fields are declared with `size`
-(`suites.workloads.training.SIZE_PARAMS`).
+(`suites.workloads.training.SIZE_PARAMS`); its `rehearsal_sizes` are the small ones a CPU
+rehearsal of a GPU case sets.
 """
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ class ModelSpec(ABC):
     #: Whether building or stepping the model calls the user's code (`UserModel`).
     runs_user_code: ClassVar[bool] = False
     implementations: ClassVar[Mapping[Framework, str]] = {}
+    #: The size parameters a CPU rehearsal of a GPU case sets (`suites.runner.rehearsal`): a
+    #: short, shallow, narrow version of the same architecture, each key one of the spec's
+    #: `size_fields` (heads that divide over 2, 4 and 8 tensor-parallel ranks). A model with size
+    #: fields declares its own, empty where its defaults are a CPU's size already
+    #: (tests/test_rehearsal_sizes.py checks that it does); a subclass inherits its base's.
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {}
 
     @property
     @abstractmethod

@@ -36,7 +36,7 @@ class TfAllreduce(Runnable):
         self.dtype = backend.DTYPES[self.case.precision]
         self.lockstep = (self.plugin.lockstep(self.job, self.strategy)
                          if isinstance(self.plugin, CoordinatesWorkers) else Lockstep())
-        if self.plugin.coordinated:
+        if self.plugin.rules.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         elements, dtype = self.workload.elements, self.dtype
 

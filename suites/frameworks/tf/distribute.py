@@ -19,7 +19,7 @@ Which GPUs TF sees, fixed when it initialises:
   cannot move one to the GPU.
 
 Soft device placement is off for every case but those of a strategy that needs it
-(`suites.measure.capabilities.SoftPlacement`: `parameter_server`): an op that has no kernel on the device it was
+(its rules' `soft_placement_reason`: `parameter_server`): an op that has no kernel on the device it was
 placed on fails loudly instead of running, unrecorded, on another (the CPU, for a GPU or TPU
 case). On a machine with only CPUs it changes nothing.
 """
@@ -35,7 +35,6 @@ import tensorflow as tf  # noqa: E402
 from suites import knobs  # noqa: E402
 from suites.cases.vocabulary import DeviceKind  # noqa: E402
 from suites.measure.launch import Launch  # noqa: E402
-from suites.measure.capabilities import SoftPlacement  # noqa: E402
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -59,7 +58,6 @@ def configure_runtime(job: "Job") -> None:
     A process whose TF is already initialised (an in-process run after other TF cases) keeps its
     thread pools and devices; it can still run the case if it already has enough of them.
     """
-    case = job.case
     threads = threads_from_env()
     if threads:
         try:
@@ -68,17 +66,17 @@ def configure_runtime(job: "Job") -> None:
         except RuntimeError:
             pass  # already initialised: the pools TF started with stay
     shown = _show_gpus(job)
-    if shown and case.device is DeviceKind.GPU and job.strategy.emulated(job):
-        _split_gpu(shown[0], case.n_devices)  # logical GPUs have fixed memory limits: no growth
+    if shown and job.device is DeviceKind.GPU and job.strategy.emulated(job):
+        _split_gpu(shown[0], job.n_devices)  # logical GPUs have fixed memory limits: no growth
         shown = []
     for gpu in shown:
         try:
             tf.config.experimental.set_memory_growth(gpu, True)  # as TF_FORCE_GPU_ALLOW_GROWTH
         except RuntimeError:
             pass  # already initialised
-    if case.device is DeviceKind.CPU and job.strategy.replicas_in_process and case.n_devices > 1:
-        _split_cpu(case.n_devices)
-    tf.config.set_soft_device_placement(isinstance(job.strategy, SoftPlacement))
+    if job.device is DeviceKind.CPU and job.strategy.rules.replicas_in_process and job.n_devices > 1:
+        _split_cpu(job.n_devices)
+    tf.config.set_soft_device_placement(job.strategy.rules.soft_placement_reason is not None)
 
 
 def placement_detail(job: "Job") -> str:
@@ -88,30 +86,28 @@ def placement_detail(job: "Job") -> str:
     devices = ", ".join(local_tpus(job) or replica_devices(job))
     if not tf.config.get_soft_device_placement():
         return f"strict: an op without a kernel on its device fails, never moves (devices {devices})"
-    reason = getattr(job.strategy, "soft_placement_reason", "")
+    reason = job.strategy.rules.soft_placement_reason
     return f"soft: TF may move an op off its device (devices {devices}){f'; {reason}' if reason else ''}"
 
 
 def visible_gpu_count(job: "Job") -> int:
     """How many GPUs (the first ones) TF may see in the process that runs `case` (module docstring)."""
-    case = job.case
     plugin = job.strategy
-    if plugin.launch is Launch.IN_PROCESS:
+    if plugin.rules.launch is Launch.IN_PROCESS:
         return 1
-    if case.device is not DeviceKind.GPU:
+    if job.device is not DeviceKind.GPU:
         return 0
-    return case.n_devices if plugin.replicas_in_process else 1
+    return job.n_devices if plugin.rules.replicas_in_process else 1
 
 
 def _show_gpus(job: "Job") -> list[tf.config.PhysicalDevice]:
     """Make TF see only the case's GPUs (`visible_gpu_count`); returns those it sees."""
-    case = job.case
     shown = tf.config.list_physical_devices("GPU")[:visible_gpu_count(job)]
     try:
         tf.config.set_visible_devices(shown, "GPU")
     except RuntimeError as error:  # TF already initialised in this process, with other GPUs
         visible = tf.config.get_visible_devices("GPU")
-        needed = visible_gpu_count(job) if case.device is DeviceKind.GPU else 0
+        needed = visible_gpu_count(job) if job.device is DeviceKind.GPU else 0
         if len(visible) < needed:
             raise RuntimeError(f"this case needs {needed} GPUs but TensorFlow is already initialised "
                                f"with {len(visible)}; run it in a fresh process "
@@ -181,9 +177,8 @@ def _split_gpu(gpu: tf.config.PhysicalDevice, count: int) -> None:
 
 def replica_devices(job: "Job") -> list[str]:
     """The devices of this process that hold a replica (a tower) of the case."""
-    case = job.case
-    kind = "GPU" if case.device is DeviceKind.GPU else "CPU"
-    count = case.n_devices if job.strategy.replicas_in_process else 1
+    kind = "GPU" if job.device is DeviceKind.GPU else "CPU"
+    count = job.n_devices if job.strategy.rules.replicas_in_process else 1
     return [f"/{kind}:{index}" for index in range(count)]
 
 
@@ -191,8 +186,7 @@ def local_gpus(job: "Job") -> list[str]:
     """The case's replica devices that are GPUs of this process: none in a process that sees no
     GPU (a parameter-server cluster's chief and parameter servers, whose CUDA_VISIBLE_DEVICES is
     empty: only the workers hold GPUs)."""
-    case = job.case
-    if case.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
+    if job.device is not DeviceKind.GPU or not tf.config.get_visible_devices("GPU"):
         return []
     return replica_devices(job)
 
@@ -201,8 +195,7 @@ def local_tpus(job: "Job") -> list[str]:
     """The TPU cores a TPU case's replicas run on ('/TPU:0', ...): TPUStrategy replicates over
     every core the TPU shows TF, `n_devices` of them (`suites.strategies.tf.tpu`); none for a
     case on another device."""
-    case = job.case
-    return [f"/TPU:{index}" for index in range(case.n_devices)] if case.device is DeviceKind.TPU else []
+    return [f"/TPU:{index}" for index in range(job.n_devices)] if job.device is DeviceKind.TPU else []
 
 
 def this_task_index() -> int:

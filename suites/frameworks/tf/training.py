@@ -76,7 +76,7 @@ class TfTrainStep(Runnable):
         #: the case's device.
         self.reference_device = host_cpu(strategy)
         self.memory_baseline = self.memory_baseline.with_gpus(local_gpus(self.job)).with_tpus(local_tpus(self.job))
-        if self.plugin.coordinated:
+        if self.plugin.rules.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
         self.trainer = self.plugin.trainer(replace(self._training_setup(

@@ -19,6 +19,9 @@ class ResidualCnn(ConvLayout, ModelSpec):
         Framework.TORCH: "torch_model:TorchResidualCnn",
         Framework.TF: "tf_model:cnn_layers",
     }
+    #: Empty: its defaults (32 channels, 2 blocks, 32x32 images) are a CPU's size already, and a
+    #: rehearsal keeps the case's own.
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {}
     image: int = 32
     channels: int = size(32, "channels of the stem and every residual block")
     blocks: int = size(2, "residual blocks")

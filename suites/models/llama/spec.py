@@ -32,6 +32,8 @@ class LlamaBlock(LanguageModel, ModelSpec):
     rope_theta: ClassVar[float] = 500000.0
     rms_norm_eps: ClassVar[float] = 1e-5
     tied_embedding: ClassVar[bool] = False
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {"layers": 2, "seq": 32, "d_model": 256, "heads": 16,
+                                                          "kv_heads": 8, "ffn": 512, "vocab": 512}
 
     seq: int = size(2048, "sequence length")
     d_model: int = size(4096, "model width")

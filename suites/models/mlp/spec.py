@@ -17,6 +17,7 @@ class Mlp(ModelSpec):
         Framework.TORCH: "torch_model:TorchMlp",
         Framework.TF: "tf_model:mlp_layers",
     }
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {"hidden": 256}
     features: int = 256
     hidden: int = size(512, "width of every hidden layer")
     depth: int = size(3, "hidden layers")

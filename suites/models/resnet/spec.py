@@ -78,6 +78,7 @@ class ResNet50(ConvLayout, ModelSpec):
         Framework.TORCH: "torch_model:TorchResNet50",
         Framework.TF: "tf_model:resnet_forward",
     }
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {"image": 64, "width": 16, "resnet_depth": 14}
     image: int = size(224, "image height and width (224; 32 is the smallest that reaches a 1x1 last stage)")
     width: int = size(64, "width of the first stage (64); stages double it, blocks expand 4x")
     resnet_depth: int = size(50, "bottleneck blocks: 50 = (3, 4, 6, 3); 14, 26, 101, 152 other stacks",

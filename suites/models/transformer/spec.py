@@ -68,6 +68,8 @@ class TransformerBlock(ModelSpec):
     #: GELU's tanh approximation (GPT-2) or the exact erf form (BERT).
     gelu_tanh: ClassVar[bool] = True
     layer_norm_eps: ClassVar[float] = 1e-5
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {"layers": 2, "seq": 32, "d_model": 128, "heads": 8,
+                                                          "ffn": 256}
 
     seq: int = size(64, "sequence length")
     d_model: int = size(128, "model width")
@@ -201,6 +203,7 @@ class BertBase(LanguageModel, BaseSizedTransformer):
     layer_norm_eps: ClassVar[float] = 1e-12
     #: Token types (segments A/B) of bert-base-uncased.
     token_types: ClassVar[int] = 2
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {**TransformerBlock.rehearsal_sizes, "vocab": 512}
 
     seq: int = size(512, "sequence length")
     vocab: int = size(30522, "vocabulary (token ids and the LM head's logits)")
@@ -229,6 +232,7 @@ class Gpt2Small(LanguageModel, BaseSizedTransformer):
     qkv_bias: ClassVar[bool] = True
     learned_positions: ClassVar[bool] = True
     final_norm: ClassVar[bool] = True
+    rehearsal_sizes: ClassVar[Mapping[str, int | str]] = {**TransformerBlock.rehearsal_sizes, "vocab": 512}
 
     seq: int = size(1024, "sequence length")
     vocab: int = size(50257, "vocabulary (token ids and the LM head's logits)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
@@ -14,6 +15,7 @@ from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tasks_bes
 from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
 from suites.strategies.requirements import Requirement, requirement
+from suites.strategies.rules import Rules, rule
 from suites.measure.capabilities import CoordinatesWorkers
 
 if TYPE_CHECKING:
@@ -27,16 +29,40 @@ if TYPE_CHECKING:
 TF_BACKENDS = ("auto", "nccl", "ring")
 
 
+@dataclass(frozen=True)
+class TfRules(Rules):
+    """A TF strategy's rules: every strategy's, and how its processes hold devices and meet."""
+
+    replicas_in_process: bool = rule(
+        False, "Several devices of one process hold replicas (logical CPU devices when emulated), which TF must be "
+               "told about before it initialises: such cases run in a fresh process.")
+    coordinated: bool = rule(
+        False, "Processes meet once per timed block (barrier to barrier), so blocks are made longer.")
+    read_back_to_sync: bool = rule(False, "Reading a step's result is how to wait for it (TPU).")
+    soft_placement_reason: str | None = rule(
+        None, "Why the strategy needs soft device placement (TF places what its ops leave unplaced). Every other "
+              "runs with it off, so an op without a kernel on its device fails instead of running, unrecorded, on "
+              "another (`suites.frameworks.tf.distribute.configure_runtime`).")
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.replicas_in_process and self.launch is not Launch.ISOLATED:
+            found.append("replicas_in_process needs launch 'isolated': TF learns of a process's devices before it "
+                         "initialises, so only in a fresh process")
+        if self.coordinated and self.launch is not Launch.RANKS:
+            found.append("coordinated needs launch 'ranks': only rank processes meet at barriers")
+        return found
+
+
 class TfStrategy(StrategyPlugin):
     framework = Framework.TF
-    compilers = frozenset({Compile.NONE, Compile.XLA})
+    rules: ClassVar[TfRules] = TfRules(compilers=frozenset({Compile.NONE, Compile.XLA}))
 
-    # --- launching ------------------------------------------------------------------------------
-    #: Several devices of one process hold replicas (logical CPU devices when emulated), which
-    #: TF must be told about before it initialises: such cases run in a fresh process.
-    replicas_in_process: ClassVar[bool] = False
-    #: Processes meet once per timed block (barrier to barrier), so blocks are made longer.
-    coordinated: ClassVar[bool] = False
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(cls.rules, TfRules):
+            raise TypeError(f"{cls.__name__}.rules must be TfRules (TF's runnables read its fields): "
+                            "build them from the base's, `Base.rules.but(...)`")
 
     # --- training mechanism ---------------------------------------------------------------------
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy | None":
@@ -63,12 +89,9 @@ class DistributeStrategy(TfStrategy):
     the update stay outside it (an XLA computation cannot reach the variables' copies on other
     devices)."""
 
-    statistics_split = "replicas"
-    #: Keras' synchronized batch norm: an all-reduce of each layer's sums in the replica context.
-    synchronized_statistics = True
-
-    #: TPU: reading a step's result is how to wait for it.
-    read_back_to_sync: ClassVar[bool] = False
+    #: Synchronized statistics: Keras' synchronized batch norm, an all-reduce of each layer's
+    #: sums in the replica context.
+    rules = TfStrategy.rules.but(statistics_split="replicas", synchronized_statistics=True)
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
@@ -77,7 +100,7 @@ class DistributeStrategy(TfStrategy):
 
         assert strategy is not None
         lockstep = self.lockstep(job, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
-        return StrategyTrainer(setup, strategy, lockstep=lockstep, read_back_to_sync=self.read_back_to_sync)
+        return StrategyTrainer(setup, strategy, lockstep=lockstep, read_back_to_sync=self.rules.read_back_to_sync)
 
 
 def param(job: "Job", name: str, default: str) -> str:
@@ -86,14 +109,13 @@ def param(job: "Job", name: str, default: str) -> str:
 
 def backend_reason(job: "Job", what: str, allowed: tuple[str, ...]) -> str | None:
     """An allreduce case's `backend` against what this TF strategy can do."""
-    case = job.case
     backend = param(job, "backend", "auto")
     if backend not in TF_BACKENDS:
         return f"backend {backend!r} is a torch.distributed backend; TF's collectives are {', '.join(TF_BACKENDS)}"
     if backend not in allowed:
         return f"{what} has no {backend!r} all-reduce (it has {', '.join(allowed)})"
-    if backend == "nccl" and case.device is not DeviceKind.GPU:
-        return f"NCCL all-reduce has no {case.device} kernel; it reduces GPU tensors only"
+    if backend == "nccl" and job.device is not DeviceKind.GPU:
+        return f"NCCL all-reduce has no {job.device} kernel; it reduces GPU tensors only"
     return None
 
 
@@ -102,8 +124,7 @@ def nccl_bf16_reason(job: "Job", what: str) -> str | None:
     TF's NCCL all-reduce takes half, float, double, int32 and int64 only (`NcclAllReduce`'s
     dtypes; TF's NcclManager maps no bfloat16 to NCCL). Training steps are not affected: they
     all-reduce the gradients of float32 variables, which are float32 in every precision."""
-    case = job.case
-    if (case.precision is Precision.BF16 and case.device is DeviceKind.GPU
+    if (job.precision is Precision.BF16 and job.device is DeviceKind.GPU
             and job.workload.kind == "collective"
             and param(job, "backend", "auto") in ("auto", "nccl")):
         return f"{what} all-reduces GPU tensors with NCCL, which has no bfloat16 kernel in TF"
@@ -126,7 +147,7 @@ def replica_requirements(what: str) -> tuple[Requirement, ...]:
         return None
 
     def gpu_per_replica(job: "Job", device: "DeviceInfo") -> str | None:
-        return too_few_gpus_reason(job, device, what, job.strategy.shares_gpus)
+        return too_few_gpus_reason(job, device, what, job.strategy.rules.shares_gpus)
 
     return (Requirement("cpus-or-gpus", "on CPUs or GPUs (a TPU's case is strategy tpu's)", cpus_or_gpus),
             Requirement("gpu-per-replica", "a visible GPU per replica, unless the strategy `shares_gpus` "
@@ -158,8 +179,7 @@ class ClusterStrategy(DistributeStrategy):
     127.0.0.1 with ports picked at run time (`rank_env`); across machines a user starts
     `parbench worker --case ID` on each with their own TF_CONFIG (`this_rank`)."""
 
-    launch = Launch.RANKS
-    coordinated = True
+    rules = DistributeStrategy.rules.but(launch=Launch.RANKS, coordinated=True)
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:
         """How many tasks of each job the case's cluster has."""
@@ -197,7 +217,6 @@ class ClusterStrategy(DistributeStrategy):
     def this_rank(self, job: "Job") -> int:
         """From TF_CONFIG, checked against the case: its cluster must have the tasks the case
         asks for (a mismatch is a `UserError` naming both)."""
-        case = job.case
         config = read_tf_config()
         if config is None:
             return super().this_rank(job)
@@ -205,7 +224,7 @@ class ClusterStrategy(DistributeStrategy):
         found = {job: len(config["cluster"].get(job, ())) for job in CLUSTER_JOBS
                  if config["cluster"].get(job)}
         if found != expected:
-            raise UserError(f"TF_CONFIG's cluster has {found or 'no tasks'}, but case {case.id} needs "
+            raise UserError(f"TF_CONFIG's cluster has {found or 'no tasks'}, but case {job.case.id} needs "
                             f"{expected} ({self.strategy}: one worker per device)")
         shared = shared_gpus_problem(job, config)
         if shared:

@@ -14,7 +14,7 @@ from suites.strategies.tf.base import TfStrategy
 
 class Horovod(TfStrategy):
     strategy = Strategy.HOROVOD
-    launch = Launch.RANKS  # one process per device, as horovodrun would start them
+    rules = TfStrategy.rules.but(launch=Launch.RANKS)  # one process per device, as horovodrun would start them
     requirements = (horovod_builds,)
 
 

@@ -34,23 +34,21 @@ def nccl_gpu_per_replica(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Mirrored(DistributeStrategy):
     strategy = Strategy.MIRRORED
-    kinds = frozenset({"training", "collective"})
-    launch = Launch.ISOLATED
-    replicas_in_process = True
-    #: Fewer GPUs than replicas: one GPU split into logical GPUs (`suites.frameworks.tf.distribute`).
-    shares_gpus = True
-    compile_modes = frozenset({Compile.NONE, Compile.XLA})
+    #: Shared GPUs: fewer GPUs than replicas, one GPU split into logical GPUs
+    #: (`suites.frameworks.tf.distribute`).
+    rules = DistributeStrategy.rules.but(kinds=frozenset({"training", "collective"}), launch=Launch.ISOLATED,
+                                         replicas_in_process=True, shares_gpus=True,
+                                         compile_modes=frozenset({Compile.NONE, Compile.XLA}))
     requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, ("auto", "nccl")), nccl_gpu_per_replica,
                     nccl_bf16_requirement(WHAT))
 
     def cross_device_ops(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
-        case = job.case
         import tensorflow as tf
 
         from suites.measure.unsupported import Unsupported
 
         # NCCL needs a physical GPU per replica: logical GPUs split from one reduce through one.
-        if backend_name == "nccl" or (backend_name == "auto" and case.device is DeviceKind.GPU
+        if backend_name == "nccl" or (backend_name == "auto" and job.device is DeviceKind.GPU
                                       and not self.emulated(job)):
             return tf.distribute.NcclAllReduce()
         if backend_name == "auto":

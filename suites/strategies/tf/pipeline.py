@@ -36,8 +36,7 @@ class Pipeline(ModelParallel):
         return microbatches_of(job)
 
     def bubble_fraction(self, job: "Job") -> float:
-        case = job.case
-        return bubble(case.n_devices, self.microbatches(job))
+        return bubble(job.n_devices, self.microbatches(job))
 
     def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: a stage keeps its own layers' activations for every micro-batch in

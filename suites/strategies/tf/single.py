@@ -27,21 +27,18 @@ def not_on_tpu(job: "Job", device: "DeviceInfo") -> str | None:
 
 
 class Single(TfStrategy):
-    one_device = True
     strategy = Strategy.SINGLE
-    statistics_split = "whole"
-    devices = frozenset(DeviceKind)
-    kinds = frozenset({"kernel", "training"})
-    compile_modes = frozenset({Compile.NONE, Compile.XLA})
+    rules = TfStrategy.rules.but(one_device=True, statistics_split="whole", devices=frozenset(DeviceKind),
+                                 kinds=frozenset({"kernel", "training"}),
+                                 compile_modes=frozenset({Compile.NONE, Compile.XLA}))
     requirements = (not_on_tpu, single_device)
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        case = job.case
         from suites.frameworks.tf import backend
         from suites.frameworks.tf.trainers import SingleDeviceTrainer
 
-        return SingleDeviceTrainer(setup, backend.device_name(case))
+        return SingleDeviceTrainer(setup, backend.device_name(job.case))
 
 
 PLUGIN = Single()

@@ -30,21 +30,19 @@ TPU_CORE_COUNTS = (1, 4, 8)
 
 @requirement("the case is on a TPU")
 def on_tpu(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    return f"TPUStrategy runs on TPUs; this case asks for {case.device}" if case.device is not DeviceKind.TPU else None
+    return f"TPUStrategy runs on TPUs; this case asks for {job.device}" if job.device is not DeviceKind.TPU else None
 
 
 @requirement("n_devices is the TPU's core count: TPUStrategy replicates over every core")
 def every_core(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if device.count == case.n_devices:
+    if device.count == job.n_devices:
         return None
     # n_devices stays the true replica count (it sets the global batch and every per-device
     # figure), so a case for another core count is not stretched to fit.
     matching = (f"the case with n_devices = {device.count} runs here" if device.count in TPU_CORE_COUNTS
                 else f"no built-in case has n_devices = {device.count}: add one to a grid")
     return (f"TPUStrategy replicates over every core of the TPU ({device.count} here); "
-            f"this case asks for {case.n_devices} ({matching})")
+            f"this case asks for {job.n_devices} ({matching})")
 
 
 @requirement("not fp16: TPUs have no float16 arithmetic (bf16 is their mixed precision)")
@@ -56,14 +54,14 @@ def no_fp16(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Tpu(DistributeStrategy):
     strategy = Strategy.TPU
-    devices = frozenset({DeviceKind.TPU})
-    launch = Launch.ISOLATED
-    read_back_to_sync = True
-    compile_limits = {Compile.XLA: "TPUStrategy compiles every step with XLA already: compile 'none' is the XLA case"}
-    #: Before its first step a TPU worker imports TF, loads libtpu, connects and initialises
-    #: the TPU system (up to a minute or more) and builds the strategy; the first step's and
-    #: the check's XLA compiles come after (the first step has its own allowance).
-    startup_allowance_s = 300.0
+    # Startup: before its first step a TPU worker imports TF, loads libtpu, connects and
+    # initialises the TPU system (up to a minute or more) and builds the strategy; the first
+    # step's and the check's XLA compiles come after (the first step has its own allowance).
+    rules = DistributeStrategy.rules.but(
+        devices=frozenset({DeviceKind.TPU}), launch=Launch.ISOLATED, read_back_to_sync=True,
+        startup_allowance_s=300.0,
+        compile_limits={Compile.XLA: "TPUStrategy compiles every step with XLA already: compile 'none' is the XLA "
+                                     "case"})
     requirements = (on_tpu, every_core, no_fp16, equal_replica_shards)
 
     def devices_at_hand(self, kind: DeviceKind, count: int) -> int:

@@ -13,6 +13,7 @@ from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
 from suites.strategies.options import option
 from suites.strategies.requirements import Requirement, requirement
+from suites.strategies.rules import Rules
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -39,19 +40,18 @@ class TorchCompileOptions:
 
 class TorchStrategy(StrategyPlugin):
     framework = Framework.TORCH
-    compilers = frozenset({Compile.NONE, Compile.INDUCTOR})
+    rules = Rules(compilers=frozenset({Compile.NONE, Compile.INDUCTOR}))
     compiler_options = {Compile.INDUCTOR: TorchCompileOptions}
 
     # --- rules ----------------------------------------------------------------------------------
     def compile_reason(self, job: "Job") -> str | None:
         """As every strategy's, and CUDA graphs (torch.compile's "reduce-overhead") on GPUs only."""
-        case = job.case
         reason = super().compile_reason(job)
-        if reason or case.compile is not Compile.INDUCTOR:
+        if reason or job.compiler.compile is not Compile.INDUCTOR:
             return reason
-        if job.compiler.options.compile_mode == CUDA_GRAPHS_MODE and case.device is not DeviceKind.GPU:
+        if job.compiler.options.compile_mode == CUDA_GRAPHS_MODE and job.device is not DeviceKind.GPU:
             return (f"torch.compile mode '{CUDA_GRAPHS_MODE}' replays the step as CUDA graphs, which exist "
-                    f"on NVIDIA GPUs only; this case is on {case.device}")
+                    f"on NVIDIA GPUs only; this case is on {job.device}")
         return None
 
     # --- training mechanism ---------------------------------------------------------------------
@@ -92,11 +92,10 @@ def on_cuda_gpus(summary: str, on_cpu: str, uses_cuda: str) -> Requirement:
     reason on a CPU (what runs there instead), `uses_cuda` what it does with CUDA devices, said for
     any other device."""
     def on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-        case = job.case
-        if case.device is DeviceKind.CPU:
+        if job.device is DeviceKind.CPU:
             return on_cpu
-        if case.device is not DeviceKind.GPU:
-            return f"{uses_cuda}; {case.device} is not one"
+        if job.device is not DeviceKind.GPU:
+            return f"{uses_cuda}; {job.device} is not one"
         return None
     return Requirement("on-gpus", summary, on_gpus)
 
@@ -128,9 +127,8 @@ def process_group_backend(job: "Job", device: "DeviceInfo") -> str | None:
 
 @requirement("nccl only on GPUs: it reduces CUDA tensors")
 def nccl_on_gpus(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if rank_backend(job, device) == "nccl" and case.device is not DeviceKind.GPU:
-        return f"nccl reduces CUDA tensors only; this case runs on {case.device} (use gloo)"
+    if rank_backend(job, device) == "nccl" and job.device is not DeviceKind.GPU:
+        return f"nccl reduces CUDA tensors only; this case runs on {job.device} (use gloo)"
     return None
 
 
@@ -145,17 +143,16 @@ def nccl_one_gpu_per_rank(job: "Job", device: "DeviceInfo") -> str | None:
 
 @requirement("ranks sharing a GPU (where the strategy `shares_gpus`) fit their training state in its memory")
 def shared_gpu_memory(job: "Job", device: "DeviceInfo") -> str | None:
-    return shared_gpu_memory_reason(job, device) if job.strategy.shares_gpus else None
+    return shared_gpu_memory_reason(job, device) if job.strategy.rules.shares_gpus else None
 
 
 class RankProcesses(TorchStrategy):
     """One process per device joined in a `torch.distributed` process group: gloo on CPU,
     nccl on GPU, or the case's `backend` parameter (allreduce cases)."""
 
-    launch = Launch.RANKS
-    #: With fewer GPUs than ranks, the ranks share them round-robin over gloo (NCCL refuses two
-    #: ranks on one GPU): every multi-GPU code path runs on CUDA tensors, `emulated`.
-    shares_gpus = True
+    #: Shared GPUs: with fewer GPUs than ranks, the ranks share them round-robin over gloo (NCCL
+    #: refuses two ranks on one GPU): every multi-GPU code path runs on CUDA tensors, `emulated`.
+    rules = TorchStrategy.rules.but(launch=Launch.RANKS, shares_gpus=True)
     #: The process group's: its backend exists, NCCL has a GPU per rank, shared GPUs hold the state.
     requirements = (process_group_backend, nccl_on_gpus, nccl_one_gpu_per_rank, shared_gpu_memory)
 
@@ -163,20 +160,18 @@ class RankProcesses(TorchStrategy):
         """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
         do share fewer GPUs than they are: `gpus` visible, discovered where not given) and gloo on
         CPUs."""
-        case = job.case
         requested = str(job.workload.p.get("backend", "auto"))
         if requested != "auto":
             return requested
-        if case.device is not DeviceKind.GPU:
+        if job.device is not DeviceKind.GPU:
             return "gloo"
-        shared = self.shares_gpus and on_shared_gpus(job, visible_gpus(case.framework) if gpus is None else gpus)
+        shared = self.rules.shares_gpus and on_shared_gpus(job, visible_gpus(job.framework) if gpus is None else gpus)
         return "gloo" if shared else "nccl"
 
     def join(self, job: "Job") -> "ProcessGroup":
-        case = job.case
         from suites.frameworks.torch.distributed import ProcessGroup
 
-        return ProcessGroup(case, self.backend(job))
+        return ProcessGroup(job.case, self.backend(job))
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Rank `rank`'s equal shard of the global batch."""
@@ -189,9 +184,8 @@ def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:
     case's training state, or None: each rank keeps its own state (ZeRO's estimate, activations
     aside: a lower bound), and a real-size case over 8 ranks on one GPU only ran out of memory
     (issue 32, N14)."""
-    case = job.case
     memory = device.details.get("memory_bytes") or []
-    if case.device is not DeviceKind.GPU or not memory or not on_shared_gpus(job, device.count):
+    if job.device is not DeviceKind.GPU or not memory or not on_shared_gpus(job, device.count):
         return None
     state = (job.state_estimate() or {}).get("total")
     if not state:
@@ -203,7 +197,7 @@ def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:
     return (f"{ranks_per_gpu} ranks sharing each GPU would hold {needed / 2**30:.1f} GiB of training state on it "
             f"(parameters, gradients, optimizer; activations aside), more than {SHARED_GPU_MEMORY_SHARE:.0%} of its "
             f"{held / 2**30:.0f} GiB: the shared-GPU emulation is for sizes that fit; run it on "
-            f"{case.n_devices} GPUs or with smaller sizes")
+            f"{job.n_devices} GPUs or with smaller sizes")
 
 
 #: The share of a GPU's memory the training state of the ranks sharing it may take: the rest is

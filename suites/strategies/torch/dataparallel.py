@@ -28,8 +28,7 @@ DATAPARALLEL_ON_CPU = ("nn.DataParallel on CPU runs the module unchanged on one 
 
 def device_ids(job: "Job") -> list[int]:
     """The GPUs nn.DataParallel spreads the case over: the first `n_devices` visible ones."""
-    case = job.case
-    return list(range(case.n_devices))
+    return list(range(job.n_devices))
 
 
 on_gpus = on_cuda_gpus("the case is on GPUs: nn.DataParallel replicates over CUDA devices", DATAPARALLEL_ON_CPU,
@@ -49,10 +48,10 @@ enough_gpus = a_gpu_per_device("nn.DataParallel")
 
 class DataParallel(TorchStrategy):
     strategy = Strategy.DATAPARALLEL
-    statistics_split = "replicas"
-    no_sync_statistics = ("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one "
-                          "process per device); nn.DataParallel's replicas each compute their own")
-    launch = Launch.ISOLATED
+    rules = TorchStrategy.rules.but(
+        statistics_split="replicas", launch=Launch.ISOLATED,
+        no_sync_statistics=("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one process per "
+                            "device); nn.DataParallel's replicas each compute their own"))
     requirements = (on_gpus, two_gpus, enough_gpus)
 
     def emulated(self, job: "Job") -> bool:
@@ -63,12 +62,11 @@ class DataParallel(TorchStrategy):
         """nn.DataParallel over the case's GPUs; under mixed precision each replica enters
         autocast with the case's dtype itself (`AutocastForward`: DataParallel's replica threads
         would otherwise compute in float16 under a bf16 case)."""
-        case = job.case
         from torch import nn
 
         from suites.frameworks.torch.backend import AUTOCAST_DTYPES, AutocastForward
 
-        dtype = AUTOCAST_DTYPES.get(case.precision)
+        dtype = AUTOCAST_DTYPES.get(job.precision)
         replicated = model if dtype is None else AutocastForward(model, device.type, dtype)
         return nn.DataParallel(replicated, device_ids=device_ids(job))
 

@@ -29,14 +29,13 @@ def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Ddp(RankProcesses):
     strategy = Strategy.DDP
-    statistics_split = "replicas"
-    #: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the same all-reduce of
-    #: each layer's statistics (`suites.frameworks.torch.batchnorm`).
-    synchronized_statistics = True
-    kinds = frozenset({"training", "collective"})
-    #: torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer),
-    #: so the all-reduces still overlap the backward.
-    compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
+    # Synchronized statistics: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the
+    # same all-reduce of each layer's statistics (`suites.frameworks.torch.batchnorm`). Inductor:
+    # torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer), so
+    # the all-reduces still overlap the backward.
+    rules = RankProcesses.rules.but(statistics_split="replicas", synchronized_statistics=True,
+                                    kinds=frozenset({"training", "collective"}),
+                                    compile_modes=frozenset({Compile.NONE, Compile.INDUCTOR}))
     requirements = (*RankProcesses.requirements, equal_shards)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":

@@ -145,17 +145,16 @@ def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
-    statistics_split = "replicas"
-    no_sync_statistics = "SyncBatchNorm is wired to ddp only here (use strategy ddp)"
+    rules = RankProcesses.rules.but(statistics_split="replicas",
+                                    no_sync_statistics="SyncBatchNorm is wired to ddp only here (use strategy ddp)")
     options_type = FsdpOptions
     requirements = (*RankProcesses.requirements, equal_shards)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
-        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
-        shard(model, init_device_mesh(device.type, (case.n_devices,)), reshard_of(job),
-              case.precision)
+        shard(model, init_device_mesh(device.type, (job.n_devices,)), reshard_of(job),
+              job.precision)
         return model
 
     def handles_precision(self, job: "Job") -> bool:
@@ -167,9 +166,8 @@ class Fsdp(RankProcesses):
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """`sharded_state` over every rank. With `reshard = false` the parameters count a full
         (compute-dtype) copy besides the shard: what is resident from forward to backward."""
-        case = job.case
         return sharded_state(parameters, largest_unit(parameter_counts(job)), optimizer_states,
-                             case.n_devices, reshard_of(job), case.precision)
+                             job.n_devices, reshard_of(job), job.precision)
 
 
 PLUGIN = Fsdp()

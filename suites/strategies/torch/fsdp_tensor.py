@@ -106,12 +106,11 @@ class FsdpTensor(RankProcesses):
         return slice(rank // tp * size, (rank // tp + 1) * size)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
-        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(device.type, mesh_of(job), mesh_dim_names=("dp", "tp"))
         parallelize(model, mesh["tp"])
-        shard(model, mesh["dp"], reshard_of(job), case.precision)
+        shard(model, mesh["dp"], reshard_of(job), job.precision)
         return model
 
     def handles_precision(self, job: "Job") -> bool:
@@ -124,12 +123,11 @@ class FsdpTensor(RankProcesses):
         """A tensor-parallel rank's share of the model (`tensor`), sharded over the
         data-parallel groups with `fsdp`'s accounting (with `reshard = false`, a full copy of
         that share resident from forward to backward)."""
-        case = job.case
         dp, tp = mesh_of(job)  # type: ignore[misc]
         saved = elements_saved(job, tp)
         held = {name: count - saved[name] for name, count in parameter_counts(job).items()}
         return sharded_state(parameters - sum(saved.values()), largest_unit(held),
-                             optimizer_states, dp, reshard_of(job), case.precision)
+                             optimizer_states, dp, reshard_of(job), job.precision)
 
     def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
         """Not estimated: every tensor-parallel rank runs its group's whole batch, and only the

@@ -14,7 +14,7 @@ from suites.strategies.torch.base import TorchStrategy
 
 class Horovod(TorchStrategy):
     strategy = Strategy.HOROVOD
-    launch = Launch.RANKS  # one process per device, as horovodrun would start them
+    rules = TorchStrategy.rules.but(launch=Launch.RANKS)  # one process per device, as horovodrun would start them
     requirements = (horovod_builds,)
 
 

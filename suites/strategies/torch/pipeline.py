@@ -81,9 +81,8 @@ class PipelineOptions:
 
 @requirement("a GPU case has a visible GPU per stage: send/recv cannot share one (gloo has none for CUDA tensors)")
 def gpu_per_stage(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if case.device is DeviceKind.GPU and device.count < case.n_devices:
-        return (f"a pipeline over {case.n_devices} GPUs needs {case.n_devices} visible GPUs; {device.count} "
+    if job.device is DeviceKind.GPU and device.count < job.n_devices:
+        return (f"a pipeline over {job.n_devices} GPUs needs {job.n_devices} visible GPUs; {device.count} "
                 "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
                 "tensors and NCCL refuses between ranks sharing a GPU)")
     return None
@@ -125,8 +124,12 @@ def interleaved_rounds(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
-    compile_limits = {Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
-                                        "which torch.compile of the model does not reach"}
+    # No shared GPUs: stages pass activations with send/recv, which gloo does not do for CUDA
+    # tensors (the backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
+    rules = RankProcesses.rules.but(
+        shares_gpus=False,
+        compile_limits={Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
+                                          "which torch.compile of the model does not reach"})
     options_type = PipelineOptions
 
     @staticmethod
@@ -147,23 +150,18 @@ class Pipeline(RankProcesses):
     def stages_per_rank(self, job: "Job") -> int:
         return STAGES_PER_RANK.get(self.schedule(job), 1)
 
-    #: Stages pass activations with send/recv, which gloo does not do for CUDA tensors (the
-    #: backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
-    shares_gpus = False
     #: Its own GPU count first: sharing GPUs is no way out here (`gpu_per_stage`).
     requirements = (gpu_per_stage, *RankProcesses.requirements, two_stages, layers_split,
                     microbatches_divide_batch, microbatches_for_1f1b, interleaved_rounds)
 
     def bubble_fraction(self, job: "Job") -> float:
-        case = job.case
-        return bubble(case.n_devices, self.microbatches(job), self.stages_per_rank(job))
+        return bubble(job.n_devices, self.microbatches(job), self.stages_per_rank(job))
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The largest rank's share: each stage holds its layers' parameters, their gradients
         and optimizer states, and nothing of the other stages' (an interleaved rank holds two
         stages). The largest is the one that must fit."""
-        case = job.case
-        return per_device_state(job.workload.model, case.n_devices, self.stages_per_rank(job),
+        return per_device_state(job.workload.model, job.n_devices, self.stages_per_rank(job),
                                 parameters, optimizer_states)
 
     def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
@@ -225,7 +223,6 @@ class PipelineRank:
 
     def __init__(self, model: "TorchModel", device: "torch.device", job: "Job", schedule: str,
                  microbatches: int, stages_per_rank: int) -> None:
-        case = job.case
         import contextlib
 
         import torch
@@ -245,7 +242,7 @@ class PipelineRank:
         for name, child in model.named_children():
             if name not in held:  # another stage's layer: shapes without storage
                 child.to("meta")
-        dtype = AUTOCAST_DTYPES.get(case.precision)
+        dtype = AUTOCAST_DTYPES.get(job.precision)
         self._precision = ((lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None
                            else contextlib.nullcontext)
         stages = [pipelining.PipelineStage(module if dtype is None else

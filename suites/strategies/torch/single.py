@@ -7,12 +7,10 @@ from suites.strategies.torch.base import TorchStrategy
 
 
 class Single(TorchStrategy):
-    one_device = True
     strategy = Strategy.SINGLE
-    statistics_split = "whole"
-    devices = frozenset(DeviceKind)
-    kinds = frozenset({"kernel", "training"})
-    compile_modes = frozenset({Compile.NONE, Compile.INDUCTOR})
+    rules = TorchStrategy.rules.but(one_device=True, statistics_split="whole", devices=frozenset(DeviceKind),
+                                    kinds=frozenset({"kernel", "training"}),
+                                    compile_modes=frozenset({Compile.NONE, Compile.INDUCTOR}))
     requirements = (single_device,)
 
 

@@ -145,10 +145,9 @@ class Tensor(RankProcesses):
         return slice(0, job.workload.global_batch)
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
-        case = job.case
         from torch.distributed.device_mesh import init_device_mesh
 
-        parallelize(model, init_device_mesh(device.type, (case.n_devices,)))
+        parallelize(model, init_device_mesh(device.type, (job.n_devices,)))
         return model
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
@@ -157,8 +156,7 @@ class Tensor(RankProcesses):
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """Parameters, gradients and optimizer states of the split layers divided by the ranks,
         the replicated rest whole; fp32."""
-        case = job.case
-        held = parameters - sum(elements_saved(job, case.n_devices).values())
+        held = parameters - sum(elements_saved(job, job.n_devices).values())
         state = {"parameters": held * STATE_BYTES, "gradients": held * STATE_BYTES,
                  "optimizer": optimizer_states * held * STATE_BYTES}
         return {**state, "total": sum(state.values())}

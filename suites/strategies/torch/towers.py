@@ -41,7 +41,7 @@ def k_splits(job: "Job", device: "DeviceInfo") -> str | None:
 
 class Towers(TorchStrategy):
     strategy = Strategy.TOWERS
-    kinds = frozenset({"kernel"})
+    rules = TorchStrategy.rules.but(kinds=frozenset({"kernel"}))
     requirements = (on_gpus, enough_gpus, k_splits)
 
     def applies_to(self, workload: type["Workload"]) -> bool:
@@ -53,15 +53,13 @@ class Towers(TorchStrategy):
 
     def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        case = job.case
-        return 1 if self.emulated(job) else case.n_devices
+        return 1 if self.emulated(job) else job.n_devices
 
     def kernel_devices(self, job: "Job") -> list["torch.device"]:
         """The first `n_devices` visible GPUs."""
-        case = job.case
         import torch
 
-        return [torch.device("cuda", index) for index in range(case.n_devices)]
+        return [torch.device("cuda", index) for index in range(job.n_devices)]
 
 
 PLUGIN = Towers()

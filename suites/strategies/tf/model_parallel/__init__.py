@@ -36,22 +36,19 @@ def two_devices(job: "Job", device: "DeviceInfo") -> str | None:
 
 @requirement("a visible GPU per device, or logical GPUs split from fewer")
 def gpu_per_device(job: "Job", device: "DeviceInfo") -> str | None:
-    return too_few_gpus_reason(job, device, str(job.case.strategy), job.strategy.shares_gpus)
+    return too_few_gpus_reason(job, device, str(job.case.strategy), job.strategy.rules.shares_gpus)
 
 
 @requirement("the model's layers split into a group per device")
 def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    return layers_reason(job, case.n_devices, f"{case.strategy} over {case.n_devices} devices")
+    return layers_reason(job, job.n_devices, f"{job.case.strategy} over {job.n_devices} devices")
 
 
 class ModelParallel(TfStrategy):
     strategy = Strategy.MODEL_PARALLEL
-    launch = Launch.ISOLATED
-    #: The process holds every device of the case (one stage each), which TF must be told
-    #: about before it initialises.
-    replicas_in_process = True
-    shares_gpus = True  # logical GPUs split from one where there are fewer
+    # The process holds every device of the case (one stage each), which TF must be told about
+    # before it initialises; logical GPUs split from one where there are fewer.
+    rules = TfStrategy.rules.but(launch=Launch.ISOLATED, replicas_in_process=True, shares_gpus=True)
     requirements = (two_devices, gpu_per_device, layers_split)
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
@@ -69,15 +66,13 @@ class ModelParallel(TfStrategy):
         return StagedTrainer(setup, replica_devices(job), self.microbatches(job))
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        case = job.case
-        split = stage_split(job.workload.model, case.n_devices)
+        split = stage_split(job.workload.model, job.n_devices)
         return f"{self.strategy} ({split}; {self.microbatches(job)} micro-batch(es))"
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The device holding the largest group: its layers' parameters, gradients and
         optimizer states (the largest is the one that must fit)."""
-        case = job.case
-        return per_device_state(job.workload.model, case.n_devices, 1, parameters, optimizer_states)
+        return per_device_state(job.workload.model, job.n_devices, 1, parameters, optimizer_states)
 
 
 PLUGIN = ModelParallel()

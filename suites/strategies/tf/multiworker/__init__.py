@@ -23,24 +23,22 @@ WHAT = "MultiWorkerMirroredStrategy"
 
 class MultiWorker(ClusterStrategy):
     strategy = Strategy.MULTIWORKER
-    compile_modes = frozenset({Compile.NONE, Compile.XLA})
-    kinds = frozenset({"training", "collective"})
+    rules = ClusterStrategy.rules.but(compile_modes=frozenset({Compile.NONE, Compile.XLA}),
+                                      kinds=frozenset({"training", "collective"}))
     requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, TF_BACKENDS), nccl_bf16_requirement(WHAT))
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:
-        case = job.case
-        return {"worker": case.n_devices}
+        return {"worker": job.n_devices}
 
     def implementation(self, job: "Job",
                        backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
-        case = job.case
         import tensorflow as tf
 
         from suites.measure.unsupported import Unsupported
 
         implementations = tf.distribute.experimental.CommunicationImplementation
         if backend_name == "auto":
-            return implementations.NCCL if case.device is DeviceKind.GPU else implementations.RING
+            return implementations.NCCL if job.device is DeviceKind.GPU else implementations.RING
         if backend_name in ("nccl", "ring"):
             return implementations[backend_name.upper()]
         raise Unsupported(f"MultiWorkerMirroredStrategy has no {backend_name!r} collective")

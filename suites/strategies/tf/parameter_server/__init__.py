@@ -33,36 +33,32 @@ class ParameterServerOptions:
 
 @requirement("fp32 or one worker: asynchronous workers leave no mixed-precision loss trajectory to check")
 def full_precision_or_one_worker(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    if case.precision in (Precision.FP16, Precision.BF16) and case.n_devices > 1:
-        return (f"ParameterServerStrategy trains asynchronously: with {case.n_devices} workers there is no "
-                f"{case.precision} loss trajectory to compare with fp32 single-device training "
+    if job.precision in (Precision.FP16, Precision.BF16) and job.n_devices > 1:
+        return (f"ParameterServerStrategy trains asynchronously: with {job.n_devices} workers there is no "
+                f"{job.precision} loss trajectory to compare with fp32 single-device training "
                 "(the mixed-precision check); use one worker, or fp32")
     return None
 
 
 class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
-    devices = frozenset({DeviceKind.CPU, DeviceKind.GPU})
     options_type = ParameterServerOptions
     requirements = (full_precision_or_one_worker, *replica_requirements("ParameterServerStrategy"))
-    #: Soft placement (`suites.measure.capabilities.SoftPlacement`): TF places what is left unplaced.
-    soft_placement_reason = ("the functions the coordinator dispatches to workers fail under strict placement "
-                             "(TF 2.21: 'the device specification on the output node must match exactly one "
-                             "device', chief, worker and ps all having a /device:CPU:0)")
+    rules = ClusterStrategy.rules.but(
+        soft_placement_reason=("the functions the coordinator dispatches to workers fail under strict placement "
+                               "(TF 2.21: 'the device specification on the output node must match exactly one "
+                               "device', chief, worker and ps all having a /device:CPU:0)"))
 
     @staticmethod
     def parameter_servers(job: "Job") -> int:
         return job.options.ps
 
     def cluster_jobs(self, job: "Job") -> dict[str, int]:
-        case = job.case
-        return {"chief": 1, "worker": case.n_devices, "ps": self.parameter_servers(job)}
+        return {"chief": 1, "worker": job.n_devices, "ps": self.parameter_servers(job)}
 
     def emulated(self, job: "Job") -> bool:
         """On a CPU every worker and parameter server is a process on the same cores."""
-        case = job.case
-        return case.device is DeviceKind.CPU
+        return job.device is DeviceKind.CPU
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """In the chief: wait (with the rendezvous timeout) until every worker and parameter
@@ -79,15 +75,13 @@ class ParameterServer(ClusterStrategy):
 
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        case = job.case
         from suites.strategies.tf.parameter_server.trainer import ParameterServerTrainer
 
         assert strategy is not None
-        return ParameterServerTrainer(setup, strategy, workers=case.n_devices)
+        return ParameterServerTrainer(setup, strategy, workers=job.n_devices)
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        case = job.case
-        return (f"{self.strategy} ({case.n_devices} worker(s), {self.parameter_servers(job)} "
+        return (f"{self.strategy} ({job.n_devices} worker(s), {self.parameter_servers(job)} "
                 "parameter server(s), asynchronous)")
 
     def serve(self, job: "Job") -> bool:

@@ -37,17 +37,16 @@ class TowersOptions:
 
 class Towers(TfStrategy):
     strategy = Strategy.TOWERS
-    kinds = frozenset({"training", "kernel"})
-    statistics_split = "replicas"
-    no_sync_statistics = ("manual towers run each tower's forward on its own, so no tower sees "
-                          "another's statistics; synchronized batch norm needs tf.distribute's "
-                          "replica context (strategy mirrored)")
-    launch = Launch.ISOLATED
     options_type = TowersOptions
-    replicas_in_process = True
-    shares_gpus = True  # logical GPUs split from one where there are fewer
-    compile_limits = {Compile.XLA: "its step places each tower's ops on another device within one function, and an "
-                                   "XLA computation runs on one device"}
+    # Shared GPUs: logical GPUs split from one where there are fewer.
+    rules = TfStrategy.rules.but(
+        kinds=frozenset({"training", "kernel"}), statistics_split="replicas", launch=Launch.ISOLATED,
+        replicas_in_process=True, shares_gpus=True,
+        no_sync_statistics=("manual towers run each tower's forward on its own, so no tower sees another's "
+                            "statistics; synchronized batch norm needs tf.distribute's replica context "
+                            "(strategy mirrored)"),
+        compile_limits={Compile.XLA: "its step places each tower's ops on another device within one function, and "
+                                     "an XLA computation runs on one device"})
     requirements = replica_requirements("towers")
 
     def applies_to(self, workload: type["Workload"]) -> bool:
@@ -56,8 +55,7 @@ class Towers(TfStrategy):
 
     def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        case = job.case
-        return 1 if self.emulated(job) else case.n_devices
+        return 1 if self.emulated(job) else job.n_devices
 
     def kernel_devices(self, job: "Job") -> list[str]:
         from suites.frameworks.tf.distribute import replica_devices

@@ -37,10 +37,9 @@ MODEL_PARALLEL_ON_CPU = ("model_parallel places layer groups on cuda:0..n-1 in o
 
 def devices_of(job: "Job") -> list["torch.device"]:
     """The GPUs the case's layer groups go to: the first `n_devices` visible ones."""
-    case = job.case
     import torch
 
-    return [torch.device("cuda", index) for index in range(case.n_devices)]
+    return [torch.device("cuda", index) for index in range(job.n_devices)]
 
 
 on_gpus = on_cuda_gpus("the case is on GPUs: layer groups go to cuda:0..n-1 (on a CPU, strategy pipeline)",
@@ -59,13 +58,12 @@ enough_gpus = a_gpu_per_device("model_parallel")
 
 @requirement("the model's layers split into a group per GPU")
 def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
-    case = job.case
-    return layers_reason(job, case.n_devices, f"model_parallel over {case.n_devices} GPUs")
+    return layers_reason(job, job.n_devices, f"model_parallel over {job.n_devices} GPUs")
 
 
 class ModelParallel(TorchStrategy):
     strategy = Strategy.MODEL_PARALLEL
-    launch = Launch.ISOLATED
+    rules = TorchStrategy.rules.but(launch=Launch.ISOLATED)
     requirements = (on_gpus, two_gpus, enough_gpus, layers_split)
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
@@ -81,12 +79,11 @@ class ModelParallel(TorchStrategy):
         the optimizer and the gradient check see them where they are); the output returns to
         `device`, where the runnable's targets are. Mixed precision: the runnable's autocast
         covers every CUDA device of this thread."""
-        case = job.case
         from suites.frameworks.torch.models import LayerGroup
         from suites.strategies.torch.model_parallel.placed import PlacedLayerGroups
 
         layers = stage_layers(model)
-        groups = split_layers(layer_sizes(model.spec), case.n_devices)
+        groups = split_layers(layer_sizes(model.spec), job.n_devices)
         return PlacedLayerGroups([LayerGroup(model, [layers[j] for j in group]) for group in groups],
                                  devices_of(job), device)
 
@@ -97,8 +94,7 @@ class ModelParallel(TorchStrategy):
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The GPU holding the largest group: its layers' parameters, gradients and optimizer
         states (the largest is the one that must fit)."""
-        case = job.case
-        return per_device_state(job.workload.model, case.n_devices, 1, parameters,
+        return per_device_state(job.workload.model, job.n_devices, 1, parameters,
                                 optimizer_states)
 
 
