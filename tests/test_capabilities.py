@@ -1,6 +1,7 @@
 """The strategy interface stays narrow: a hook that only one strategy gives meaning to is an
 optional capability (`suites.measure.capabilities`), not a base-class default every other
-plugin inherits. The plugins are the registry's, for every framework."""
+plugin inherits, on the plugin classes and on their mechanism objects (`hooks`) alike. The
+plugins are the registry's, for every framework."""
 from __future__ import annotations
 
 import inspect
@@ -12,24 +13,38 @@ from suites.strategies.registry import find_plugin, strategies_of
 from suites.cases.vocabulary import Framework
 from suites.measure import capabilities
 from suites.strategies.base import StrategyPlugin
-from suites.strategies.tf.base import TfStrategy
-from suites.strategies.torch.base import TorchStrategy
+from suites.strategies.tf.base import TfHooks, TfStrategy
+from suites.strategies.torch.base import TorchHooks, TorchStrategy
 
 PLUGINS = [find_plugin(framework, strategy) for framework in Framework for strategy in strategies_of(framework)]
-#: The interface bases: what every plugin (of a framework) has.
-BASES = (StrategyPlugin, TfStrategy, TorchStrategy)
+#: The interface bases: what every plugin (of a framework) has, and its mechanism object's
+#: (intermediate bases such as `RankProcesses` or `RankHooks` are one kind of strategy's).
+BASES = (StrategyPlugin, TfStrategy, TorchStrategy, TfHooks, TorchHooks)
 CAPABILITIES = [value for _, value in inspect.getmembers(capabilities, inspect.isclass)
                 if issubclass(value, Protocol) and value is not Protocol
                 and getattr(value, "_is_runtime_protocol", False)]
+
+
+def part(plugin: object, base: type) -> object | None:
+    """The plugin where it derives from `base`, else its mechanism object where that does."""
+    if isinstance(plugin, base):
+        return plugin
+    hooks = getattr(plugin, "hooks", None)
+    return hooks if isinstance(hooks, base) else None
+
+
+def has_capability(plugin: object, protocol: type) -> bool:
+    return isinstance(plugin, protocol) or isinstance(getattr(plugin, "hooks", None), protocol)
 
 
 def overriders(base: type, name: str, plugins: list = PLUGINS) -> list[str]:
     """The plugins whose own class (or a class between it and `base`) defines `name` again."""
     found = []
     for plugin in plugins:
-        if not isinstance(plugin, base):
+        owner = part(plugin, base)
+        if owner is None:
             continue
-        below = type(plugin).__mro__[:type(plugin).__mro__.index(base)]
+        below = type(owner).__mro__[:type(owner).__mro__.index(base)]
         if any(name in vars(cls) for cls in below):
             found.append(f"{plugin.framework}/{plugin.strategy}")
     return found
@@ -78,7 +93,7 @@ def test_the_checker_sees_a_single_user_hook():
 
 @pytest.mark.parametrize("protocol", CAPABILITIES, ids=lambda protocol: protocol.__name__)
 def test_every_capability_has_an_implementer_and_docstrings(protocol):
-    implementers = [f"{plugin.framework}/{plugin.strategy}" for plugin in PLUGINS if isinstance(plugin, protocol)]
+    implementers = [f"{plugin.framework}/{plugin.strategy}" for plugin in PLUGINS if has_capability(plugin, protocol)]
     assert implementers, f"no plugin implements {protocol.__name__}"
     assert protocol.__doc__
     for name in protocol_members(protocol):
@@ -98,14 +113,17 @@ def test_the_capabilities_are_runtime_checkable_and_cover_the_single_user_hooks(
     assert {protocol.__name__ for protocol in CAPABILITIES} >= {
         "SplitsKernels", "PipelineBubble", "ServesCluster", "StepsItself"}
     by_name = {f"{plugin.framework}/{plugin.strategy}": plugin for plugin in PLUGINS}
-    assert isinstance(by_name["tf/towers"], capabilities.SplitsKernels)
-    assert isinstance(by_name["torch/towers"], capabilities.SplitsKernels)
-    assert not isinstance(by_name["tf/mirrored"], capabilities.SplitsKernels)
-    assert isinstance(by_name["tf/parameter_server"], capabilities.ServesCluster)
+    # the mechanism's capabilities are its hooks object's; an analytic figure is the plugin's
+    assert isinstance(by_name["tf/towers"].hooks, capabilities.SplitsKernels)
+    assert isinstance(by_name["torch/towers"].hooks, capabilities.SplitsKernels)
+    assert not has_capability(by_name["tf/mirrored"], capabilities.SplitsKernels)
+    assert isinstance(by_name["tf/parameter_server"].hooks, capabilities.ServesCluster)
     assert by_name["tf/parameter_server"].rules.soft_placement_reason
     assert by_name["tf/multiworker"].rules.soft_placement_reason is None
-    assert isinstance(by_name["torch/pipeline"], capabilities.StepsItself)
-    assert not isinstance(by_name["torch/ddp"], capabilities.StepsItself)
+    assert isinstance(by_name["torch/pipeline"].hooks, capabilities.StepsItself)
+    assert not has_capability(by_name["torch/ddp"], capabilities.StepsItself)
+    assert isinstance(by_name["torch/ddp"].hooks, capabilities.SeparatesExchange)
+    assert isinstance(by_name["torch/pipeline"], capabilities.PipelineBubble)
 
 
 @pytest.mark.parametrize("base", BASES, ids=lambda base: base.__name__)

@@ -88,7 +88,7 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
     model = cpu_model(case)
     inside: list[torch.dtype] = []
     model.register_forward_pre_hook(lambda module, inputs: inside.append(torch.get_autocast_dtype("cpu")))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(case))
+    wrapped = DATAPARALLEL.hooks.wrap(model, torch.device("cpu"), job_for(case))
     assert isinstance(wrapped, torch.nn.DataParallel)
     replica = wrapped.module  # what DataParallel replicates onto each GPU
     x = torch.randn(4, *model.input_shape)
@@ -101,22 +101,28 @@ def test_dataparallel_replicas_compute_in_the_cases_autocast_dtype(precision, dt
 def test_dataparallel_in_fp32_replicates_the_bare_model():
     """fp32 and tf32 run no autocast at all, as a hand-written loop would."""
     model = cpu_model(dataparallel_case("fp32"))
-    wrapped = DATAPARALLEL.wrap(model, torch.device("cpu"), job_for(dataparallel_case("fp32")))
+    wrapped = DATAPARALLEL.hooks.wrap(model, torch.device("cpu"), job_for(dataparallel_case("fp32")))
     assert wrapped.module is model
 
 
 # --- item 16 (part): DataParallel synchronises every GPU it uses -------------------------------
 def test_dataparallel_synchronises_every_gpu_of_the_case(monkeypatch):
     cuda0 = torch.device("cuda", 0)
-    assert DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=4)), cuda0) == \
+    assert DATAPARALLEL.hooks.devices_in_use(job_for(dataparallel_case(n=4)), cuda0) == \
         [torch.device("cuda", i) for i in range(4)]
     for strategy in (Strategy.SINGLE, Strategy.DDP):  # one device per process
-        assert find_plugin(Framework.TORCH, strategy).devices_in_use(job_for(dataparallel_case()), cuda0) == [cuda0]
+        hooks = find_plugin(Framework.TORCH, strategy).hooks
+        assert hooks.devices_in_use(job_for(dataparallel_case()), cuda0) == [cuda0]
 
     # The training runnable waits for every device its strategy names.
-    class SingleOnThreeGpus(type(find_plugin(Framework.TORCH, Strategy.SINGLE))):
+    single = find_plugin(Framework.TORCH, Strategy.SINGLE)
+
+    class OnThreeGpus(type(single.hooks)):
         def devices_in_use(self, job, device):
-            return DATAPARALLEL.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
+            return DATAPARALLEL.hooks.devices_in_use(job_for(dataparallel_case(n=3)), cuda0)
+
+    class SingleOnThreeGpus(type(single)):
+        hooks = OnThreeGpus()
 
     job = job_for(Case.make("train_step", "torch", "cpu", "single", "fp32", params={"model": "mlp", "batch": 4}))
     runnable = TorchTrainStep(dataclasses.replace(job, strategy=SingleOnThreeGpus()))
@@ -208,7 +214,7 @@ FAILING_WORKLOADS = textwrap.dedent('''
 
     class FailingCheckRunnable(Runnable):
         def setup(self):
-            self.group = self.job.strategy.join(self.job)
+            self.group = self.job.strategy.hooks.join(self.job)
 
         def step(self):
             pass

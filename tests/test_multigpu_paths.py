@@ -230,14 +230,15 @@ def test_a_towers_matmul_rotates_each_gpus_share_of_the_inputs(monkeypatch, fram
 
     case = Case.make("matmul", framework, "gpu", "towers", "bf16", 2, {"m": 1024, "n": 1024, "k": 1024})
     plugin = find_plugin(Framework(framework), Strategy.TOWERS)
+    splits = plugin.hooks  # the split is the hooks' (`SplitsKernels`), in both frameworks
     pretend(monkeypatch, gpu_count=2)
-    assert plugin.kernel_cache_shares(job_for(case)) == 2
+    assert splits.kernel_cache_shares(job_for(case)) == 2
     h100_l2, whole = 50 * 10**6, workload_of(case).input_elements() * 2
     # 4 MiB of A and B: 2 MiB per GPU, so twice the copies span twice each GPU's L2
     assert rotation_count(whole // 2, h100_l2) > rotation_count(whole, h100_l2)
     if framework == "tf":  # TF's towers on one GPU: both slices on it, its L2 holds them all
         pretend(monkeypatch, gpu_count=1)
-        assert plugin.kernel_cache_shares(job_for(case)) == 1
+        assert splits.kernel_cache_shares(job_for(case)) == 1
 
 
 # --- item 1: a parameter-server chief sees no GPU ----------------------------------------------

@@ -44,7 +44,7 @@ def test_the_workers_lockstep_all_reduces_time_out_at_the_case_deadline(monkeypa
     job = job_for(CASE)
     strategy = SimpleNamespace(num_replicas_in_sync=2,
                                extended=SimpleNamespace(worker_devices=("/job:worker/task:0/device:CPU:0",)))
-    lockstep = job.strategy.lockstep(job, strategy)
+    lockstep = job.strategy.hooks.lockstep(job, strategy)
     assert isinstance(lockstep, WorkerLockstep) and lockstep.options.timeout_seconds == 42.5
 
 

@@ -80,10 +80,10 @@ def test_microbatches_1_is_model_parallel(monkeypatch):
     mp_case, pipe_case = train_case("model_parallel"), train_case("pipeline", microbatches=1)
     assert (job_for(mp_case).strategy.microbatches(job_for(mp_case))
             == job_for(pipe_case).strategy.microbatches(job_for(pipe_case)) == 1)
-    assert job_for(mp_case).strategy.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
-        job_for(pipe_case).strategy.describe(job_for(pipe_case), {}).split(" ", 1)[1]
+    assert job_for(mp_case).strategy.hooks.describe(job_for(mp_case), {}).split(" ", 1)[1] == \
+        job_for(pipe_case).strategy.hooks.describe(job_for(pipe_case), {}).split(" ", 1)[1]
     spec = TINY["mlp"]
-    trainers = [job_for(case).strategy.trainer(setup_of(spec, optimizer="adam"), job_for(case), {}, None)
+    trainers = [job_for(case).strategy.hooks.trainer(setup_of(spec, optimizer="adam"), job_for(case), {}, None)
                 for case in (mp_case, pipe_case)]
     for step in range(2):
         x, y = spec.make_batch(8, seed=10 + step)
@@ -131,7 +131,7 @@ def test_tf_towers_matmul_splits_k_and_its_check_compares_with_float64(monkeypat
     """TfMatmul's split path in this process: two parts on one CPU device (logical devices
     would have to be set before TF initialised; `replica_devices` names /CPU:0, /CPU:1 there)."""
     case = Case.make("matmul", "tf", "cpu", "towers", "fp32", 1, {"m": 256, "n": 128, "k": 512})
-    monkeypatch.setattr(plugin_for(case), "kernel_devices", lambda case: TWO_STAGES)
+    monkeypatch.setattr(plugin_for(case).hooks, "kernel_devices", lambda case: TWO_STAGES)
     runnable = job_for(case).runnable()
     runnable.setup()
     assert [part.shape.as_list() for part in runnable.a[0]] == [[256, 256], [256, 256]]

@@ -119,14 +119,14 @@ def test_reshard_decides_whether_the_gathered_parameters_outlive_the_forward(one
 # --- which part of the global batch a rank feeds -------------------------------------------------
 def test_each_strategy_says_which_part_of_the_global_batch_a_rank_feeds():
     ddp, fsdp, tensor = (case(s, 2) for s in ("ddp", "fsdp", "tensor"))
-    assert [job_for(ddp).strategy.data_shard(job_for(ddp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [job_for(fsdp).strategy.data_shard(job_for(fsdp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
-    assert [job_for(tensor).strategy.data_shard(job_for(tensor), r) for r in (0, 1)] == [slice(0, 8)] * 2
+    assert [job_for(ddp).strategy.hooks.data_shard(job_for(ddp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(fsdp).strategy.hooks.data_shard(job_for(fsdp), r) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert [job_for(tensor).strategy.hooks.data_shard(job_for(tensor), r) for r in (0, 1)] == [slice(0, 8)] * 2
     two_d = case("fsdp_tensor", 4, batch=2, mesh="2x2")  # rows of 2 tensor-parallel ranks
-    assert ([job_for(two_d).strategy.data_shard(job_for(two_d), r) for r in range(4)]
+    assert ([job_for(two_d).strategy.hooks.data_shard(job_for(two_d), r) for r in range(4)]
             == [slice(0, 4)] * 2 + [slice(4, 8)] * 2)
     single = case("single", 1)
-    assert job_for(single).strategy.data_shard(job_for(single), 0) == slice(0, 4)
+    assert job_for(single).strategy.hooks.data_shard(job_for(single), 0) == slice(0, 4)
 
 
 # --- the tensor-parallel plan -----------------------------------------------------------------

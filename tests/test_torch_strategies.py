@@ -351,7 +351,7 @@ CRASHING_WORKLOAD = textwrap.dedent('''
 
     class CrashingRankRunnable(Runnable):
         def setup(self):
-            self.group = self.job.strategy.join(self.job)
+            self.group = self.job.strategy.hooks.join(self.job)
             if self.group.rank == 1:
                 print("rank 1 crashing on purpose", flush=True)
                 os._exit(3)

@@ -35,7 +35,7 @@ def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gp
         if not is_combination(framework, device, strategy, train_step):
             skipped.append(f"{framework}/{device}/{strategy}")
             continue
-        count = 1 if find_plugin(framework, strategy).one_device else n_devices
+        count = 1 if find_plugin(framework, strategy).rules.one_device else n_devices
         cases += [Case.make("train_step", framework, device, strategy, precision, count,
                             {"model": model.model_name, "batch": batch}) for precision in chosen_precisions]
     if strategies and skipped:

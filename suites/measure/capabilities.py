@@ -1,16 +1,21 @@
 """What a strategy plugin may do beyond the hooks every plugin has: optional capabilities.
 
 A hook that one strategy gives meaning to (and every other plugin would inherit as a do-nothing
-default) is a capability instead: a `typing.Protocol` here that the plugin implements or not.
-A caller asks `isinstance(plugin, Capability)` and otherwise does the ordinary thing itself, so
-the base classes (`StrategyPlugin`, `TfStrategy`, `TorchStrategy`) list only what every
-strategy decides. `tests/test_capabilities.py` keeps it so: every capability has an
-implementer, and no base class defines a method exactly one plugin overrides.
+default) is a capability instead: a `typing.Protocol` here that the strategy implements or not.
+A capability of the mechanism (what a runnable calls while a case runs: a pipeline's own step,
+DDP's step without its all-reduce, towers' split kernel, a cluster's serving and lockstep) is
+implemented by the plugin's hooks object (`TorchHooks`, `TfHooks`); one read without running a
+case (a pipeline's bubble, a TPU's isolated environment) by the plugin itself. A caller asks
+`isinstance(job.strategy.hooks, Capability)` or `isinstance(job.strategy, Capability)` and
+otherwise does the ordinary thing itself, so the base classes list only what every strategy
+decides. `tests/test_capabilities.py` keeps it so: every capability has an implementer, and no
+base class defines a method exactly one plugin overrides.
 
-The protocols are runtime-checkable: `isinstance` looks for the members by name, so a plugin
+The protocols are runtime-checkable: `isinstance` looks for the members by name, so a class
 implements a capability by defining them (it need not subclass the protocol). This module
-imports no framework: the types it names are only read by type checkers. It sits in the run
-layer, below the framework runnables that ask `isinstance` and the strategies that implement it.
+imports no framework: the types it names are only read by type checkers. It sits in the
+measuring layer, below the framework runnables that ask `isinstance` and the strategies that
+implement it.
 """
 from __future__ import annotations
 

@@ -103,9 +103,9 @@ def store_record(job: Job, outcome: Outcome, timing: TimingConfig, results: Path
 def _serve_or_execute(job: Job, timing: TimingConfig) -> tuple[bool, Outcome]:
     """Serve the case's cluster (a TF server task) or run the case; whether it served, and the
     outcome."""
-    plugin = job.strategy
+    hooks = job.strategy.hooks
     try:
-        served = isinstance(plugin, ServesCluster) and plugin.serve(job)
+        served = isinstance(hooks, ServesCluster) and hooks.serve(job)
     except Exception as error:  # a serving task whose cluster never formed
         return True, failed(error, "serve")
     try:

@@ -99,10 +99,22 @@ def defined_in(module: ModuleType, keep: Callable[[type], bool]) -> list[type]:
             if inspect.isclass(value) and value.__module__ == module.__name__ and keep(value)]
 
 
-def base_classes() -> list[type]:
-    """The plugin base classes: `StrategyPlugin` and its subclasses in the base modules."""
+def base_classes(registered: list[Plugin] | None = None) -> list[type]:
+    """The base classes of the base modules a plugin is built from: `StrategyPlugin` and its
+    subclasses, and the classes of the registered plugins' mechanism objects (their `hooks`)."""
+    hooks_types = {cls for entry in (plugins() if registered is None else registered)
+                   for cls in type(getattr(entry.plugin, "hooks", None)).__mro__}
     return [cls for name in BASE_MODULES
-            for cls in defined_in(importlib.import_module(name), lambda cls: issubclass(cls, StrategyPlugin))]
+            for cls in defined_in(importlib.import_module(name),
+                                  lambda cls: issubclass(cls, StrategyPlugin) or (cls in hooks_types))]
+
+
+def subject(plugin: object, cls: type) -> object | None:
+    """What of `plugin` derives from `cls`: the plugin itself, or its mechanism object (`hooks`)."""
+    if isinstance(plugin, cls):
+        return plugin
+    hooks = getattr(plugin, "hooks", None)
+    return hooks if hooks is not None and isinstance(hooks, cls) else None
 
 
 def capability_protocols() -> list[type]:
@@ -117,15 +129,15 @@ def definer(plugin: object, name: str) -> type | None:
 
 
 def overriders(cls: type, name: str, registered: list[Plugin], bases: list[type]) -> str:
-    """The plugins deriving from `cls` whose `name` is not `cls`'s own: their own, or that of
-    an intermediate base class (listed as "via Base: ..."). Plugins are named without their
-    framework where `cls` belongs to one framework."""
-    deriving = [entry for entry in registered if isinstance(entry.plugin, cls)]
-    frameworks = {entry.label.split("/")[0] for entry in deriving}
+    """The plugins deriving from `cls` (themselves, or their `hooks`) whose `name` is not `cls`'s
+    own: their own, or that of an intermediate base class (listed as "via Base: ..."). Plugins are
+    named without their framework where `cls` belongs to one framework."""
+    deriving = [(entry, found) for entry in registered if (found := subject(entry.plugin, cls)) is not None]
+    frameworks = {entry.label.split("/")[0] for entry, _ in deriving}
     own: list[str] = []
     via: dict[str, list[str]] = {}
-    for entry in deriving:
-        source = definer(entry.plugin, name)
+    for entry, found in deriving:
+        source = definer(found, name)
         if source is None or source is cls:
             continue
         label = entry.label.split("/", 1)[1] if len(frameworks) == 1 else entry.label
@@ -141,13 +153,13 @@ def overriders(cls: type, name: str, registered: list[Plugin], bases: list[type]
 
 
 def implementers(name: str, registered: list[Plugin]) -> str:
-    """The plugins that have `name`: from a class of their own (not a protocol they derive
-    from) or as an instance attribute."""
-    def has(plugin: object) -> bool:
-        return name in getattr(plugin, "__dict__", {}) or any(
-            name in vars(cls) for cls in type(plugin).__mro__
-            if cls is not object and not getattr(cls, "_is_protocol", False))
-    return ", ".join(entry.label for entry in registered if has(entry.plugin)) or "—"
+    """The plugins that have `name`, themselves or their mechanism object (`hooks`): from a class
+    of their own (not a protocol they derive from)."""
+    def has(owner: object) -> bool:
+        return any(name in vars(cls) for cls in type(owner).__mro__
+                   if cls is not object and not getattr(cls, "_is_protocol", False))
+    return ", ".join(entry.label for entry in registered
+                     if has(entry.plugin) or has(getattr(entry.plugin, "hooks", None))) or "—"
 
 
 def cell(text: str) -> str:
@@ -172,7 +184,7 @@ def class_table(cls: type, who: Callable[[str], str], heading: str) -> list[str]
 def render() -> str:
     """The Markdown that goes between the markers."""
     registered = plugins()
-    bases = base_classes()
+    bases = base_classes(registered)
     protocols = capability_protocols()
     lines = [f"Generated from the code: {len(bases)} base classes, {len(protocols)} capability protocols"
              + f", {len(registered)} registered plugins ("

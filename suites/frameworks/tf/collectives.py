@@ -31,11 +31,12 @@ class TfAllreduce(Runnable):
 
     def setup(self) -> None:
         self.plugin = self.job.strategy
+        self.hooks = self.plugin.hooks
         configure_runtime(self.job)
-        self.strategy = self.plugin.distribute(self.job, str(self.p["backend"]))
+        self.strategy = self.hooks.distribute(self.job, str(self.p["backend"]))
         self.dtype = backend.DTYPES[self.case.precision]
-        self.lockstep = (self.plugin.lockstep(self.job, self.strategy)
-                         if isinstance(self.plugin, CoordinatesWorkers) else Lockstep())
+        self.lockstep = (self.hooks.lockstep(self.job, self.strategy)
+                         if isinstance(self.hooks, CoordinatesWorkers) else Lockstep())
         if self.plugin.rules.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         elements, dtype = self.workload.elements, self.dtype
@@ -88,7 +89,7 @@ class TfAllreduce(Runnable):
         reduced = self.strategy.experimental_local_results(self._checked_reduce(patterns))
         expected = expected_sum(replicas, elements)
         error = max(float(np.max(np.abs(backend.to_numpy(local) - expected))) for local in reduced)
-        collective = self.plugin.all_reduce_name(self.job, str(self.p["backend"]))
+        collective = self.hooks.all_reduce_name(self.job, str(self.p["backend"]))
         return Check(error == 0.0, "max_abs_err", error, 0.0,
                      f"sum of {replicas} replicas' (replica + i) mod {PATTERN_PERIOD} over {elements} "
                      f"{self.case.precision} elements, {collective}")

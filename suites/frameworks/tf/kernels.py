@@ -32,8 +32,8 @@ class _TfKernel(Runnable):
         self.dtype = backend.DTYPES[self.case.precision]
         backend.set_matmul_precision(self.case.precision)
         self.rng = np.random.default_rng(self.seed)
-        plugin = self.job.strategy
-        shares = plugin.kernel_cache_shares(self.job) if isinstance(plugin, SplitsKernels) else 1
+        hooks = self.job.strategy.hooks
+        shares = hooks.kernel_cache_shares(self.job) if isinstance(hooks, SplitsKernels) else 1
         per_cache = self.workload.input_elements() * self.dtype.size // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -66,8 +66,8 @@ class TfMatmul(_TfKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        plugin = self.job.strategy
-        devices = (plugin.kernel_devices(self.job) if isinstance(plugin, SplitsKernels) else None) or [self.device]
+        hooks = self.job.strategy.hooks
+        devices = (hooks.kernel_devices(self.job) if isinstance(hooks, SplitsKernels) else None) or [self.device]
         #: One (A, B) pair of parts per device, for each rotated copy.
         def draw(shape: tuple[int, int], axis: int) -> tuple[tf.Tensor, ...]:
             parts = np.split(self.rng.standard_normal(shape, dtype=np.float32), len(devices), axis=axis)

@@ -1,8 +1,9 @@
 """TensorFlow training step: one model, one strategy, one precision.
 
-The case's strategy plugin (`suites.strategies.tf`) picks the layout of
-`suites.frameworks.tf.trainers` (one device, manual towers, or a `tf.distribute` strategy with a
-custom loop), the `tf.distribute` strategy and how processes meet. Synthetic batches are drawn
+The case's strategy plugin (`suites.strategies.tf`), through its mechanism
+(`suites.strategies.tf.base.TfHooks`), picks the layout of `suites.frameworks.tf.trainers` (one
+device, manual towers, or a `tf.distribute` strategy with a custom loop), the `tf.distribute`
+strategy and how processes meet. Synthetic batches are drawn
 on the device(s) with seeded stateless RNG and rotated. Where processes meet (``multiworker``),
 every timed block ends with a barrier (all workers, barrier to barrier) and every timing
 decision is rank 0's (`agree`).
@@ -62,6 +63,7 @@ class TfTrainStep(Runnable):
     def setup(self) -> None:
         self.memory_baseline = tf_memory.Baseline.now()  # before anything of the case exists
         self.plugin = self.job.strategy
+        self.hooks = self.plugin.hooks
         configure_runtime(self.job)
         self.details["device_placement"] = placement_detail(self.job)
         self.details.update(backend.cudnn_details(self.case))
@@ -71,7 +73,7 @@ class TfTrainStep(Runnable):
             self.details["batchnorm"] = BATCHNORM_DETAILS[self.spec.batch_statistics]
         # First: a multi-worker strategy configures collective ops, which must come before any TF
         # op (building a user model's Keras model for its initial weights runs some).
-        strategy = self.strategy = self.plugin.distribute(self.job)
+        strategy = self.strategy = self.hooks.distribute(self.job)
         #: The numerics references run in float64 / fp32 on this process's host CPU, whatever
         #: the case's device.
         self.reference_device = host_cpu(strategy)
@@ -79,7 +81,7 @@ class TfTrainStep(Runnable):
         if self.plugin.rules.coordinated:
             self.min_block_s = COORDINATED_BLOCK_S  # processes meet once per timed block
         self.weights = initial_weights(self.spec, WEIGHTS_SEED)
-        self.trainer = self.plugin.trainer(replace(self._training_setup(
+        self.trainer = self.hooks.trainer(replace(self._training_setup(
             backend.DTYPES[self.case.precision], LossScaling.for_precision(self.case.precision)),
             xla=self.case.compile is Compile.XLA), self.job, self.p, strategy)
         machines = self.trainer.machines()
@@ -162,8 +164,8 @@ class TfTrainStep(Runnable):
         setup = self._training_setup(backend.DTYPES[self.case.precision],
                                      LossScaling.for_precision(self.case.precision),
                                      global_batch=work.global_batch)
-        return self.plugin.trainer(replace(setup, xla=self.case.compile is Compile.XLA), self.job.check_job(), work.p,
-                                   self.strategy)
+        return self.hooks.trainer(replace(setup, xla=self.case.compile is Compile.XLA), self.job.check_job(), work.p,
+                                  self.strategy)
 
     def _reference(self, dtype: tf.DType, work: TrainStep) -> SingleDeviceTrainer:
         """One device, the whole check batch, batch statistics over the parts the case's
@@ -173,7 +175,7 @@ class TfTrainStep(Runnable):
         return SingleDeviceTrainer(setup, self.reference_device)
 
     def _describe(self, work: TrainStep) -> str:
-        return (f"{self.plugin.describe(self.job, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
+        return (f"{self.hooks.describe(self.job, self.p)} on {self.case.n_devices} {self.case.device} device(s), "
                 f"check batch {work.global_batch} of global batch {self.workload.global_batch}"
                 f"{work.statistics_detail(self.job.check_job().statistics_groups())}")
 

@@ -24,7 +24,7 @@ class TorchAllreduce(Runnable):
 
     def setup(self) -> None:
         limit_threads_from_env()
-        self.group = self.job.strategy.join(self.job)
+        self.group = self.job.strategy.hooks.join(self.job)
         self.min_block_s = COORDINATED_BLOCK_S  # ranks meet once per timed block
         self.device = self.group.device
         self.dtype = backend.DTYPES[self.case.precision]

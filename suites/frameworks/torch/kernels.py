@@ -38,8 +38,8 @@ class _TorchKernel(ProfiledKernels, Runnable):
         self.details.update(backend.flag_details(self.case))
         self.rng = np.random.default_rng(self.seed)
         element_bytes = torch.finfo(self.dtype).bits // 8
-        plugin = self.job.strategy
-        shares = plugin.kernel_cache_shares(self.job) if isinstance(plugin, SplitsKernels) else 1
+        hooks = self.job.strategy.hooks
+        shares = hooks.kernel_cache_shares(self.job) if isinstance(hooks, SplitsKernels) else 1
         per_cache = self.workload.input_elements() * element_bytes // shares
         self.copies = rotation_count(per_cache, last_level_cache_bytes(self.case.framework, self.case.device))
         self._order = itertools.cycle(range(self.copies))
@@ -99,7 +99,7 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, stride: int) -> torch.Tensor:
 
 
 class TorchMatmul(_TorchKernel):
-    """A @ B on the case's device; or, where the strategy splits it (`towers`:
+    """A @ B on the case's device; or, where the strategy splits it (`towers`' hooks:
     `suites.measure.capabilities.SplitsKernels`), the classic multi-GPU matmul (`SplitMatmul`).
 
     Under torch.compile's reduce-overhead (CUDA graphs) the rotated copies of A and B are static
@@ -118,8 +118,8 @@ class TorchMatmul(_TorchKernel):
     def setup(self) -> None:
         self._prepare()
         m, n, k = (int(self.p[x]) for x in "mnk")
-        plugin = self.job.strategy
-        devices = plugin.kernel_devices(self.job) if isinstance(plugin, SplitsKernels) else None
+        hooks = self.job.strategy.hooks
+        devices = hooks.kernel_devices(self.job) if isinstance(hooks, SplitsKernels) else None
         if devices:
             self._setup_split(m, n, k, devices)
             return

@@ -3,15 +3,15 @@
 One step = zero_grad + forward + backward + optimizer step (the case's `optimizer`: SGD or
 Adam), on synthetic random batches drawn on the device and rotated. Mixed precision is
 `torch.autocast` (fp16 with a GradScaler, bf16 without); tf32 turns on TF32 tensor-core
-matmuls/convolutions. The case's strategy plugin (`suites.strategies.torch`) joins the process
-group of a rank process, wraps the model (and may apply mixed precision itself, FSDP's way), says
-which part of the global batch this process feeds, names the devices `synchronize` waits for and
-supplies the step without its exchange; a strategy that steps the model its own way (a
-pipeline's schedule) supplies that step. An inductor case runs what `wrap` returned under
-`torch.compile` (`suites.frameworks.torch.compiling`): forward and backward compiled, the
-optimizer's update eager; the check calls the compiled module too. Where every rank is one
-process, the timer's `barrier` makes each timed block run barrier to barrier, so its time is
-the global step time.
+matmuls/convolutions. The case's strategy plugin's mechanism, its hooks object
+(`suites.strategies.torch.base.TorchHooks`), joins the process group of a rank process, wraps the
+model (and may apply mixed precision itself, FSDP's way), says which part of the global batch this
+process feeds, names the devices `synchronize` waits for and supplies the step without its
+exchange; a strategy that steps the model its own way (a pipeline's schedule) supplies that step.
+An inductor case runs what `wrap` returned under `torch.compile`
+(`suites.frameworks.torch.compiling`): forward and backward compiled, the optimizer's update
+eager; the check calls the compiled module too. Where every rank is one process, the timer's
+`barrier` makes each timed block run barrier to barrier, so its time is the global step time.
 """
 from __future__ import annotations
 
@@ -154,8 +154,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
     def setup(self) -> None:
         self.memory_baseline = torch_memory.Baseline.now()  # before anything of the case exists
         limit_threads_from_env()
-        self.plugin = self.job.strategy
-        self.group = self.plugin.join(self.job)
+        self.hooks = self.job.strategy.hooks  # the strategy's mechanism
+        self.group = self.hooks.join(self.job)
         if self.group:
             self.min_block_s = COORDINATED_BLOCK_S
         self.device = self.group.device if self.group else backend.device_for(self.case)
@@ -167,11 +167,11 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         if hasattr(self.spec, "memory_format"):  # a conv net: the layout it ran
             self.details["memory_format"] = self.spec.memory_format
         self._batch_statistics()
-        self.wrapped = self.plugin.wrap(self.model, self.device, self.job)
+        self.wrapped = self.hooks.wrap(self.model, self.device, self.job)
         if self.case.compile is Compile.INDUCTOR:
             self._cold = compiling.ColdCompiles()
         self.trained = compiling.compiled(self.job, self.wrapped)
-        self.devices_in_use = self.plugin.devices_in_use(self.job, self.device)
+        self.devices_in_use = self.hooks.devices_in_use(self.job, self.device)
         # After `wrap`: a strategy that shards the model replaces its parameters.
         self.optimizer = make_optimizer(self.workload.optimizer, self.model.parameters(),
                                         cuda_kernels=rehearsing())
@@ -180,18 +180,18 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         if self.autocast_dtype is not None:  # one label, two numerics (issue 32, N24): say which
             self.details["mixed_precision"] = (
                 "the strategy's own (FSDP MixedPrecisionPolicy: parameters gathered and computed in "
-                f"{self.case.precision}, gradients reduced in fp32)" if self.plugin.handles_precision(self.job)
+                f"{self.case.precision}, gradients reduced in fp32)" if self.hooks.handles_precision(self.job)
                 else f"torch.autocast({self.case.precision}) over fp32 parameters")
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.case.precision is Precision.FP16 else None)
         # A strategy that runs its own step (pipeline: its schedule), or None.
-        self.strategy_step = (self.plugin.train_step(self.wrapped, self.optimizer, self.scaler)
-                              if isinstance(self.plugin, StepsItself) else None)
+        self.strategy_step = (self.hooks.train_step(self.wrapped, self.optimizer, self.scaler)
+                              if isinstance(self.hooks, StepsItself) else None)
         self.batches = self._random_batches()
         self._order = itertools.cycle(range(len(self.batches)))
-        self.local_step = (self.plugin.local_step(self.wrapped, self.step)
-                           if isinstance(self.plugin, SeparatesExchange) else None)
+        self.local_step = (self.hooks.local_step(self.wrapped, self.step)
+                           if isinstance(self.hooks, SeparatesExchange) else None)
 
     def _batch_statistics(self) -> None:
         """A model with batch norm: synchronised across the ranks where the case asks for it
@@ -213,13 +213,13 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Samples this process feeds the wrapped model per step: its strategy's `data_shard`
         (a data-parallel rank its shard; one process, or a tensor-parallel rank, the global
         batch, which a wrapper such as DataParallel may split)."""
-        shard = self.plugin.data_shard(self.job, self.rank)
+        shard = self.hooks.data_shard(self.job, self.rank)
         return shard.stop - shard.start
 
     def _random_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Random inputs and labels drawn on the device, seeded per shard of the batch
         (processes that feed the same shard, as tensor-parallel ranks do, draw the same)."""
-        shard = self.plugin.data_shard(self.job, self.rank)
+        shard = self.hooks.data_shard(self.job, self.rank)
         generator = torch.Generator(device=self.device)
         generator.manual_seed(DATA_SEED + shard.start // (shard.stop - shard.start))
         shape = (self.local_batch, *self.model.input_shape)
@@ -238,7 +238,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """Autocast for mixed precision, unless the strategy applies it itself; in fp32/tf32
         nothing at all, not even a disabled autocast, so the timed step is exactly what a
         hand-written loop would run."""
-        if self.autocast_dtype is None or self.plugin.handles_precision(self.job):
+        if self.autocast_dtype is None or self.hooks.handles_precision(self.job):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
@@ -316,7 +316,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The deterministic global batch of the check workload `check`, and this process's
         part of it on the device."""
         x, y = self.spec.make_batch(check.global_batch, seed)
-        part = self.plugin.data_shard(self.job.check_job(), self.rank)
+        part = self.hooks.data_shard(self.job.check_job(), self.rank)
         return (x, y), (self.model.input_tensor(x[part], self.device, torch.float32),
                         torch.from_numpy(y[part]).to(self.device))
 
@@ -324,9 +324,9 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The case's own step on the check's small batch (`TrainStep.check_params`)."""
         check = self.job.check_job().workload
         timed_step = self.strategy_step
-        if isinstance(self.plugin, StepsItself):
-            checked = self.plugin.check_wrap(self.wrapped, self.model, self.device, self.job.check_job())
-            self.strategy_step = self.plugin.train_step(checked, self.optimizer, self.scaler)
+        if isinstance(self.hooks, StepsItself):
+            checked = self.hooks.check_wrap(self.wrapped, self.model, self.device, self.job.check_job())
+            self.strategy_step = self.hooks.train_step(checked, self.optimizer, self.scaler)
         try:
             if self.autocast_dtype is None:
                 return self._gradient_check(check)
@@ -347,7 +347,7 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         self.optimizer.zero_grad(set_to_none=True)
         self._backward(x_local, y_local)
         world = self.group.world_size if self.group else 1
-        gradients = self.plugin.gradients(self.model)
+        gradients = self.hooks.gradients(self.model)
         if faults.skips_all_reduce(self.rank, world):
             gradients = self._own_shard_gradients(x_local, y_local)
         gradients = faults.observed_gradients(gradients, world)
@@ -381,8 +381,8 @@ class TorchTrainStep(ProfiledKernels, Runnable):
         """The step's loss over the global batch, from this process's `loss` (the mean over the
         part it fed): in one process its own, across ranks the mean of the ranks' (equal
         shards), or the strategy's own where it steps itself (`StepsItself.global_loss`)."""
-        if isinstance(self.plugin, StepsItself):
-            return self.plugin.global_loss(self.group, loss)
+        if isinstance(self.hooks, StepsItself):
+            return self.hooks.global_loss(self.group, loss)
         return self.group.mean(loss) if self.group else loss
 
     def _loss_trajectory_check(self, check: TrainStep) -> Check:

@@ -54,17 +54,15 @@ class TfRules(Rules):
         return found
 
 
-class TfStrategy(StrategyPlugin):
-    framework = Framework.TF
-    rules: ClassVar[TfRules] = TfRules(compilers=frozenset({Compile.NONE, Compile.XLA}))
+class TfHooks:
+    """What TF's runnables call on a strategy while a case runs: its mechanism (the
+    `tf.distribute` strategy, the training layout, the check's naming of both). A plugin holds
+    one as `TfStrategy.hooks`; a plugin whose mechanism differs declares a subclass in its own
+    module. Capabilities of the mechanism (`suites.measure.capabilities.CoordinatesWorkers`,
+    `suites.measure.capabilities.SplitsKernels`, `suites.measure.capabilities.ServesCluster`)
+    are implemented by the hooks object and asked of it. A hook that needs the plugin (its
+    rules, its options' helpers) reaches it through `job.strategy`."""
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if not isinstance(cls.rules, TfRules):
-            raise TypeError(f"{cls.__name__}.rules must be TfRules (TF's runnables read its fields): "
-                            "build them from the base's, `Base.rules.but(...)`")
-
-    # --- training mechanism ---------------------------------------------------------------------
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy | None":
         """The case's `tf.distribute` strategy; None where the strategy needs none."""
         return None
@@ -72,15 +70,48 @@ class TfStrategy(StrategyPlugin):
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         """The training layout of this strategy (a `suites.frameworks.tf.trainers.Trainer`)."""
-        raise NotImplementedError(f"{self.strategy} has no TF training layout")
+        raise NotImplementedError(f"{job.strategy.strategy} has no TF training layout")
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
         """The layout, as the numerics check's detail names it."""
-        return str(self.strategy)
+        return str(job.strategy.strategy)
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
         """The all-reduce an allreduce case of this strategy runs, for its check's detail."""
-        raise NotImplementedError(f"{self.strategy} has no TF all-reduce")
+        raise NotImplementedError(f"{job.strategy.strategy} has no TF all-reduce")
+
+
+class DistributeHooks(TfHooks):
+    """The mechanism of a `DistributeStrategy`: its `tf.distribute` strategy trained with a
+    custom loop (`suites.frameworks.tf.trainers.StrategyTrainer`)."""
+
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        """The strategy's custom loop, its processes meeting as the hooks' `lockstep` says where
+        they coordinate workers (`suites.measure.capabilities.CoordinatesWorkers`)."""
+        from suites.frameworks.tf.distribute import Lockstep
+        from suites.frameworks.tf.trainers import StrategyTrainer
+
+        assert strategy is not None
+        lockstep = self.lockstep(job, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
+        return StrategyTrainer(setup, strategy, lockstep=lockstep,
+                               read_back_to_sync=job.strategy.rules.read_back_to_sync)
+
+
+class TfStrategy(StrategyPlugin):
+    framework = Framework.TF
+    rules: ClassVar[TfRules] = TfRules(compilers=frozenset({Compile.NONE, Compile.XLA}))
+    #: Its mechanism: what TF's runnables call while a case runs (`TfHooks`).
+    hooks: ClassVar[TfHooks] = TfHooks()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(cls.rules, TfRules):
+            raise TypeError(f"{cls.__name__}.rules must be TfRules (TF's runnables read its fields): "
+                            "build them from the base's, `Base.rules.but(...)`")
+        if not isinstance(cls.hooks, TfHooks):
+            raise TypeError(f"{cls.__name__}.hooks must be a TfHooks (TF's runnables call its methods): "
+                            "an instance of a subclass of the base's hooks class")
 
 
 class DistributeStrategy(TfStrategy):
@@ -92,15 +123,7 @@ class DistributeStrategy(TfStrategy):
     #: Synchronized statistics: Keras' synchronized batch norm, an all-reduce of each layer's
     #: sums in the replica context.
     rules = TfStrategy.rules.but(statistics_split="replicas", synchronized_statistics=True)
-
-    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
-                strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        from suites.frameworks.tf.distribute import Lockstep
-        from suites.frameworks.tf.trainers import StrategyTrainer
-
-        assert strategy is not None
-        lockstep = self.lockstep(job, strategy) if isinstance(self, CoordinatesWorkers) else Lockstep()
-        return StrategyTrainer(setup, strategy, lockstep=lockstep, read_back_to_sync=self.rules.read_back_to_sync)
+    hooks = DistributeHooks()
 
 
 def param(job: "Job", name: str, default: str) -> str:

@@ -12,8 +12,8 @@ from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.base import on_shared_gpus
 from suites.strategies.requirements import requirement
-from suites.strategies.tf.base import (DistributeStrategy, backend_requirement, nccl_bf16_requirement, param,
-                                       replica_requirements)
+from suites.strategies.tf.base import (DistributeHooks, DistributeStrategy, backend_requirement, nccl_bf16_requirement,
+                                       param, replica_requirements)
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -32,16 +32,7 @@ def nccl_gpu_per_replica(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
-class Mirrored(DistributeStrategy):
-    strategy = Strategy.MIRRORED
-    #: Shared GPUs: fewer GPUs than replicas, one GPU split into logical GPUs
-    #: (`suites.frameworks.tf.distribute`).
-    rules = DistributeStrategy.rules.but(kinds=frozenset({"training", "collective"}), launch=Launch.ISOLATED,
-                                         replicas_in_process=True, shares_gpus=True,
-                                         compile_modes=frozenset({Compile.NONE, Compile.XLA}))
-    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, ("auto", "nccl")), nccl_gpu_per_replica,
-                    nccl_bf16_requirement(WHAT))
-
+class MirroredHooks(DistributeHooks):
     def cross_device_ops(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.CrossDeviceOps":
         import tensorflow as tf
 
@@ -49,7 +40,7 @@ class Mirrored(DistributeStrategy):
 
         # NCCL needs a physical GPU per replica: logical GPUs split from one reduce through one.
         if backend_name == "nccl" or (backend_name == "auto" and job.device is DeviceKind.GPU
-                                      and not self.emulated(job)):
+                                      and not job.strategy.emulated(job)):
             return tf.distribute.NcclAllReduce()
         if backend_name == "auto":
             return tf.distribute.ReductionToOneDevice()
@@ -65,6 +56,18 @@ class Mirrored(DistributeStrategy):
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
         return type(self.cross_device_ops(job, backend_name)).__name__
+
+
+class Mirrored(DistributeStrategy):
+    strategy = Strategy.MIRRORED
+    #: Shared GPUs: fewer GPUs than replicas, one GPU split into logical GPUs
+    #: (`suites.frameworks.tf.distribute`).
+    rules = DistributeStrategy.rules.but(kinds=frozenset({"training", "collective"}), launch=Launch.ISOLATED,
+                                         replicas_in_process=True, shares_gpus=True,
+                                         compile_modes=frozenset({Compile.NONE, Compile.XLA}))
+    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, ("auto", "nccl")), nccl_gpu_per_replica,
+                    nccl_bf16_requirement(WHAT))
+    hooks = MirroredHooks()
 
 
 PLUGIN = Mirrored()

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import single_device
 from suites.strategies.requirements import requirement
-from suites.strategies.tf.base import TfStrategy
+from suites.strategies.tf.base import TfHooks, TfStrategy
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -26,19 +26,22 @@ def not_on_tpu(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
-class Single(TfStrategy):
-    strategy = Strategy.SINGLE
-    rules = TfStrategy.rules.but(one_device=True, statistics_split="whole", devices=frozenset(DeviceKind),
-                                 kinds=frozenset({"kernel", "training"}),
-                                 compile_modes=frozenset({Compile.NONE, Compile.XLA}))
-    requirements = (not_on_tpu, single_device)
-
+class SingleHooks(TfHooks):
     def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
                 strategy: "tf.distribute.Strategy | None") -> "Trainer":
         from suites.frameworks.tf import backend
         from suites.frameworks.tf.trainers import SingleDeviceTrainer
 
         return SingleDeviceTrainer(setup, backend.device_name(job.case))
+
+
+class Single(TfStrategy):
+    strategy = Strategy.SINGLE
+    rules = TfStrategy.rules.but(one_device=True, statistics_split="whole", devices=frozenset(DeviceKind),
+                                 kinds=frozenset({"kernel", "training"}),
+                                 compile_modes=frozenset({Compile.NONE, Compile.XLA}))
+    requirements = (not_on_tpu, single_device)
+    hooks = SingleHooks()
 
 
 PLUGIN = Single()

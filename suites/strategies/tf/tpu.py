@@ -12,7 +12,7 @@ from suites.frameworks.tf import tpu_address
 from suites.frameworks.tf.environment import tpu_process_env
 from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
-from suites.strategies.tf.base import DistributeStrategy, equal_replica_shards
+from suites.strategies.tf.base import DistributeHooks, DistributeStrategy, equal_replica_shards
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -52,6 +52,16 @@ def no_fp16(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
+class TpuHooks(DistributeHooks):
+    def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
+        import tensorflow as tf
+
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address())
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+
+
 class Tpu(DistributeStrategy):
     strategy = Strategy.TPU
     # Startup: before its first step a TPU worker imports TF, loads libtpu, connects and
@@ -63,6 +73,7 @@ class Tpu(DistributeStrategy):
         compile_limits={Compile.XLA: "TPUStrategy compiles every step with XLA already: compile 'none' is the XLA "
                                      "case"})
     requirements = (on_tpu, every_core, no_fp16, equal_replica_shards)
+    hooks = TpuHooks()
 
     def devices_at_hand(self, kind: DeviceKind, count: int) -> int:
         """Every TPU core at hand (one is a TPU case too: TPUStrategy over one core)."""
@@ -74,14 +85,6 @@ class Tpu(DistributeStrategy):
     def isolated_env(self, job: "Job") -> dict[str, str]:
         """Its process may load libtpu, which the parbench process keeps out of itself."""
         return tpu_process_env()
-
-    def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
-        import tensorflow as tf
-
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address())
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
 
 
 PLUGIN = Tpu()

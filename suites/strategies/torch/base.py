@@ -5,7 +5,7 @@ The hooks import torch when called, never at import: rules are read without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
@@ -36,25 +36,11 @@ class TorchCompileOptions:
                                help="torch.compile mode of an inductor case")
 
 
+class TorchHooks:
+    """What torch's runnables call on a strategy while a case runs: its mechanism. The defaults are one
+    process training the model as it is; a plugin's hooks class overrides what its strategy does otherwise.
+    A hook that needs the plugin (its rules, its options' helpers) reaches it through `job.strategy`."""
 
-
-class TorchStrategy(StrategyPlugin):
-    framework = Framework.TORCH
-    rules = Rules(compilers=frozenset({Compile.NONE, Compile.INDUCTOR}))
-    compiler_options = {Compile.INDUCTOR: TorchCompileOptions}
-
-    # --- rules ----------------------------------------------------------------------------------
-    def compile_reason(self, job: "Job") -> str | None:
-        """As every strategy's, and CUDA graphs (torch.compile's "reduce-overhead") on GPUs only."""
-        reason = super().compile_reason(job)
-        if reason or job.compiler.compile is not Compile.INDUCTOR:
-            return reason
-        if job.compiler.options.compile_mode == CUDA_GRAPHS_MODE and job.device is not DeviceKind.GPU:
-            return (f"torch.compile mode '{CUDA_GRAPHS_MODE}' replays the step as CUDA graphs, which exist "
-                    f"on NVIDIA GPUs only; this case is on {job.device}")
-        return None
-
-    # --- training mechanism ---------------------------------------------------------------------
     def join(self, job: "Job") -> "ProcessGroup | None":
         """This process's process group, joined (one per rank process); None in one process."""
         return None
@@ -84,6 +70,31 @@ class TorchStrategy(StrategyPlugin):
         """What the numerics check compares with the float64 single-device gradient: the
         model's full gradients in canonical layout (a sharding strategy gathers them first)."""
         return model.canonical_gradients()
+
+
+class TorchStrategy(StrategyPlugin):
+    framework = Framework.TORCH
+    rules = Rules(compilers=frozenset({Compile.NONE, Compile.INDUCTOR}))
+    compiler_options = {Compile.INDUCTOR: TorchCompileOptions}
+    #: Its mechanism: what torch's runnables call while a case runs (`TorchHooks`).
+    hooks: ClassVar[TorchHooks] = TorchHooks()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(cls.hooks, TorchHooks):
+            raise TypeError(f"{cls.__name__}.hooks must be a TorchHooks instance (torch's runnables call its "
+                            "methods): derive the strategy's hooks class from `TorchHooks` or `RankHooks`")
+
+    # --- rules ----------------------------------------------------------------------------------
+    def compile_reason(self, job: "Job") -> str | None:
+        """As every strategy's, and CUDA graphs (torch.compile's "reduce-overhead") on GPUs only."""
+        reason = super().compile_reason(job)
+        if reason or job.compiler.compile is not Compile.INDUCTOR:
+            return reason
+        if job.compiler.options.compile_mode == CUDA_GRAPHS_MODE and job.device is not DeviceKind.GPU:
+            return (f"torch.compile mode '{CUDA_GRAPHS_MODE}' replays the step as CUDA graphs, which exist "
+                    f"on NVIDIA GPUs only; this case is on {job.device}")
+        return None
 
 
 # --- the rank processes' requirements: gloo ranks may share GPUs, NCCL needs one per rank ------
@@ -146,6 +157,22 @@ def shared_gpu_memory(job: "Job", device: "DeviceInfo") -> str | None:
     return shared_gpu_memory_reason(job, device) if job.strategy.rules.shares_gpus else None
 
 
+class RankHooks(TorchHooks):
+    """The mechanism of one process per device in a `torch.distributed` process group: each
+    rank joins the group (`RankProcesses.backend`'s) and feeds its equal shard of the batch."""
+
+    def join(self, job: "Job") -> "ProcessGroup":
+        """This rank's process group, joined over the plugin's backend (`RankProcesses.backend`)."""
+        from suites.frameworks.torch.distributed import ProcessGroup
+
+        return ProcessGroup(job.case, cast("RankProcesses", job.strategy).backend(job))
+
+    def data_shard(self, job: "Job", rank: int) -> slice:
+        """Rank `rank`'s equal shard of the global batch."""
+        size = job.workload.per_device_batch
+        return slice(rank * size, (rank + 1) * size)
+
+
 class RankProcesses(TorchStrategy):
     """One process per device joined in a `torch.distributed` process group: gloo on CPU,
     nccl on GPU, or the case's `backend` parameter (allreduce cases)."""
@@ -155,6 +182,7 @@ class RankProcesses(TorchStrategy):
     rules = TorchStrategy.rules.but(launch=Launch.RANKS, shares_gpus=True)
     #: The process group's: its backend exists, NCCL has a GPU per rank, shared GPUs hold the state.
     requirements = (process_group_backend, nccl_on_gpus, nccl_one_gpu_per_rank, shared_gpu_memory)
+    hooks = RankHooks()
 
     def backend(self, job: "Job", gpus: int | None = None) -> str:
         """The case's `backend`, or for "auto" nccl on GPUs (gloo where the ranks can share and
@@ -167,16 +195,6 @@ class RankProcesses(TorchStrategy):
             return "gloo"
         shared = self.rules.shares_gpus and on_shared_gpus(job, visible_gpus(job.framework) if gpus is None else gpus)
         return "gloo" if shared else "nccl"
-
-    def join(self, job: "Job") -> "ProcessGroup":
-        from suites.frameworks.torch.distributed import ProcessGroup
-
-        return ProcessGroup(job.case, self.backend(job))
-
-    def data_shard(self, job: "Job", rank: int) -> slice:
-        """Rank `rank`'s equal shard of the global batch."""
-        size = job.workload.per_device_batch
-        return slice(rank * size, (rank + 1) * size)
 
 
 def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:

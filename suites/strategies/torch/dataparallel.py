@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
+from suites.strategies.torch.base import TorchHooks, TorchStrategy, a_gpu_per_device, on_cuda_gpus
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -46,17 +46,9 @@ def two_gpus(job: "Job", device: "DeviceInfo") -> str | None:
 enough_gpus = a_gpu_per_device("nn.DataParallel")
 
 
-class DataParallel(TorchStrategy):
-    strategy = Strategy.DATAPARALLEL
-    rules = TorchStrategy.rules.but(
-        statistics_split="replicas", launch=Launch.ISOLATED,
-        no_sync_statistics=("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one process per "
-                            "device); nn.DataParallel's replicas each compute their own"))
-    requirements = (on_gpus, two_gpus, enough_gpus)
-
-    def emulated(self, job: "Job") -> bool:
-        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
-        return False
+class DataParallelHooks(TorchHooks):
+    """nn.DataParallel's mechanism: the model replicated over the case's GPUs, all of which a
+    step waits for."""
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         """nn.DataParallel over the case's GPUs; under mixed precision each replica enters
@@ -76,6 +68,20 @@ class DataParallel(TorchStrategy):
         import torch
 
         return [torch.device("cuda", index) for index in device_ids(job)]
+
+
+class DataParallel(TorchStrategy):
+    strategy = Strategy.DATAPARALLEL
+    rules = TorchStrategy.rules.but(
+        statistics_split="replicas", launch=Launch.ISOLATED,
+        no_sync_statistics=("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one process per "
+                            "device); nn.DataParallel's replicas each compute their own"))
+    requirements = (on_gpus, two_gpus, enough_gpus)
+    hooks = DataParallelHooks()
+
+    def emulated(self, job: "Job") -> bool:
+        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
+        return False
 
 
 PLUGIN = DataParallel()

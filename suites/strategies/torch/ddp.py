@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.base import RankHooks, RankProcesses
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -27,16 +27,9 @@ def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
     return split and f"{split} (DDP's mean of per-rank means needs equal shards)"
 
 
-class Ddp(RankProcesses):
-    strategy = Strategy.DDP
-    # Synchronized statistics: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the
-    # same all-reduce of each layer's statistics (`suites.frameworks.torch.batchnorm`). Inductor:
-    # torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer), so
-    # the all-reduces still overlap the backward.
-    rules = RankProcesses.rules.but(statistics_split="replicas", synchronized_statistics=True,
-                                    kinds=frozenset({"training", "collective"}),
-                                    compile_modes=frozenset({Compile.NONE, Compile.INDUCTOR}))
-    requirements = (*RankProcesses.requirements, equal_shards)
+class DdpHooks(RankHooks):
+    """DDP's mechanism: the model wrapped in `DistributedDataParallel`, and its step without the
+    gradient all-reduce (`SeparatesExchange`)."""
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         from torch.nn.parallel import DistributedDataParallel
@@ -52,6 +45,19 @@ class Ddp(RankProcesses):
                 step()
 
         return step_without_all_reduce
+
+
+class Ddp(RankProcesses):
+    strategy = Strategy.DDP
+    # Synchronized statistics: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the
+    # same all-reduce of each layer's statistics (`suites.frameworks.torch.batchnorm`). Inductor:
+    # torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer), so
+    # the all-reduces still overlap the backward.
+    rules = RankProcesses.rules.but(statistics_split="replicas", synchronized_statistics=True,
+                                    kinds=frozenset({"training", "collective"}),
+                                    compile_modes=frozenset({Compile.NONE, Compile.INDUCTOR}))
+    requirements = (*RankProcesses.requirements, equal_shards)
+    hooks = DdpHooks()
 
 
 PLUGIN = Ddp()

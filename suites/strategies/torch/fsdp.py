@@ -30,7 +30,7 @@ from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES, split_reason
 from suites.strategies.options import option
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.base import RankHooks, RankProcesses
 from suites.workloads.collectives import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -143,12 +143,9 @@ def equal_shards(job: "Job", device: "DeviceInfo") -> str | None:
     return split and f"{split} (FSDP's ranks each train on an equal shard)"
 
 
-class Fsdp(RankProcesses):
-    strategy = Strategy.FSDP
-    rules = RankProcesses.rules.but(statistics_split="replicas",
-                                    no_sync_statistics="SyncBatchNorm is wired to ddp only here (use strategy ddp)")
-    options_type = FsdpOptions
-    requirements = (*RankProcesses.requirements, equal_shards)
+class FsdpHooks(RankHooks):
+    """FSDP's mechanism: the model sharded in place (`shard`), mixed precision its own, the
+    gradients gathered for the check."""
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         from torch.distributed.device_mesh import init_device_mesh
@@ -162,6 +159,15 @@ class Fsdp(RankProcesses):
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
+
+
+class Fsdp(RankProcesses):
+    strategy = Strategy.FSDP
+    rules = RankProcesses.rules.but(statistics_split="replicas",
+                                    no_sync_statistics="SyncBatchNorm is wired to ddp only here (use strategy ddp)")
+    options_type = FsdpOptions
+    requirements = (*RankProcesses.requirements, equal_shards)
+    hooks = FsdpHooks()
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """`sharded_state` over every rank. With `reshard = false` the parameters count a full

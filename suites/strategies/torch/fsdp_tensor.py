@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.options import option
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.base import RankHooks, RankProcesses
 from suites.strategies.torch.fsdp import (RESHARD_HELP, largest_unit, parameter_counts, reshard_of, shard,
                                           sharded_state)
 from suites.strategies.torch.tensor import elements_saved, parallelize, plan_problem
@@ -86,18 +86,9 @@ def equal_group_shards(job: "Job", device: "DeviceInfo") -> str | None:
     return split and f"{split} (each FSDP group trains on an equal shard)"
 
 
-class FsdpTensor(RankProcesses):
-    strategy = Strategy.FSDP_TENSOR
-    options_type = FsdpTensorOptions
-    requirements = (mesh_fits, no_fp16, *RankProcesses.requirements, plan_fits, equal_group_shards)
-
-    def devices_at_hand(self, kind: "DeviceKind", count: int) -> int:
-        """An even count of at least four: a DP x TP mesh whose TP is 2 and DP at least 2."""
-        return max(4, count - count % 2)
-
-    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
-        """The mesh n/2 x 2."""
-        return {**params, "mesh": f"{n // 2}x2"}
+class FsdpTensorHooks(RankHooks):
+    """2-D parallelism's mechanism: a DP group's shard of the batch, the layers split over TP and
+    sharded over DP in place, mixed precision FSDP's, the gradients gathered for the check."""
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Data-parallel group rank // TP's equal shard of the global batch."""
@@ -118,6 +109,21 @@ class FsdpTensor(RankProcesses):
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
+
+
+class FsdpTensor(RankProcesses):
+    strategy = Strategy.FSDP_TENSOR
+    options_type = FsdpTensorOptions
+    requirements = (mesh_fits, no_fp16, *RankProcesses.requirements, plan_fits, equal_group_shards)
+    hooks = FsdpTensorHooks()
+
+    def devices_at_hand(self, kind: "DeviceKind", count: int) -> int:
+        """An even count of at least four: a DP x TP mesh whose TP is 2 and DP at least 2."""
+        return max(4, count - count % 2)
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """The mesh n/2 x 2."""
+        return {**params, "mesh": f"{n // 2}x2"}
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """A tensor-parallel rank's share of the model (`tensor`), sharded over the

@@ -40,7 +40,7 @@ from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, la
                                       split_layers)
 from suites.measure import faults
 from suites.strategies.base import deep_enough
-from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.base import RankHooks, RankProcesses
 from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
@@ -122,52 +122,9 @@ def interleaved_rounds(job: "Job", device: "DeviceInfo") -> str | None:
     return None
 
 
-class Pipeline(RankProcesses):
-    strategy = Strategy.PIPELINE
-    # No shared GPUs: stages pass activations with send/recv, which gloo does not do for CUDA
-    # tensors (the backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
-    rules = RankProcesses.rules.but(
-        shares_gpus=False,
-        compile_limits={Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
-                                          "which torch.compile of the model does not reach"})
-    options_type = PipelineOptions
-
-    @staticmethod
-    def schedule(job: "Job") -> str:
-        return job.options.schedule
-
-    def batch_parts(self, job: "Job") -> int:
-        return math.lcm(job.case.n_devices, job.options.microbatches)
-
-    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
-        """An mlp with a stage per device."""
-        return deep_enough(params, n, Mlp().depth)
-
-    @staticmethod
-    def microbatches(job: "Job") -> int:
-        return microbatches_of(job)
-
-    def stages_per_rank(self, job: "Job") -> int:
-        return STAGES_PER_RANK.get(self.schedule(job), 1)
-
-    #: Its own GPU count first: sharing GPUs is no way out here (`gpu_per_stage`).
-    requirements = (gpu_per_stage, *RankProcesses.requirements, two_stages, layers_split,
-                    microbatches_divide_batch, microbatches_for_1f1b, interleaved_rounds)
-
-    def bubble_fraction(self, job: "Job") -> float:
-        return bubble(job.n_devices, self.microbatches(job), self.stages_per_rank(job))
-
-    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
-        """The largest rank's share: each stage holds its layers' parameters, their gradients
-        and optimizer states, and nothing of the other stages' (an interleaved rank holds two
-        stages). The largest is the one that must fit."""
-        return per_device_state(job.workload.model, job.n_devices, self.stages_per_rank(job),
-                                parameters, optimizer_states)
-
-    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
-        """Not estimated: a stage keeps its own layers' activations for every micro-batch in
-        flight (all of them under gpipe), not the data-parallel figure the workload supplies."""
-        return None
+class PipelineHooks(RankHooks):
+    """The pipeline's mechanism: every rank feeds the whole batch to its stages, which the case's
+    schedule steps itself (`StepsItself`), and the check gathers every stage's gradients."""
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """Every rank feeds the whole global batch: stage 0 its inputs, the last stage its
@@ -176,8 +133,9 @@ class Pipeline(RankProcesses):
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "PipelineRank":
         """This rank's stages of the model and the case's schedule over them."""
-        return PipelineRank(model, device, job, self.schedule(job), self.microbatches(job),
-                            self.stages_per_rank(job))
+        plugin = cast("Pipeline", job.strategy)
+        return PipelineRank(model, device, job, plugin.schedule(job), plugin.microbatches(job),
+                            plugin.stages_per_rank(job))
 
     def check_wrap(self, wrapped: "PipelineRank", model: "nn.Module", device: "torch.device",
                    check_job: "Job") -> "PipelineRank":
@@ -217,8 +175,57 @@ class Pipeline(RankProcesses):
         return broadcast_from(loss, group.world_size - 1, group.device)
 
 
+class Pipeline(RankProcesses):
+    strategy = Strategy.PIPELINE
+    # No shared GPUs: stages pass activations with send/recv, which gloo does not do for CUDA
+    # tensors (the backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
+    rules = RankProcesses.rules.but(
+        shares_gpus=False,
+        compile_limits={Compile.INDUCTOR: "its schedule runs the stages' modules itself, micro-batch by micro-batch, "
+                                          "which torch.compile of the model does not reach"})
+    options_type = PipelineOptions
+    hooks = PipelineHooks()
+
+    @staticmethod
+    def schedule(job: "Job") -> str:
+        return job.options.schedule
+
+    def batch_parts(self, job: "Job") -> int:
+        return math.lcm(job.case.n_devices, job.options.microbatches)
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """An mlp with a stage per device."""
+        return deep_enough(params, n, Mlp().depth)
+
+    @staticmethod
+    def microbatches(job: "Job") -> int:
+        return microbatches_of(job)
+
+    def stages_per_rank(self, job: "Job") -> int:
+        return STAGES_PER_RANK.get(self.schedule(job), 1)
+
+    #: Its own GPU count first: sharing GPUs is no way out here (`gpu_per_stage`).
+    requirements = (gpu_per_stage, *RankProcesses.requirements, two_stages, layers_split,
+                    microbatches_divide_batch, microbatches_for_1f1b, interleaved_rounds)
+
+    def bubble_fraction(self, job: "Job") -> float:
+        return bubble(job.n_devices, self.microbatches(job), self.stages_per_rank(job))
+
+    def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
+        """The largest rank's share: each stage holds its layers' parameters, their gradients
+        and optimizer states, and nothing of the other stages' (an interleaved rank holds two
+        stages). The largest is the one that must fit."""
+        return per_device_state(job.workload.model, job.n_devices, self.stages_per_rank(job),
+                                parameters, optimizer_states)
+
+    def activation_bytes_per_device(self, job: "Job", activation_bytes: int) -> int | None:
+        """Not estimated: a stage keeps its own layers' activations for every micro-batch in
+        flight (all of them under gpipe), not the data-parallel figure the workload supplies."""
+        return None
+
+
 class PipelineRank:
-    """This rank's stages of the pipeline and its schedule: what `Pipeline.wrap` returns, and,
+    """This rank's stages of the pipeline and its schedule: what `PipelineHooks.wrap` returns, and,
     bound to the runnable's optimizer and loss scaler, its `StrategyStep`."""
 
     def __init__(self, model: "TorchModel", device: "torch.device", job: "Job", schedule: str,

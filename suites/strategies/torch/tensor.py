@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import RankProcesses
+from suites.strategies.torch.base import RankHooks, RankProcesses
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
 from suites.models.llama.spec import LlamaBlock
 
@@ -136,9 +136,9 @@ def plan_fits(job: "Job", device: "DeviceInfo") -> str | None:
     return plan_problem(job, job.case.n_devices)
 
 
-class Tensor(RankProcesses):
-    strategy = Strategy.TENSOR
-    requirements = (no_fp16, *RankProcesses.requirements, plan_fits)
+class TensorHooks(RankHooks):
+    """Tensor parallelism's mechanism: the whole batch on every rank, the model's layers split
+    in place (`parallelize`), the gradients gathered for the check."""
 
     def data_shard(self, job: "Job", rank: int) -> slice:
         """The whole global batch, on every rank."""
@@ -152,6 +152,12 @@ class Tensor(RankProcesses):
 
     def gradients(self, model: Any) -> dict[str, "np.ndarray"]:
         return model.canonical_gradients(gather=True)
+
+
+class Tensor(RankProcesses):
+    strategy = Strategy.TENSOR
+    requirements = (no_fp16, *RankProcesses.requirements, plan_fits)
+    hooks = TensorHooks()
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """Parameters, gradients and optimizer states of the split layers divided by the ranks,

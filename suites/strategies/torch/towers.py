@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.requirements import requirement
-from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
+from suites.strategies.torch.base import TorchHooks, TorchStrategy, a_gpu_per_device, on_cuda_gpus
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
@@ -39,10 +39,25 @@ def k_splits(job: "Job", device: "DeviceInfo") -> str | None:
     return split_reason(job, "GPUs")
 
 
+class TowersHooks(TorchHooks):
+    """Towers' mechanism: a matmul's K split over the case's GPUs (`SplitsKernels`)."""
+
+    def kernel_cache_shares(self, job: "Job") -> int:
+        """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
+        return 1 if job.strategy.emulated(job) else job.n_devices
+
+    def kernel_devices(self, job: "Job") -> list["torch.device"]:
+        """The first `n_devices` visible GPUs."""
+        import torch
+
+        return [torch.device("cuda", index) for index in range(job.n_devices)]
+
+
 class Towers(TorchStrategy):
     strategy = Strategy.TOWERS
     rules = TorchStrategy.rules.but(kinds=frozenset({"kernel"}))
     requirements = (on_gpus, enough_gpus, k_splits)
+    hooks = TowersHooks()
 
     def applies_to(self, workload: type["Workload"]) -> bool:
         return issubclass(workload, Matmul)
@@ -50,16 +65,6 @@ class Towers(TorchStrategy):
     def emulated(self, job: "Job") -> bool:
         """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
         return False
-
-    def kernel_cache_shares(self, job: "Job") -> int:
-        """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        return 1 if self.emulated(job) else job.n_devices
-
-    def kernel_devices(self, job: "Job") -> list["torch.device"]:
-        """The first `n_devices` visible GPUs."""
-        import torch
-
-        return [torch.device("cuda", index) for index in range(job.n_devices)]
 
 
 PLUGIN = Towers()

@@ -16,7 +16,7 @@ from suites.measure.launch import Launch
 from suites.strategies.base import deep_enough, too_few_gpus_reason
 from suites.strategies.requirements import requirement
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
-from suites.strategies.tf.base import TfStrategy
+from suites.strategies.tf.base import TfHooks, TfStrategy
 from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
@@ -44,12 +44,29 @@ def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
     return layers_reason(job, job.n_devices, f"{job.case.strategy} over {job.n_devices} devices")
 
 
+class ModelParallelHooks(TfHooks):
+    """The staged mechanism of `model_parallel` and `pipeline`
+    (`suites.strategies.tf.model_parallel.staged.StagedTrainer`), at the plugin's micro-batch count."""
+
+    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
+                strategy: "tf.distribute.Strategy | None") -> "Trainer":
+        from suites.frameworks.tf.distribute import replica_devices
+        from suites.strategies.tf.model_parallel.staged import StagedTrainer
+
+        return StagedTrainer(setup, replica_devices(job), job.strategy.microbatches(job))
+
+    def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
+        split = stage_split(job.workload.model, job.n_devices)
+        return f"{job.strategy.strategy} ({split}; {job.strategy.microbatches(job)} micro-batch(es))"
+
+
 class ModelParallel(TfStrategy):
     strategy = Strategy.MODEL_PARALLEL
     # The process holds every device of the case (one stage each), which TF must be told about
     # before it initialises; logical GPUs split from one where there are fewer.
     rules = TfStrategy.rules.but(launch=Launch.ISOLATED, replicas_in_process=True, shares_gpus=True)
     requirements = (two_devices, gpu_per_device, layers_split)
+    hooks = ModelParallelHooks()
 
     def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
         """An mlp with a layer group per device (the pipeline's stages alike)."""
@@ -57,17 +74,6 @@ class ModelParallel(TfStrategy):
 
     def microbatches(self, job: "Job") -> int:
         return 1
-
-    def trainer(self, setup: "TrainingSetup", job: "Job", params: Mapping[str, Any],
-                strategy: "tf.distribute.Strategy | None") -> "Trainer":
-        from suites.frameworks.tf.distribute import replica_devices
-        from suites.strategies.tf.model_parallel.staged import StagedTrainer
-
-        return StagedTrainer(setup, replica_devices(job), self.microbatches(job))
-
-    def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        split = stage_split(job.workload.model, job.n_devices)
-        return f"{self.strategy} ({split}; {self.microbatches(job)} micro-batch(es))"
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The device holding the largest group: its layers' parameters, gradients and

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
-from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, backend_requirement, nccl_bf16_requirement,
-                                       replica_requirements)
+from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, DistributeHooks, backend_requirement,
+                                       nccl_bf16_requirement, replica_requirements)
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -21,14 +21,9 @@ if TYPE_CHECKING:
 WHAT = "MultiWorkerMirroredStrategy"
 
 
-class MultiWorker(ClusterStrategy):
-    strategy = Strategy.MULTIWORKER
-    rules = ClusterStrategy.rules.but(compile_modes=frozenset({Compile.NONE, Compile.XLA}),
-                                      kinds=frozenset({"training", "collective"}))
-    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, TF_BACKENDS), nccl_bf16_requirement(WHAT))
-
-    def cluster_jobs(self, job: "Job") -> dict[str, int]:
-        return {"worker": job.n_devices}
+class MultiWorkerHooks(DistributeHooks):
+    """The workers' mechanism: MultiWorkerMirroredStrategy, and how the workers meet
+    (`CoordinatesWorkers`)."""
 
     def implementation(self, job: "Job",
                        backend_name: str = "auto") -> "tf.distribute.experimental.CommunicationImplementation":
@@ -71,6 +66,17 @@ class MultiWorker(ClusterStrategy):
 
     def all_reduce_name(self, job: "Job", backend_name: str = "auto") -> str:
         return f"CollectiveReduceV2 ({self.implementation(job, backend_name).name.lower()})"
+
+
+class MultiWorker(ClusterStrategy):
+    strategy = Strategy.MULTIWORKER
+    rules = ClusterStrategy.rules.but(compile_modes=frozenset({Compile.NONE, Compile.XLA}),
+                                      kinds=frozenset({"training", "collective"}))
+    requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, TF_BACKENDS), nccl_bf16_requirement(WHAT))
+    hooks = MultiWorkerHooks()
+
+    def cluster_jobs(self, job: "Job") -> dict[str, int]:
+        return {"worker": job.n_devices}
 
 
 PLUGIN = MultiWorker()

@@ -4,7 +4,7 @@ A cluster of 1 chief (the coordinator: it runs the case, schedules the steps and
 `n_devices` workers (one device each) and `ps` parameter servers (the strategy parameter,
 default 1), joined by TF_CONFIG: on 127.0.0.1 with ports picked at run time under parbench's
 launcher, or across machines with a TF_CONFIG per machine. Workers and parameter servers only
-serve (`serve`), until the chief is done. Training is asynchronous
+serve (`ParameterServerHooks.serve`), until the chief is done. Training is asynchronous
 (`suites.strategies.tf.parameter_server.trainer`): each worker applies the gradient of its own batch to
 the weights it read, no averaging, no waiting.
 """
@@ -17,7 +17,7 @@ from suites.cases.vocabulary import DeviceKind, Precision, Strategy
 from suites.frameworks.tf.cluster import read_tf_config
 from suites.strategies.options import option
 from suites.strategies.requirements import requirement
-from suites.strategies.tf.base import ClusterStrategy, replica_requirements
+from suites.strategies.tf.base import ClusterStrategy, TfHooks, replica_requirements
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -40,25 +40,10 @@ def full_precision_or_one_worker(job: "Job", device: "DeviceInfo") -> str | None
     return None
 
 
-class ParameterServer(ClusterStrategy):
-    strategy = Strategy.PARAMETER_SERVER
-    options_type = ParameterServerOptions
-    requirements = (full_precision_or_one_worker, *replica_requirements("ParameterServerStrategy"))
-    rules = ClusterStrategy.rules.but(
-        soft_placement_reason=("the functions the coordinator dispatches to workers fail under strict placement "
-                               "(TF 2.21: 'the device specification on the output node must match exactly one "
-                               "device', chief, worker and ps all having a /device:CPU:0)"))
-
-    @staticmethod
-    def parameter_servers(job: "Job") -> int:
-        return job.options.ps
-
-    def cluster_jobs(self, job: "Job") -> dict[str, int]:
-        return {"chief": 1, "worker": job.n_devices, "ps": self.parameter_servers(job)}
-
-    def emulated(self, job: "Job") -> bool:
-        """On a CPU every worker and parameter server is a process on the same cores."""
-        return job.device is DeviceKind.CPU
+class ParameterServerHooks(TfHooks):
+    """The cluster's mechanism: the chief's ParameterServerStrategy and asynchronous trainer,
+    the other tasks' serving (`ServesCluster`). Not `DistributeHooks`: its steps are scheduled
+    by a coordinator, not a custom loop over the strategy's replicas."""
 
     def distribute(self, job: "Job", backend_name: str = "auto") -> "tf.distribute.Strategy":
         """In the chief: wait (with the rendezvous timeout) until every worker and parameter
@@ -81,7 +66,7 @@ class ParameterServer(ClusterStrategy):
         return ParameterServerTrainer(setup, strategy, workers=job.n_devices)
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        return (f"{self.strategy} ({job.n_devices} worker(s), {self.parameter_servers(job)} "
+        return (f"{job.strategy.strategy} ({job.n_devices} worker(s), {ParameterServer.parameter_servers(job)} "
                 "parameter server(s), asynchronous)")
 
     def serve(self, job: "Job") -> bool:
@@ -95,6 +80,28 @@ class ParameterServer(ClusterStrategy):
         configure_runtime(job)
         serve()
         return True
+
+
+class ParameterServer(ClusterStrategy):
+    strategy = Strategy.PARAMETER_SERVER
+    options_type = ParameterServerOptions
+    requirements = (full_precision_or_one_worker, *replica_requirements("ParameterServerStrategy"))
+    rules = ClusterStrategy.rules.but(
+        soft_placement_reason=("the functions the coordinator dispatches to workers fail under strict placement "
+                               "(TF 2.21: 'the device specification on the output node must match exactly one "
+                               "device', chief, worker and ps all having a /device:CPU:0)"))
+    hooks = ParameterServerHooks()
+
+    @staticmethod
+    def parameter_servers(job: "Job") -> int:
+        return job.options.ps
+
+    def cluster_jobs(self, job: "Job") -> dict[str, int]:
+        return {"chief": 1, "worker": job.n_devices, "ps": self.parameter_servers(job)}
+
+    def emulated(self, job: "Job") -> bool:
+        """On a CPU every worker and parameter server is a process on the same cores."""
+        return job.device is DeviceKind.CPU
 
 
 PLUGIN = ParameterServer()

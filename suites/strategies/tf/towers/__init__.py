@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from suites.cases.vocabulary import Compile, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.options import option
-from suites.strategies.tf.base import TfStrategy, replica_requirements
+from suites.strategies.tf.base import TfHooks, TfStrategy, replica_requirements
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
@@ -35,27 +35,13 @@ class TowersOptions:
                                  "that averages and applies the update")
 
 
-class Towers(TfStrategy):
-    strategy = Strategy.TOWERS
-    options_type = TowersOptions
-    # Shared GPUs: logical GPUs split from one where there are fewer.
-    rules = TfStrategy.rules.but(
-        kinds=frozenset({"training", "kernel"}), statistics_split="replicas", launch=Launch.ISOLATED,
-        replicas_in_process=True, shares_gpus=True,
-        no_sync_statistics=("manual towers run each tower's forward on its own, so no tower sees another's "
-                            "statistics; synchronized batch norm needs tf.distribute's replica context "
-                            "(strategy mirrored)"),
-        compile_limits={Compile.XLA: "its step places each tower's ops on another device within one function, and "
-                                     "an XLA computation runs on one device"})
-    requirements = replica_requirements("towers")
-
-    def applies_to(self, workload: type["Workload"]) -> bool:
-        """Training steps, and of the kernels the matmul (split over K)."""
-        return workload.kind == "training" or issubclass(workload, Matmul)
+class TowersHooks(TfHooks):
+    """Towers' mechanism: `suites.strategies.tf.towers.trainer.TowersTrainer`, and a matmul's K
+    split over the towers (`SplitsKernels`)."""
 
     def kernel_cache_shares(self, job: "Job") -> int:
         """Each GPU holds its slice of K: 1/n of the inputs (all of them on one shared GPU)."""
-        return 1 if self.emulated(job) else job.n_devices
+        return 1 if job.strategy.emulated(job) else job.n_devices
 
     def kernel_devices(self, job: "Job") -> list[str]:
         from suites.frameworks.tf.distribute import replica_devices
@@ -70,7 +56,27 @@ class Towers(TfStrategy):
         return TowersTrainer(setup, replica_devices(job), job.options.placement)
 
     def describe(self, job: "Job", params: Mapping[str, Any]) -> str:
-        return f"{self.strategy} ({job.options.placement})"
+        return f"{job.strategy.strategy} ({job.options.placement})"
+
+
+class Towers(TfStrategy):
+    strategy = Strategy.TOWERS
+    options_type = TowersOptions
+    # Shared GPUs: logical GPUs split from one where there are fewer.
+    rules = TfStrategy.rules.but(
+        kinds=frozenset({"training", "kernel"}), statistics_split="replicas", launch=Launch.ISOLATED,
+        replicas_in_process=True, shares_gpus=True,
+        no_sync_statistics=("manual towers run each tower's forward on its own, so no tower sees another's "
+                            "statistics; synchronized batch norm needs tf.distribute's replica context "
+                            "(strategy mirrored)"),
+        compile_limits={Compile.XLA: "its step places each tower's ops on another device within one function, and "
+                                     "an XLA computation runs on one device"})
+    requirements = replica_requirements("towers")
+    hooks = TowersHooks()
+
+    def applies_to(self, workload: type["Workload"]) -> bool:
+        """Training steps, and of the kernels the matmul (split over K)."""
+        return workload.kind == "training" or issubclass(workload, Matmul)
 
 
 PLUGIN = Towers()

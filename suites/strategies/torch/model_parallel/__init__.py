@@ -18,7 +18,7 @@ from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
 from suites.strategies.stages import layer_sizes, layers_reason, per_device_state, split_layers
 from suites.strategies.base import deep_enough
-from suites.strategies.torch.base import TorchStrategy, a_gpu_per_device, on_cuda_gpus
+from suites.strategies.torch.base import TorchHooks, TorchStrategy, a_gpu_per_device, on_cuda_gpus
 from suites.strategies.torch.pipeline import stage_layers
 from suites.workloads.training import Mlp
 
@@ -61,18 +61,9 @@ def layers_split(job: "Job", device: "DeviceInfo") -> str | None:
     return layers_reason(job, job.n_devices, f"model_parallel over {job.n_devices} GPUs")
 
 
-class ModelParallel(TorchStrategy):
-    strategy = Strategy.MODEL_PARALLEL
-    rules = TorchStrategy.rules.but(launch=Launch.ISOLATED)
-    requirements = (on_gpus, two_gpus, enough_gpus, layers_split)
-
-    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
-        """An mlp with a layer group per device."""
-        return deep_enough(params, n, Mlp().depth)
-
-    def emulated(self, job: "Job") -> bool:
-        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
-        return False
+class ModelParallelHooks(TorchHooks):
+    """Model parallelism's mechanism: the model's layer groups placed on the case's GPUs, all of
+    which a step waits for."""
 
     def wrap(self, model: "nn.Module", device: "torch.device", job: "Job") -> "nn.Module":
         """Group i of the model's layers moved to cuda:i (the model's own parameters move, so
@@ -90,6 +81,21 @@ class ModelParallel(TorchStrategy):
     def devices_in_use(self, job: "Job", device: "torch.device") -> list["torch.device"]:
         """Every GPU of the case: a step has finished when the last group's has."""
         return devices_of(job)
+
+
+class ModelParallel(TorchStrategy):
+    strategy = Strategy.MODEL_PARALLEL
+    rules = TorchStrategy.rules.but(launch=Launch.ISOLATED)
+    requirements = (on_gpus, two_gpus, enough_gpus, layers_split)
+    hooks = ModelParallelHooks()
+
+    def sized_for(self, params: Mapping[str, object], n: int) -> dict[str, object]:
+        """An mlp with a layer group per device."""
+        return deep_enough(params, n, Mlp().depth)
+
+    def emulated(self, job: "Job") -> bool:
+        """Never: it runs on real GPUs only (on a CPU it is unavailable, not emulated)."""
+        return False
 
     def state_bytes_per_device(self, job: "Job", parameters: int, optimizer_states: int) -> dict[str, int]:
         """The GPU holding the largest group: its layers' parameters, gradients and optimizer
