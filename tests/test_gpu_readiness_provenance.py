@@ -534,3 +534,19 @@ def test_readiness_trains_every_multi_device_strategy_in_fp16_too(monkeypatch, t
                     if name.startswith("train_step torch") and f" {strategy} fp16" in name)
         assert not fp16.expected and fp16.why
     assert not any(name.startswith("allreduce") and name.endswith("fp16") for name in paths)
+
+
+def test_readiness_checks_a_workload_only_in_the_frameworks_that_run_it(monkeypatch):
+    """A workload with a runnable in one framework is no path, expected or not, in the other:
+    otherwise every GPU machine would read NOT READY for a path that exists nowhere."""
+    from suites.frameworks import implementations
+
+    pretend_gpus(monkeypatch)
+    monkeypatch.setitem(implementations.BUILT_IN, "conv2d",
+                        {Framework.TORCH: "suites.frameworks.torch.kernels:TorchConv2d"})
+    names = [path.name for path in gpu_readiness.plan(
+        {(Framework.TORCH, DeviceKind.GPU): gpu_readiness.discover(Framework.TORCH, DeviceKind.GPU),
+         (Framework.TF, DeviceKind.GPU): gpu_readiness.discover(Framework.TF, DeviceKind.GPU)})]
+    assert any(name.startswith("conv2d torch gpu") for name in names)
+    assert not any(name.startswith("conv2d tf") for name in names)
+    assert any(name.startswith("matmul tf gpu") for name in names)

@@ -63,7 +63,8 @@ def test_the_mechanism_capabilities_are_the_hooks():
     by_strategy = {plugin.strategy: plugin for plugin in PLUGINS}
     implementers = {capability: {plugin.strategy for plugin in PLUGINS if isinstance(plugin.hooks, capability)}
                     for capability in (StepsItself, SeparatesExchange, SplitsKernels)}
-    assert implementers == {StepsItself: {Strategy.PIPELINE}, SeparatesExchange: {Strategy.DDP},
-                            SplitsKernels: {Strategy.TOWERS}}
+    # the built-in implementers (a new strategy may implement them too)
+    assert Strategy.PIPELINE in implementers[StepsItself] and Strategy.DDP in implementers[SeparatesExchange]
+    assert Strategy.TOWERS in implementers[SplitsKernels]
     assert not any(isinstance(plugin, (StepsItself, SeparatesExchange, SplitsKernels)) for plugin in PLUGINS)
     assert type(by_strategy[Strategy.SINGLE].hooks) is TorchHooks

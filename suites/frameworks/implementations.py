@@ -33,7 +33,24 @@ def implementations(workload: type["Workload"]) -> Mapping[Framework, str]:
     return BUILT_IN.get(workload.name) or workload.implementations
 
 
+def missing_runnable_reason(workload: type["Workload"], framework: Framework) -> str | None:
+    """Why `workload` has no runnable in `framework` (and where to name one), or None."""
+    runnables = implementations(workload)
+    if framework in runnables:
+        return None
+    where = ("`suites.frameworks.implementations.BUILT_IN`" if workload.name in BUILT_IN
+             else "its `implementations`")
+    return (f"{workload.name} has no {framework} implementation (it runs in "
+            f"{', '.join(sorted(map(str, runnables))) or 'no framework'}); name a runnable for {framework} in "
+            f"{where} to run it there")
+
+
 def runnable_class(workload: type["Workload"], framework: Framework) -> type["Runnable"]:
+    """The runnable of `workload` in `framework`, imported now; a ValueError saying where to name
+    one where there is none."""
+    missing = missing_runnable_reason(workload, framework)
+    if missing:
+        raise ValueError(missing)
     module_name, _, class_name = implementations(workload)[framework].partition(":")
     return getattr(importlib.import_module(module_name), class_name)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
-from suites.frameworks.implementations import implementations
+from suites.frameworks.implementations import missing_runnable_reason
 from suites.hardware.devices import framework_installed, not_installed_reason
 from suites.measure.launch import Launch
 from suites.runner import availability
@@ -34,11 +34,9 @@ def plan(case: Case) -> Plan:
     """The job of `case` (cached per case: `job_for`), or why it has none here."""
     if not framework_installed(case.framework):
         return Unresolved(case, not_installed_reason(case.framework))
-    runnables = implementations(workload_class(case.workload))
-    if case.framework not in runnables:
-        return Unresolved(case, f"{case.workload} has no {case.framework} implementation (it runs in "
-                                f"{', '.join(sorted(map(str, runnables))) or 'no framework'}); name a runnable for "
-                                f"{case.framework} in its implementations to run it there")
+    missing = missing_runnable_reason(workload_class(case.workload), case.framework)
+    if missing:
+        return Unresolved(case, missing)
     try:
         return job_for(case)
     except NoSuchStrategy as error:

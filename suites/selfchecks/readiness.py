@@ -41,6 +41,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.errors import UserError
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
+from suites.frameworks.implementations import missing_runnable_reason
 from suites.hardware.devices import DeviceInfo, amd_gpus_listed, descriptor, discover, tpu_runtime_evidence
 from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
@@ -120,7 +121,7 @@ def _device_paths(framework: Framework, device: DeviceInfo) -> list[ReadinessPat
                    f"{strategy} needs {n} or more {kind}s, one per device; {count} visible")
         for workload in ("matmul", "conv2d", "train_step", "allreduce"):
             workload_type = workload_class(workload)
-            if not plugin.applies_to(workload_type):
+            if not plugin.applies_to(workload_type) or missing_runnable_reason(workload_type, framework):
                 continue
             params = plugin.sized_for(KERNEL_PARAMS.get(workload) or (
                 TRAINING_PARAMS if workload_type.kind == "training" else ALLREDUCE_PARAMS), n)
