@@ -57,3 +57,11 @@ def test_a_users_workload_without_a_runnable_is_told_to_name_it_in_its_implement
 def test_a_case_with_a_runnable_plans_into_its_job():
     planned = plan(Case.make("matmul", "torch", "cpu", params=MATMUL))
     assert isinstance(planned, Job) and unavailable_reason(planned) is None
+
+
+def test_a_precision_the_workload_does_not_declare_is_unavailable_with_its_precisions():
+    """`Workload.precisions` is a rule the plan reads: the all-reduce has no tf32 (a matmul mode)."""
+    planned = plan(Case.make("allreduce", "torch", "cpu", "ddp", "tf32", 2, {"bytes": 1024}))
+    assert isinstance(planned, Job)
+    assert unavailable_reason(planned) == "allreduce does not run in tf32: its precisions are bf16, fp16, fp32"
+    assert unavailable_reason(plan(Case.make("allreduce", "torch", "cpu", "ddp", "bf16", 2, {"bytes": 1024}))) is None

@@ -81,8 +81,13 @@ class Job:
         return self.strategy.emulated(self)
 
     def unavailable_reason(self) -> str | None:
-        """Why the workload cannot run as the case asks, hardware aside: its own reasons, then
-        whether the strategy computes batch statistics the way its model asks."""
+        """Why the workload cannot run as the case asks, hardware aside: a precision it does not
+        declare (`Workload.precisions`), its own reasons, then whether the strategy computes batch
+        statistics the way its model asks."""
+        declared = type(self.workload).precisions
+        if self.precision not in declared:
+            return (f"{self.case.workload} does not run in {self.precision}: its precisions are "
+                    f"{', '.join(sorted(map(str, declared)))}")
         rules = self.strategy.rules
         no_sync = rules.no_sync_reason(self.n_devices)
         return self.workload.unavailable_reason() or self.workload.batch_statistics_reason(

@@ -67,6 +67,8 @@ class Workload(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # one of WORKLOAD_KINDS
     params: ClassVar[tuple[Param, ...]]
+    #: The precisions a case of it may ask for: a case in another is unavailable, with the reason
+    #: (`suites.strategies.jobs.Job.unavailable_reason`).
     precisions: ClassVar[frozenset[Precision]] = frozenset(Precision)
     #: framework -> "module:Class" of its Runnable, imported lazily: a user's workload names
     #: its own; the built-in ones' are the framework layer's (`suites.frameworks.implementations`).
