@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 from suites.cases.vocabulary import Framework
 from suites.strategies import registry, requirement_table, rule_table
+from suites.strategies.requirement_table import cell
 from suites.strategies.base import StrategyPlugin
 
 #: Modules whose plugin base classes are tabled, in this order.
@@ -160,11 +161,6 @@ def implementers(name: str, registered: list[Plugin]) -> str:
                    if cls is not object and not getattr(cls, "_is_protocol", False))
     return ", ".join(entry.label for entry in registered
                      if has(entry.plugin) or has(getattr(entry.plugin, "hooks", None))) or "—"
-
-
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def class_table(cls: type, who: Callable[[str], str], heading: str) -> list[str]:

@@ -22,6 +22,11 @@ INTRO = ("Each plugin's `requirements`, in the order `StrategyPlugin.unavailable
          "inherits; a plugin adds its own as `Requirement` objects (suites/strategies/requirements.py).")
 
 
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell: on one line, its pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def registered() -> list[StrategyPlugin]:
     """Every registered plugin, by strategy, then framework."""
     return [plugin for strategy in Strategy for framework in Framework
@@ -42,7 +47,7 @@ def listing(plugin: StrategyPlugin) -> str:
         source = declared_by(plugin, requirement)
         inherited = f" (from `{source.__name__}`)" if source is not type(plugin) else ""
         items.append(f"`{requirement.name}`{inherited}: {requirement.summary}")
-    return "<br>".join(" ".join(item.split()).replace("|", "\\|") for item in items) or "—"
+    return "<br>".join(map(cell, items)) or "—"
 
 
 def render(plugins: Iterable[StrategyPlugin] | None = None) -> list[str]:

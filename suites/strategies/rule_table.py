@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Iterable, Mapping
 
 from suites.strategies.base import StrategyPlugin
-from suites.strategies.requirement_table import registered
+from suites.strategies.requirement_table import cell, registered
 from suites.strategies.rules import Rules, rule_docs
 
 HEADING = "## Rules"
@@ -54,11 +54,6 @@ def others(rules: Rules) -> str:
     return "<br>".join(f"`{each.name}`: {shown(getattr(rules, each.name))}" for each in fields(rules)
                        if each.name not in COLUMNS and each.name not in ("synchronized_statistics", "compilers")
                        and getattr(rules, each.name) != getattr(defaults, each.name)) or "—"
-
-
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def legend(plugins: list[StrategyPlugin]) -> list[str]:
