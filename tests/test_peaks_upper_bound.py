@@ -78,6 +78,12 @@ AVX512 = "fpu sse avx avx2 fma avx512f avx512bw"
     (cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Silver 4214 CPU @ 2.20GHz", AVX512), "skylake_avx512_one_fma"),
     (cpuinfo("GenuineIntel", 6, 140, "11th Gen Intel(R) Core(TM) i7-1185G7", AVX512), "intel_avx512_one_fma"),
     (cpuinfo("GenuineIntel", 6, 158, "Intel(R) Core(TM) i7-9700K", "avx avx2 fma"), "intel_avx2"),
+    # the development VMs' Xeon reports model 0xA7 (Rocket Lake, one FMA unit) with AMX tiles: the
+    # instruction sets decide, never the model number alone
+    (cpuinfo("GenuineIntel", 6, 0xA7, "Intel Xeon Processor", AVX512 + " avx512_fp16 amx_tile amx_bf16"),
+     "sapphirerapids"),
+    (cpuinfo("GenuineIntel", 6, 0xA7, "Intel Xeon Processor", AVX512 + " amx_tile amx_bf16 amx_fp16"),
+     "graniterapids"),
 ])
 def test_the_microarchitecture_decides_flop_per_cycle(text, uarch):
     assert cpu_microarchitecture(text) == (uarch, "")
@@ -114,7 +120,9 @@ THIS_VM = cpuinfo("AuthenticAMD", 26, 2, "AMD EPYC", AVX512 + " avx512_bf16")
     ("cascadelake", cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", AVX512),
      "skylake_avx512_two_fma"),
     ("sapphirerapids", cpuinfo("GenuineIntel", 6, 173, "Intel(R) Xeon(R) 6972P", AVX512 + " amx_fp16"),
-     "graniterapids"),
+     "graniterapids"),    # a VM whose archspec answer is generic or a client part, with AMX in its flags
+    ("x86_64_v4", cpuinfo("GenuineIntel", 6, 0xA7, "Intel Xeon Processor", AVX512 + " amx_bf16"), "sapphirerapids"),
+    ("icelake", cpuinfo("GenuineIntel", 6, 0xA7, "Intel Xeon Processor", AVX512 + " amx_bf16"), "sapphirerapids"),
 ])
 def test_archspec_names_the_microarchitecture_and_cpuinfo_refines_it(archspec_name, text, uarch):
     assert cpu_microarchitecture(text, archspec_name=archspec_name) == (uarch, "")

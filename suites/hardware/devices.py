@@ -312,6 +312,13 @@ def _microarchitecture_from_cpuinfo(cpuinfo: str) -> tuple[str | None, str]:
         return None, f"{where}: not a microarchitecture parbench knows the FMA units of"
     if vendor == "GenuineIntel" and family == 6:
         if "avx512f" in flags:
+            # The instruction sets the kernels use decide before the model number: a VM may report
+            # a model its silicon is not (the development VMs' AMX Xeon reports 0xA7, Rocket Lake).
+            # AMX tiles exist only on server cores with two 512-bit FMA units.
+            if "amx_fp16" in flags:
+                return "graniterapids", ""
+            if "amx_bf16" in flags:
+                return "sapphirerapids", ""
             if model in INTEL_TWO_FMA_MODELS:
                 return INTEL_TWO_FMA_MODELS[model], ""
             if model in INTEL_ONE_FMA_MODELS:
