@@ -25,9 +25,9 @@ from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.display import record_table, terminal
 from suites.runner.cap import RunCap, cap_seconds
 from suites.runner.eta import Eta, busy_machine_note, duration_text
-from suites.runner import nodes
+from suites.runner.node_run import NodeRun, run_on_nodes
+from suites.runner.nodes import NodeSpan
 from suites.runner.runner import Plan, RunContext, Runner, plan
-from suites.strategies.jobs import Job
 
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
 #: read; tests put a controlled one in its place.
@@ -94,23 +94,12 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--rehearse runs on this machine alone: leave out --nnodes")
         return rehearse(suite.name, cases, timing, terminal())
     plans = [plan(case) for case in cases]
-    span = _join_nodes(args, cases, timing)
-    if span is not None and not span.group.is_first:
-        return nodes.follow(span, wait_s=_longest_run_s(plans, timing) + args.rdzv_timeout)
     chosen = Chosen(suite, cases, plans, timing, cap, started_at, run_started)
-    try:
-        code = _run_here(args, chosen, span)
-    except BaseException as error:
-        if span is not None:
-            nodes.finish(span, error=str(error).splitlines()[0] if str(error) else type(error).__name__)
-        raise
-    if span is not None:
-        nodes.finish(span)
-    return code
+    return run_on_nodes(_node_run(args), cases, plans, timing, lambda span: _run_here(args, chosen, span))
 
 
-def _join_nodes(args: argparse.Namespace, cases: list[Case], timing: TimingConfig) -> nodes.NodeSpan | None:
-    """This machine's place in a `--nnodes` run, once every node agrees on the cases; None without."""
+def _node_run(args: argparse.Namespace) -> NodeRun | None:
+    """Where this machine's `--nnodes` group meets; None without those options."""
     given = [name for name in ("nnodes", "node_rank", "rdzv_endpoint") if getattr(args, name) is not None]
     if not given:
         return None
@@ -119,16 +108,7 @@ def _join_nodes(args: argparse.Namespace, cases: list[Case], timing: TimingConfi
                         f"(given: {', '.join('--' + name.replace('_', '-') for name in given)})")
     if not 0 < args.rdzv_timeout < math.inf:
         raise UserError(f"--rdzv-timeout must be a finite positive number of seconds, got {args.rdzv_timeout}")
-    span = nodes.start(args.rdzv_endpoint, args.nnodes, args.node_rank, args.rdzv_timeout)
-    nodes.agree_on_cases(span, cases, timing)
-    return span
-
-
-def _longest_run_s(plans: list[Plan], timing: TimingConfig) -> float:
-    """The longest node 0 can take over the suite: every case at its deadline, each retry too."""
-    runner = Runner(timing, nodes=None)
-    deadlines = sum(runner.deadline_s(planned if isinstance(planned, Job) else None) for planned in plans)
-    return deadlines * (1 + max(0, int(timing.contention_retries)))
+    return NodeRun(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
 @dataclass
@@ -144,7 +124,7 @@ class Chosen:
     run_started: float
 
 
-def _run_here(args: argparse.Namespace, chosen: Chosen, span: nodes.NodeSpan | None) -> int:
+def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -> int:
     """Run the chosen cases here (node 0 of a `--nnodes` run: with the other nodes), store every
     record, print the table and the run's summary."""
     suite, cases, plans, timing, cap = chosen.suite, chosen.cases, chosen.plans, chosen.timing, chosen.cap
