@@ -320,31 +320,32 @@ def test_the_rank_that_failed_first_is_blamed_not_its_peers(tmp_path):
     # Both wrote failed outcomes; rank 0's came from rank 1 going away, after rank 1's error.
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 20.0))
     _outcome_file(tmp_path, 1, _failed("check: ValueError: boom", 10.0))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
+    combined = launchers._outcome_of_processes(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
     assert (combined.reason, combined.details["rank"]) == ("rank 1: check: ValueError: boom", 1)
 
     # Rank 1 crashed without an outcome before rank 0's consequent error: the crash is named.
     (tmp_path / "rank1.json").unlink()
     ranks[1].returncode = -11
     _outcome_file(tmp_path, 0, _failed("check: RuntimeError: Connection closed by peer", 9.5))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
+    combined = launchers._outcome_of_processes(job_for(case), FAST, tmp_path, ranks, False, {0: 9.0, 1: 9.0})
     assert combined.reason == "rank 1 exited with code -11 before reporting"
 
     # A rank stopped by the launcher is never blamed over the one that ended it.
     ranks[0].returncode = -15
     (tmp_path / "rank0.json").unlink()
     _outcome_file(tmp_path, 1, _failed("setup: MemoryError: out of memory", 10.0))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
+    combined = launchers._outcome_of_processes(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
     assert combined.reason == "rank 1: setup: MemoryError: out of memory"
 
     # Rank 1 reported success, then crashed on its way out; the launcher stopped rank 0.
     _outcome_file(tmp_path, 1, Outcome(Status.OK))
     ranks[1].returncode = -6
-    combined = launchers._combine(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
+    combined = launchers._outcome_of_processes(job_for(case), FAST, tmp_path, ranks, False, {1: 9.0})
     assert combined.reason == "rank 0 was stopped before reporting, after rank 1 exited with code -6"
 
     # Every rank succeeded: rank 0's outcome, which carries every rank's figures.
     _outcome_file(tmp_path, 0, Outcome(Status.OK, details={"who": 0}))
     _outcome_file(tmp_path, 1, Outcome(Status.OK, details={"who": 1}))
-    combined = launchers._combine(job_for(case), FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2, False, {})
+    combined = launchers._outcome_of_processes(job_for(case), FAST, tmp_path, [SimpleNamespace(returncode=0)] * 2,
+                                               False, {})
     assert combined.status is Status.OK and combined.details == {"who": 0}

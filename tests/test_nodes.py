@@ -177,16 +177,17 @@ def test_the_failure_first_in_time_is_the_cause_whichever_node_had_it():
     span = span_of_two()
     crashed = failed("rank 1 exited with code -9 before reporting", 100.0)
     broken = failed("rank 0: check: RuntimeError: Connection closed by peer", 100.2)
-    outcome = span._combine(job(), broken, [json.dumps(crashed.to_dict())])
+    outcome = span._outcome_of_nodes(job(), broken, [json.dumps(crashed.to_dict())])
     assert outcome.status is Status.FAILED
     assert outcome.reason == "node 1: rank 1 exited with code -9 before reporting"
-    outcome = span._combine(job(), failed("rank 0: check: ValueError: boom", 99.0), [json.dumps(broken.to_dict())])
+    outcome = span._outcome_of_nodes(job(), failed("rank 0: check: ValueError: boom", 99.0),
+                                     [json.dumps(broken.to_dict())])
     assert outcome.reason == "node 0: rank 0: check: ValueError: boom"
 
 
 def test_a_node_that_never_reports_is_named_and_its_later_steps_fail_at_once():
     span = span_of_two()
-    outcome = span._combine(job(), failed("rank 0 did not finish within 90 s (killed)", None), [None])
+    outcome = span._outcome_of_nodes(job(), failed("rank 0 did not finish within 90 s (killed)", None), [None])
     assert outcome.reason.startswith("node 1 (10.0.0.2) did not report train_step/torch/cpu:2/ddp")
     later = span.run_step(job(), None, [{}, {}])  # type: ignore[arg-type]  # no step is shared: nothing runs
     assert later.status is Status.FAILED and later.reason.startswith("node 1 (10.0.0.2) left the run: ")
@@ -196,7 +197,7 @@ def test_every_node_ok_keeps_node_0s_outcome_with_both_nodes():
     span = span_of_two()
     local = Outcome(Status.OK, details={"node": {"node": "node0", "hostname": "a"}})
     other = Outcome(Status.OK, details={"node": {"node": "node1", "hostname": "b"}})
-    outcome = span._combine(job(), local, [json.dumps(other.to_dict())])
+    outcome = span._outcome_of_nodes(job(), local, [json.dumps(other.to_dict())])
     assert outcome is local and outcome.details["launcher"] == "nodes"
     assert [node["node"] for node in outcome.details["nodes"]] == ["node0", "node1"]
     assert "nodes_share_a_host" not in outcome.details  # two hosts: a real cluster's nodes

@@ -114,7 +114,7 @@ def test_the_rank_that_ended_first_is_blamed(tmp_path, srun_log, blamed):
 
     (tmp_path / "rank0.json").write_text(json.dumps(Outcome(Status.FAILED, "check: loss differs").to_dict()))
     (tmp_path / "srun.log").write_text(srun_log)
-    outcome = slurm._combine(tmp_path, 2, timed_out=False, returncode=1, took_s=3.0, deadline_s=60.0)
+    outcome = slurm._outcome_of_step(tmp_path, 2, timed_out=False, returncode=1, took_s=3.0, deadline_s=60.0)
     assert outcome.status is Status.FAILED and outcome.reason.startswith(blamed)
 
 

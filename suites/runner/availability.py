@@ -9,11 +9,11 @@ from suites.hardware.devices import DeviceInfo, descriptor, discover
 from suites.strategies.jobs import Job
 
 
-def unavailable_reason(job: Job) -> str | None:
-    """Why the resolved case cannot run here, or None: its workload's own reasons, its device,
-    its precision on that device, its strategy's rules. The caller resolved the case into its
-    job (`suites.runner.plan.unavailable_reason`: its framework installed and its
-    strategy found first)."""
+def machine_reason(job: Job) -> str | None:
+    """Why this machine cannot run the resolved case, or None: its workload's own reasons, its
+    device, its precision on that device, its strategy's rules. The runner's one question,
+    `suites.runner.plan.unavailable_reason`, asks this once the case has a job here (its framework
+    installed and its strategy found), and the run's nodes after it."""
     reason = job.unavailable_reason()
     if reason:
         return reason

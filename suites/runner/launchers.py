@@ -29,6 +29,7 @@ from suites.cases.vocabulary import DeviceKind, Status
 from suites.records.contention import CASE_ROOT_ENV
 from suites.runner.bounds import Bound
 from suites.runner.execute import FAILED_AT, Outcome, execute_in_process
+from suites.runner.rank_outcomes import Members, merge, outcome_file, read_outcomes
 from suites.measure.launch import Launch
 from suites.runner import termination
 from suites.measure.scratch import TMPDIR_ENV
@@ -137,7 +138,7 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                 for index, extra_env in enumerate(envs):
                     log = open(tmpdir / f"rank{index}.log", "wb")
                     processes.append((subprocess.Popen(
-                        worker_command(job, timing, tmpdir / f"rank{index}.json"),
+                        worker_command(job, timing, outcome_file(tmpdir, index)),
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()), **extra_env},
                         start_new_session=True), log))
@@ -152,7 +153,8 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                 log.close()
         if timed_out and bound is not None:
             return _too_slow(job, timing, bound, _tail(tmpdir / "rank0.log"))
-        return _combine(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at, first_rank)
+        return _outcome_of_processes(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at,
+                                     first_rank)
 
 
 def _too_slow(job: Job, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:
@@ -259,43 +261,36 @@ def _first_failure(outcomes: list[Outcome | None], exits: dict[int, float],
     return min(when, key=lambda index: (when[index], index)) if when else None
 
 
-def _combine(job: Job, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
-             timed_out: bool, exits: dict[int, float] | None = None,
-             stopped_at: float = math.inf, first_rank: int = 0) -> Outcome:
-    """One outcome of the processes: rank 0's, else the first failure's with its reason. The
-    processes are ranks `first_rank`, `first_rank` + 1, ... (a node of several holds some of them)."""
+def _outcome_of_processes(job: Job, timing: TimingConfig, tmpdir: Path, processes: list[subprocess.Popen],
+                          timed_out: bool, exits: dict[int, float] | None = None,
+                          stopped_at: float = math.inf, first_rank: int = 0) -> Outcome:
+    """One outcome of the processes (`rank_outcomes.merge`): rank 0's, else the first failure's with
+    its reason. The processes are ranks `first_rank`, `first_rank` + 1, ... (a node of several holds
+    some of them)."""
     exits = exits or {}
-    outcomes: list[Outcome | None] = []
-    for index, _ in enumerate(processes):
-        result = tmpdir / f"rank{index}.json"
-        outcomes.append(Outcome.from_dict(json.loads(result.read_text())) if result.exists() else None)
-    index = _first_failure(outcomes, exits, stopped_at)
-    if index is None:
-        primary = outcomes[0]  # rank 0's, which carries every rank's busy time (gathered in-band)
-        assert primary is not None
-        return primary
-    process, outcome = processes[index], outcomes[index]
-    if outcome is not None:
-        why = f"rank {index + first_rank}: {outcome.reason}"
-    elif timed_out:
-        why = f"rank {index + first_rank} did not finish within {case_timeout(timing, job):.0f} s (killed)"
-        stuck = [f"rank {rank + first_rank} in {where}" for rank in range(len(processes))
-                 if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
-        if stuck:
-            why += f"; hung: {'; '.join(stuck)}"
-    elif index in exits or not exits:
-        why = f"rank {index + first_rank} exited with code {process.returncode} before reporting"
-    else:  # stopped here because a peer ended with an error, though that peer reported success
+    outcomes = read_outcomes(tmpdir, len(processes))
+
+    def unreported(index: int) -> str:
+        if timed_out:
+            why = f"rank {index + first_rank} did not finish within {case_timeout(timing, job):.0f} s (killed)"
+            stuck = [f"rank {rank + first_rank} in {where}" for rank in range(len(processes))
+                     if (where := stuck_at(_log_text(tmpdir / f"rank{rank}.log")))]
+            return why + (f"; hung: {'; '.join(stuck)}" if stuck else "")
+        if index in exits or not exits:
+            return f"rank {index + first_rank} exited with code {processes[index].returncode} before reporting"
+        # stopped here because a peer ended with an error, though that peer reported success
         peer = min(exits, key=lambda other: (exits[other], other))
-        why = (f"rank {index + first_rank} was stopped before reporting, after rank {peer + first_rank} "
-               f"exited with code {processes[peer].returncode}")
-    # When it failed, where known: a crash by the bound `_wait_all` gives (what another node's
-    # launcher orders this failure by, `suites.runner.nodes`).
-    ended = {FAILED_AT: exits[index]} if outcome is None and index in exits else {}
-    # A failed numerics check is every rank's (the worst rank's, shared): the record keeps it.
-    return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
-        "rank": index + first_rank, "output_tail": _tail(tmpdir / f"rank{index}.log"),
-        **ended, **(outcome.details if outcome else {})})
+        return (f"rank {index + first_rank} was stopped before reporting, after rank {peer + first_rank} "
+                f"exited with code {processes[peer].returncode}")
+
+    def blamed_details(index: int) -> dict[str, object]:
+        # When it failed, where known: a crash by the bound `_wait_all` gives (what another node's
+        # launcher orders this failure by, `suites.runner.nodes`).
+        ended = {FAILED_AT: exits[index]} if outcomes[index] is None and index in exits else {}
+        return {"output_tail": _tail(tmpdir / f"rank{index}.log"), **ended}
+
+    return merge(outcomes, _first_failure(outcomes, exits, stopped_at), unreported,
+                 Members(first=first_rank), blamed_details)
 
 
 def isolated_env(job: Job) -> dict[str, str]:

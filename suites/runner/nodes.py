@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import fcntl
 import json
+import math
 import os
 import socket
 import struct
@@ -35,6 +36,7 @@ from suites.runner import launchers, node_group
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import FAILED_AT, Outcome
 from suites.runner.node_group import NodeGroup
+from suites.runner.rank_outcomes import NODES, failures, merge
 from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
 from suites.strategies.jobs import Job, job_for
 
@@ -87,7 +89,7 @@ class NodeSpan:
         local = launchers.run_processes(job, timing, [self.bound_here(env) for env in envs[:per_node]])
         reports = node_group.gather(self.group, "outcome", json.dumps(local.to_dict()),
                                     timeout_s=case_timeout(timing, job) + REPORT_GRACE_S) or []
-        return self._combine(job, local, reports[1:needed])
+        return self._outcome_of_nodes(job, local, reports[1:needed])
 
     def bound_here(self, env: dict[str, str]) -> dict[str, str]:
         """A rank's environment with gloo's and NCCL's sockets on this node's interface, where the
@@ -96,28 +98,29 @@ class NodeSpan:
             return env
         return {**{name: self.interface for name in SOCKET_INTERFACE_ENVS if name not in os.environ}, **env}
 
-    def _combine(self, job: Job, local: Outcome, reports: list[str | None]) -> Outcome:
+    def _outcome_of_nodes(self, job: Job, local: Outcome, reports: list[str | None]) -> Outcome:
+        """One outcome of the nodes' (`rank_outcomes.merge`), every node's provenance in `details.nodes`: a
+        node that did not report is blamed first, and left the run (`lost`); else the first failure in time
+        (its peers' broken connections follow from it)."""
         outcomes: list[Outcome | None] = [local, *(Outcome.from_dict(json.loads(text)) if text else None
                                                    for text in reports)]
         nodes = [outcome.details.get("node") for outcome in outcomes if outcome is not None]
-        details = nodes_details(nodes, self.launcher)
-        missing = [rank for rank, outcome in enumerate(outcomes) if outcome is None]
-        if missing:
-            rank = missing[0]
-            why = f"did not report {job.case.id} within its deadline"
-            self.lost[rank] = why
-            return Outcome(Status.FAILED, (f"node {rank} ({self.addresses[rank]}) {why}: its parbench stopped or "
-                                           f"lost the network; node 0: {local.reason or str(local.status)}"),
-                           details={**details, "node_rank": rank})
-        failed = [(rank, outcome) for rank, outcome in enumerate(outcomes)
-                  if outcome is not None and outcome.status is Status.FAILED]
-        if not failed:
-            local.details.update(details)
-            return local
-        # the first failure in time is the cause; its peers' broken connections follow from it
-        rank, first = min(failed, key=lambda pair: (pair[1].details.get(FAILED_AT) or float("inf"), pair[0]))
-        return Outcome(Status.FAILED, f"node {rank}: {first.reason}", measurement=None, check=first.check,
-                       details={**first.details, **details, "node_rank": rank})
+        blamed = min(failures(outcomes), default=None, key=lambda rank: _blame_order(outcomes[rank]))
+        silent = f"did not report {job.case.id} within its deadline"
+        if blamed is not None and outcomes[blamed] is None:
+            self.lost[blamed] = silent
+
+        def unreported(rank: int) -> str:
+            return (f"node {rank} ({self.addresses[rank]}) {silent}: its parbench stopped or lost the network; "
+                    f"node 0: {local.reason or str(local.status)}")
+
+        return merge(outcomes, blamed, unreported, NODES, shared=nodes_details(nodes, self.launcher))
+
+
+def _blame_order(outcome: Outcome | None) -> tuple[bool, float]:
+    """Which of the nodes' failures a step's outcome names: a node that did not report first, then
+    the first failure in time (the lower node of two at once: `min` keeps the first)."""
+    return (outcome is not None, (outcome.details.get(FAILED_AT) or math.inf) if outcome else 0.0)
 
 
 def _interface_of(address: str) -> str | None:

@@ -45,11 +45,11 @@ def plan(case: Case) -> Plan:
 
 def unavailable_reason(planned: Plan, nodes: Nodes | None = None) -> str | None:
     """Why the planned case cannot run here, or None: it has no job here, this machine cannot run
-    it (`suites.runner.availability.unavailable_reason`), or its ranks span more of the run's
+    it (`suites.runner.availability.machine_reason`), or its ranks span more of the run's
     `nodes` than there are, or do not divide over them (`suites.runner.spanning.too_few_nodes`)."""
     if isinstance(planned, Unresolved):
         return planned.reason
-    reason = availability.unavailable_reason(planned)
+    reason = availability.machine_reason(planned)
     if reason or nodes is None or launch_mode(planned) is not Launch.RANKS:
         return reason
     return too_few_nodes(planned, nodes, planned.strategy.processes(planned))

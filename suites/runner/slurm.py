@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Mapping
 
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
 from suites.measure.scratch import TMPDIR_ENV
 from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, resolver_order_holds
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import Outcome
 from suites.runner.launchers import worker_command
+from suites.runner.rank_outcomes import RANKS, failures, merge, outcome_file, read_outcomes
 from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
 from suites.strategies.jobs import Job
 
@@ -157,7 +157,7 @@ def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: 
     try:
         lines = []
         for rank, env in enumerate(envs):
-            command = worker_command(job, timing, folder / f"rank{rank}.json")
+            command = worker_command(job, timing, outcome_file(folder, rank))
             script = folder / f"rank{rank}.sh"
             # the rank's temp folder inside the step's, removed with it even where srun killed the rank
             env = {**with_tf_resolver(env, where), TMPDIR_ENV: str(folder)}
@@ -178,7 +178,7 @@ def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: 
                 timed_out = True
             finally:
                 _stop(step)
-        return _combine(folder, processes, timed_out, step.returncode, time.monotonic() - started, deadline_s)
+        return _outcome_of_step(folder, processes, timed_out, step.returncode, time.monotonic() - started, deadline_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -187,37 +187,29 @@ def _tail(path: Path, lines: int = 30) -> list[str]:
     return path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
 
 
-def _combine(folder: Path, processes: int, timed_out: bool, returncode: int | None, took_s: float,
-             deadline_s: float) -> Outcome:
-    outcomes: list[Outcome | None] = []
-    for rank in range(processes):
-        path = folder / f"rank{rank}.json"
-        outcomes.append(Outcome.from_dict(json.loads(path.read_text())) if path.exists() else None)
+def _outcome_of_step(folder: Path, processes: int, timed_out: bool, returncode: int | None, took_s: float,
+                     deadline_s: float) -> Outcome:
+    """One outcome of the step's ranks (`rank_outcomes.merge`), every rank's node in `details.nodes`."""
+    outcomes = read_outcomes(folder, processes)
     nodes = [outcome.details.get("node") for outcome in outcomes if outcome is not None]
-    failed = [rank for rank, outcome in enumerate(outcomes) if outcome is None or outcome.status is Status.FAILED]
-    if not failed:
-        primary = outcomes[0]
-        assert primary is not None
-        primary.details.update(nodes_details(nodes, "slurm"))
-        return primary
     ended = _ended_tasks(folder / "srun.log")
     # the task srun saw end first: its peers failed after it (a peer's "connection reset" is a consequence, and
     # --kill-on-bad-exit stops the rest); then a reported failure; then the lowest rank
     order = list(ended)
-    rank = min(failed, key=lambda r: (r not in ended, order.index(r) if r in ended else 0, outcomes[r] is None, r))
-    outcome = outcomes[rank]
-    if outcome is not None:
-        why = f"rank {rank}: {outcome.reason}"
-    elif rank in ended:
-        why = (f"rank {rank} on {ended[rank][0]} ended without reporting: {ended[rank][1]} (srun stopped the "
-               f"step's other ranks)")
-    elif timed_out:
-        why = f"rank {rank} did not finish within {deadline_s:.0f} s (the srun step was stopped)"
-    else:
-        why = f"rank {rank} ended without reporting (srun exited with code {returncode} after {took_s:.0f} s)"
-    return Outcome(Status.FAILED, why, check=outcome.check if outcome else None, details={
-        "rank": rank, "output_tail": _tail(folder / f"rank{rank}.log") or _tail(folder / "srun.log"),
-        **(outcome.details if outcome else {}), **nodes_details(nodes, "slurm")})
+    blamed = min(failures(outcomes), default=None, key=lambda r: (
+        r not in ended, order.index(r) if r in ended else 0, outcomes[r] is None, r))
+
+    def unreported(rank: int) -> str:
+        if rank in ended:
+            return (f"rank {rank} on {ended[rank][0]} ended without reporting: {ended[rank][1]} (srun stopped the "
+                    f"step's other ranks)")
+        if timed_out:
+            return f"rank {rank} did not finish within {deadline_s:.0f} s (the srun step was stopped)"
+        return f"rank {rank} ended without reporting (srun exited with code {returncode} after {took_s:.0f} s)"
+
+    return merge(outcomes, blamed, unreported, RANKS,
+                 lambda rank: {"output_tail": _tail(folder / f"rank{rank}.log") or _tail(folder / "srun.log")},
+                 nodes_details(nodes, "slurm"))
 
 
 #: srun's line for a task that ended badly: "srun: error: node2: task 1: Killed".
