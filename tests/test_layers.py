@@ -46,7 +46,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "report": ("suites.report",),
     # The package itself: its public names are imported lazily from the layers below.
     "front ends": ("suites", "suites.frontends", "suites.__main__", "suites.grids", "suites.selfchecks",
-                   "suites.studies", "suites.examples"),
+                   "suites.studies", "suites.examples", "suites.predict"),
 }
 
 #: layer -> the layers below it that it may import (its own is always allowed): a DAG.
@@ -197,9 +197,9 @@ def test_relative_imports_are_not_used():
 
 # --- the checker itself -------------------------------------------------------------------------
 def test_the_checker_sees_an_upward_import_in_a_function():
-    tree = ast.parse("def f():\n    from suites.report.loading import load_results\n")
-    assert imports_of(tree) == [(2, "suites.report.loading", "static")]
-    assert upward("suites.records.store", tree) == ["line 2: suites.report.loading (static, report)"]
+    tree = ast.parse("def f():\n    from suites.report.load.files import load_results\n")
+    assert imports_of(tree) == [(2, "suites.report.load.files", "static")]
+    assert upward("suites.records.store", tree) == ["line 2: suites.report.load.files (static, report)"]
 
 
 def test_the_checker_sees_an_upward_dynamic_import():

@@ -10,6 +10,7 @@ from suites.strategies.requirements import Requirement, first_reason, repeated_n
 from suites.strategies.rules import Rules
 
 if TYPE_CHECKING:
+    from suites.strategies.exchange_model import ExchangeModel
     from suites.strategies.jobs import Job
     from suites.hardware.devices import DeviceInfo
     from suites.workloads.base import Param, Workload
@@ -45,6 +46,9 @@ class StrategyPlugin:
     compiler_options: ClassVar[Mapping[Compile, type]] = {}
     #: The grid parameters of `compiler_options` (derived).
     compile_params: ClassVar[Mapping[Compile, tuple["Param", ...]]] = {}
+    #: What a training step exchanges between devices (`suites.strategies.exchange_model`), which
+    #: `parbench predict` prices on a target's links; None: no exchange model, and a projection says so.
+    exchange: ClassVar["ExchangeModel | None"] = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

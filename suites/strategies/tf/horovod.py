@@ -10,10 +10,14 @@ from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.base import horovod_builds
 from suites.strategies.tf.base import TfStrategy
+from suites.strategies.exchange_model import Collective, ExchangeModel
 
 
 class Horovod(TfStrategy):
     strategy = Strategy.HOROVOD
+    exchange = ExchangeModel((Collective("all_reduce", "gradients", overlap="backward"),), unhidden_bytes=64 * 2**20,
+                             source="Horovod docs: tensor fusion, HOROVOD_FUSION_THRESHOLD 64 MiB, overlapped "
+                                    "with backward")
     rules = TfStrategy.rules.but(launch=Launch.RANKS)  # one process per device, as horovodrun would start them
     requirements = (horovod_builds,)
 

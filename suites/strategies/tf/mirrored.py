@@ -12,6 +12,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.base import on_shared_gpus
 from suites.strategies.requirements import requirement
+from suites.strategies.exchange_model import ALL_REDUCE_AFTER_BACKWARD
 from suites.strategies.tf.base import (DistributeHooks, DistributeStrategy, backend_requirement, nccl_bf16_requirement,
                                        param, replica_requirements)
 
@@ -60,6 +61,7 @@ class MirroredHooks(DistributeHooks):
 
 class Mirrored(DistributeStrategy):
     strategy = Strategy.MIRRORED
+    exchange = ALL_REDUCE_AFTER_BACKWARD
     #: Shared GPUs: fewer GPUs than replicas, one GPU split into logical GPUs
     #: (`suites.frameworks.tf.distribute`).
     rules = DistributeStrategy.rules.but(kinds=frozenset({"training", "collective"}), launch=Launch.ISOLATED,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from suites.cases.vocabulary import Strategy
 from suites.strategies.stages import MicrobatchOptions, bubble, microbatches_divide_batch, microbatches_of
 from suites.strategies.tf.model_parallel import ModelParallel
+from suites.strategies.exchange_model import Collective, ExchangeModel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 
 class Pipeline(ModelParallel):
     strategy = Strategy.PIPELINE
+    # Each micro-batch's activations cross each stage boundary forward and their gradient backward;
+    # the schedule leaves (stages - 1) / (micro-batches + stages - 1) of the step idle.
+    exchange = ExchangeModel((Collective("send_recv", "stage_activations", "compute", per_step=2),),
+                             bubble=True, source="GPipe (Huang et al. 2019): bubble (p-1)/(m+p-1)")
     options_type = MicrobatchOptions
     requirements = (*ModelParallel.requirements, microbatches_divide_batch)
 

@@ -7,6 +7,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Strategy
 from suites.strategies.base import single_device
 from suites.strategies.requirements import requirement
 from suites.strategies.tf.base import TfHooks, TfStrategy
+from suites.strategies.exchange_model import NOTHING
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -37,6 +38,7 @@ class SingleHooks(TfHooks):
 
 class Single(TfStrategy):
     strategy = Strategy.SINGLE
+    exchange = NOTHING
     rules = TfStrategy.rules.but(one_device=True, statistics_split="whole", devices=frozenset(DeviceKind),
                                  kinds=frozenset({"kernel", "training"}),
                                  compile_modes=frozenset({Compile.NONE, Compile.XLA}))

@@ -12,6 +12,7 @@ from suites.cases.vocabulary import Strategy
 from suites.measure.launch import Launch
 from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import TorchHooks, TorchStrategy, a_gpu_per_device, on_cuda_gpus
+from suites.strategies.exchange_model import Collective, ExchangeModel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -72,6 +73,10 @@ class DataParallelHooks(TorchHooks):
 
 class DataParallel(TorchStrategy):
     strategy = Strategy.DATAPARALLEL
+    # nn.DataParallel: parameters broadcast from device 0 every step, gradients reduced onto it.
+    exchange = ExchangeModel((Collective("broadcast", "parameters"), Collective("reduce", "gradients")),
+                             source="torch nn.DataParallel docs: module replicated each forward, gradients summed "
+                                    "into the original module")
     rules = TorchStrategy.rules.but(
         statistics_split="replicas", launch=Launch.ISOLATED,
         no_sync_statistics=("torch.nn.SyncBatchNorm works under DistributedDataParallel only (one process per "

@@ -12,6 +12,7 @@ from suites.cases.vocabulary import Compile, Strategy
 from suites.strategies.base import split_reason
 from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankHooks, RankProcesses
+from suites.strategies.exchange_model import Collective, ExchangeModel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -49,6 +50,11 @@ class DdpHooks(RankHooks):
 
 class Ddp(RankProcesses):
     strategy = Strategy.DDP
+    # Gradients all-reduced in fp32 buckets of 25 MiB (bucket_cap_mb's default) as the backward pass
+    # fills them; the last bucket has no backward left to hide behind.
+    exchange = ExchangeModel((Collective("all_reduce", "gradients", overlap="backward"),), unhidden_bytes=25 * 2**20,
+                             source="torch DistributedDataParallel docs: bucket_cap_mb=25, all-reduce overlapped "
+                                    "with backward")
     # Synchronized statistics: `torch.nn.SyncBatchNorm` on GPUs; on a CPU, which it refuses, the
     # same all-reduce of each layer's statistics (`suites.frameworks.torch.batchnorm`). Inductor:
     # torch.compile of a DDP module splits its graph at the gradient buckets (DDPOptimizer), so

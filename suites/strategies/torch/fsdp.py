@@ -31,6 +31,7 @@ from suites.strategies.base import STATE_BYTES, split_reason
 from suites.strategies.options import option
 from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankHooks, RankProcesses
+from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.collectives import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -163,6 +164,12 @@ class FsdpHooks(RankHooks):
 
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
+    # FSDP2 with reshard (the default): parameters all-gathered in the compute dtype before each unit's
+    # forward and again before its backward, prefetched; gradients reduce-scattered in fp32.
+    exchange = ExchangeModel((Collective("all_gather", "parameters", "compute", per_step=2, overlap="prefetch"),
+                              Collective("reduce_scatter", "gradients", overlap="backward")),
+                             source="torch FSDP2 fully_shard: reshard_after_forward=True, "
+                                    "MixedPrecisionPolicy(reduce_dtype=float32); ZeRO-3 (Rajbhandari et al. 2020)")
     rules = RankProcesses.rules.but(statistics_split="replicas",
                                     no_sync_statistics="SyncBatchNorm is wired to ddp only here (use strategy ddp)")
     options_type = FsdpOptions

@@ -41,6 +41,7 @@ from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, la
 from suites.measure import faults
 from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import RankHooks, RankProcesses
+from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class PipelineHooks(RankHooks):
 
 class Pipeline(RankProcesses):
     strategy = Strategy.PIPELINE
+    # Each micro-batch's activations cross each stage boundary forward and their gradient backward;
+    # the schedule leaves (stages - 1) / (micro-batches + stages - 1) of the step idle.
+    exchange = ExchangeModel((Collective("send_recv", "stage_activations", "compute", per_step=2),),
+                             bubble=True, source="GPipe (Huang et al. 2019): bubble (p-1)/(m+p-1)")
     # No shared GPUs: stages pass activations with send/recv, which gloo does not do for CUDA
     # tensors (the backend table of torch.distributed) and NCCL refuses between ranks on one GPU.
     rules = RankProcesses.rules.but(

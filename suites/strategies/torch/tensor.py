@@ -26,6 +26,7 @@ from suites.cases.vocabulary import Precision, Strategy
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.requirements import requirement
 from suites.strategies.torch.base import RankHooks, RankProcesses
+from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.training import Mlp, ModelSpec, TransformerBlock
 from suites.models.llama.spec import LlamaBlock
 
@@ -156,6 +157,11 @@ class TensorHooks(RankHooks):
 
 class Tensor(RankProcesses):
     strategy = Strategy.TENSOR
+    # Megatron-style: two all-reduces of a layer's activations in its forward, two in its backward,
+    # on the critical path.
+    exchange = ExchangeModel((Collective("all_reduce", "layer_activations", "compute", per_step=4),),
+                             source="Shoeybi et al. 2019 (Megatron-LM), section 3: 2 all-reduces forward, "
+                                    "2 backward per transformer layer")
     requirements = (no_fp16, *RankProcesses.requirements, plan_fits)
     hooks = TensorHooks()
 

@@ -17,6 +17,7 @@ from suites.strategies.base import deep_enough, too_few_gpus_reason
 from suites.strategies.requirements import requirement
 from suites.strategies.stages import layers_reason, per_device_state, stage_split
 from suites.strategies.tf.base import TfHooks, TfStrategy
+from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class ModelParallelHooks(TfHooks):
 
 class ModelParallel(TfStrategy):
     strategy = Strategy.MODEL_PARALLEL
+    exchange = ExchangeModel((Collective("send_recv", "stage_activations", "compute", per_step=2),),
+                             serial=True, source="layers placed on devices in turn: one device busy at a time")
     # The process holds every device of the case (one stage each), which TF must be told about
     # before it initialises; logical GPUs split from one where there are fewer.
     rules = TfStrategy.rules.but(launch=Launch.ISOLATED, replicas_in_process=True, shares_gpus=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suites.cases.vocabulary import Compile, DeviceKind, Strategy
+from suites.strategies.exchange_model import ALL_REDUCE_AFTER_BACKWARD
 from suites.strategies.tf.base import (TF_BACKENDS, ClusterStrategy, DistributeHooks, backend_requirement,
                                        nccl_bf16_requirement, replica_requirements)
 
@@ -70,6 +71,7 @@ class MultiWorkerHooks(DistributeHooks):
 
 class MultiWorker(ClusterStrategy):
     strategy = Strategy.MULTIWORKER
+    exchange = ALL_REDUCE_AFTER_BACKWARD
     rules = ClusterStrategy.rules.but(compile_modes=frozenset({Compile.NONE, Compile.XLA}),
                                       kinds=frozenset({"training", "collective"}))
     requirements = (*replica_requirements(WHAT), backend_requirement(WHAT, TF_BACKENDS), nccl_bf16_requirement(WHAT))

@@ -18,6 +18,7 @@ from suites.frameworks.tf.cluster import read_tf_config
 from suites.strategies.options import option
 from suites.strategies.requirements import requirement
 from suites.strategies.tf.base import ClusterStrategy, TfHooks, replica_requirements
+from suites.strategies.exchange_model import Collective, ExchangeModel
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -84,6 +85,11 @@ class ParameterServerHooks(TfHooks):
 
 class ParameterServer(ClusterStrategy):
     strategy = Strategy.PARAMETER_SERVER
+    # Each worker pushes its fp32 gradients to the parameter servers and pulls the parameters back,
+    # through the servers' host links.
+    exchange = ExchangeModel((Collective("push_pull", "gradients"),),
+                             source="tf.distribute ParameterServerStrategy: variables on the servers, read and "
+                                    "updated by every worker each step")
     options_type = ParameterServerOptions
     requirements = (full_precision_or_one_worker, *replica_requirements("ParameterServerStrategy"))
     rules = ClusterStrategy.rules.but(

@@ -18,6 +18,7 @@ from suites.cases.vocabulary import Compile, Strategy
 from suites.measure.launch import Launch
 from suites.strategies.options import option
 from suites.strategies.tf.base import TfHooks, TfStrategy, replica_requirements
+from suites.strategies.exchange_model import ALL_REDUCE_AFTER_BACKWARD
 from suites.workloads.kernels import Matmul
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class TowersHooks(TfHooks):
 
 class Towers(TfStrategy):
     strategy = Strategy.TOWERS
+    exchange = ALL_REDUCE_AFTER_BACKWARD
     options_type = TowersOptions
     # Shared GPUs: logical GPUs split from one where there are fewer.
     rules = TfStrategy.rules.but(

@@ -20,6 +20,7 @@ from suites.strategies.stages import layer_sizes, layers_reason, per_device_stat
 from suites.strategies.base import deep_enough
 from suites.strategies.torch.base import TorchHooks, TorchStrategy, a_gpu_per_device, on_cuda_gpus
 from suites.strategies.torch.pipeline import stage_layers
+from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.training import Mlp
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class ModelParallelHooks(TorchHooks):
 
 class ModelParallel(TorchStrategy):
     strategy = Strategy.MODEL_PARALLEL
+    exchange = ExchangeModel((Collective("send_recv", "stage_activations", "compute", per_step=2),),
+                             serial=True, source="layers placed on devices in turn: one device busy at a time")
     rules = TorchStrategy.rules.but(launch=Launch.ISOLATED)
     requirements = (on_gpus, two_gpus, enough_gpus, layers_split)
     hooks = ModelParallelHooks()
