@@ -2,19 +2,26 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from suites.cases.vocabulary import DeviceKind, Framework, Precision
+from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.frontends.cli import main
 from suites.hardware.devices import discover
 from suites.hardware.peaks import PeakTable, calibration_path
+from suites.records.contention import Contention, CpuUsage
 from suites.records.store import ResultsStore
 
 pytest.importorskip("torch")
 
 
-def test_calibrate_then_run_reports_percent_of_measured_peak_and_the_roofline(tmp_path, capsys):
+def test_calibrate_then_run_reports_percent_of_measured_peak_and_the_roofline(tmp_path, capsys, monkeypatch):
+    import suites.frontends.commands.calibrate as calibrate
+    # Real GEMMs and STREAM, judged quiet whatever else runs (the contention rule has tests of its own).
+    monkeypatch.setattr(calibrate, "verdict", lambda before, usage, busy_expected: Contention(None, None, None, 2,
+                                                                                              False, ""))
     results = tmp_path / "results"
     assert main(["calibrate", "--device", "cpu", "--sizes", "128", "--stream-mib", "4", "--results", str(results),
                  "--label", "lab"]) == 0
@@ -67,3 +74,112 @@ def test_a_slow_precision_prints_a_figure_not_zero():
     from suites.frontends.commands.calibrate import tflops_text
     assert tflops_text(0.000312) == "0.000312 TFLOP/s"
     assert tflops_text(0.157) == "0.157 TFLOP/s" and tflops_text(989.4) == "989 TFLOP/s"
+
+
+# --- a stored peak is a maximum: a contended measurement is refused (issue 47 item 3) ------------------
+
+class FakeMeter:
+    """A CPU meter whose every window shows others taking `others` of 2 cores for 1 s."""
+    others = 0.0
+
+    def __init__(self, root=None):
+        pass
+
+    def start(self):
+        pass
+
+    def stop(self):
+        return CpuUsage(1.0, own_s=0.5, busy_s=0.5 + 2 * FakeMeter.others, steal_s=0.0, cores=2)
+
+
+@pytest.fixture
+def fake_machine(monkeypatch):
+    """calibrate over fake GEMMs and a fake STREAM: each GEMM takes the next share in `gemm_others`
+    (others' share of the cores over its timed blocks), STREAM sees `FakeMeter.others`."""
+    import suites.frontends.commands.calibrate as calibrate
+    from suites.measure.stream import StreamResult
+    from suites.records.measurement import Measurement
+    from suites.runner.execute import Outcome
+
+    state = {"gemm_others": [], "gemms": 0, "streams": 0}
+
+    def execute_kernel(job, timing):
+        others = state["gemm_others"][min(state["gemms"], len(state["gemm_others"]) - 1)]
+        state["gemms"] += 1
+        usage = CpuUsage(1.0, own_s=1.0, busy_s=1.0 + 2 * others, steal_s=0.0, cores=2, threads=2)
+        return Outcome(Status.OK, measurement=Measurement((1e-3,) * 9, cpu=usage))
+
+    def stream(array_mib, repeats=10, on_pass=None):
+        state["streams"] += 1
+        for done in range(1, 3):
+            on_pass(2, done, 2)
+        return StreamResult(20.0, array_mib, 2, 2)
+
+    monkeypatch.setattr(calibrate, "execute_kernel", execute_kernel)
+    monkeypatch.setattr(calibrate, "best_stream_bandwidth", stream)
+    monkeypatch.setattr(calibrate, "CpuMeter", FakeMeter)
+    monkeypatch.setattr(calibrate, "Framework", [Framework.TORCH])
+    FakeMeter.others = 0.0
+    return state
+
+
+def calibrate_cpu(results) -> list[str]:
+    return ["calibrate", "--device", "cpu", "--sizes", "64", "--stream-mib", "4", "--results", str(results),
+            "--label", "lab"]
+
+
+def test_a_contended_gemm_is_measured_again_then_refused_and_never_stored(tmp_path, capsys, fake_machine):
+    fake_machine["gemm_others"] = [0.6]  # others took 60% of the cores every time
+    assert main(calibrate_cpu(tmp_path)) == 1
+    out = capsys.readouterr().out
+    assert fake_machine["gemms"] == 3 and "try 3 of 3" in out
+    assert "cpu fp32 peak" in out and "not stored: other work competed with it (others took 60%" in out
+    (entry,) = json.loads(calibration_path(tmp_path).read_text())["lab"].values()
+    assert "fp32" not in entry and entry["bandwidth"]["gbs"] == 20.0  # the quiet STREAM is kept
+
+
+def test_a_quiet_retry_is_the_one_stored(tmp_path, capsys, fake_machine):
+    fake_machine["gemm_others"] = [0.6, 0.02]
+    assert main(calibrate_cpu(tmp_path)) == 0
+    (entry,) = json.loads(calibration_path(tmp_path).read_text())["lab"].values()
+    assert entry["fp32"]["tflops"] == pytest.approx(2 * 64**3 / 1e-3 / 1e12) and fake_machine["gemms"] == 2
+
+
+def test_everything_contended_stores_nothing_and_says_so_in_one_line(tmp_path, capsys, fake_machine):
+    fake_machine["gemm_others"] = [0.6]
+    FakeMeter.others = 0.5
+    assert main(calibrate_cpu(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("parbench: error: nothing stored: every measurement was contended") and err.count("\n") == 1
+    assert fake_machine["streams"] == 3 and not calibration_path(tmp_path).exists()
+
+
+def test_stream_progress_shows_off_a_terminal(tmp_path, capsys, fake_machine):
+    fake_machine["gemm_others"] = [0.0]
+    assert main(calibrate_cpu(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "STREAM add over 3 x 4 MiB" in out and "STREAM: 2 passes with 2 thread(s) done" in out
+
+
+def test_unwritable_results_are_found_before_measuring(tmp_path, capsys, fake_machine, monkeypatch):
+    import suites.records.store as store_module
+    real_access = os.access
+    monkeypatch.setattr(store_module.os, "access",
+                        lambda p, mode, **kw: False if Path(p) == tmp_path else real_access(p, mode, **kw))
+    assert main(calibrate_cpu(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "not writable" in err and err.count("\n") == 1 and fake_machine["gemms"] == 0
+
+
+@pytest.mark.parametrize("given, cache, available, expected, warns", [
+    (None, 32 * 2**20, 64 * 2**30, 128, ""),         # 4 x a 32 MiB L3
+    (None, 2 * 2**20, 64 * 2**30, 16, ""),           # at least MIN_ARRAY_MIB
+    (None, None, 64 * 2**30, 256, ""),               # cache unknown: the old default
+    (None, 32 * 2**20, 400 * 2**20, 100, "allows 3 x 100 MiB"),  # memory allows less than 4 x the cache
+    (8, 32 * 2**20, 64 * 2**30, 8, "--stream-mib 8 is under 4x the 32 MiB last-level cache"),
+    (512, 32 * 2**20, 64 * 2**30, 512, ""),
+])
+def test_the_stream_is_sized_from_the_last_level_cache(given, cache, available, expected, warns):
+    from suites.frontends.commands.calibrate import stream_size
+    mib, note = stream_size(given, cache, available)
+    assert mib == expected and (warns in note if warns else note == "")

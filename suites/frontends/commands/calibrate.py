@@ -1,11 +1,21 @@
 """`parbench calibrate`: measure this machine's best large GEMM, the reference for '% of measured peak',
-and on the CPU its memory bandwidth with a streaming kernel, the roofline's slope."""
+and on the CPU its memory bandwidth with a streaming kernel, the roofline's slope.
+
+A stored peak is a maximum: a measurement other work competed with (`contended`, judged as `run`
+judges a case, `suites.records.contention`) is measured again, at most `contention_retries` more
+times, and one that stays contended is refused, never stored: a contended peak would make every
+later '% of measured peak' on the machine too high (issue 47 item 3, issue 46 item 8)."""
 from __future__ import annotations
 
 import argparse
 import os
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, TypeVar
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from suites import knobs
 from suites.cases.case import Case
@@ -13,22 +23,32 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.errors import UserError
 from suites.hardware.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
-from suites.hardware.peaks import save_bandwidth, save_calibration
+from suites.hardware.peaks import calibration_path, save_bandwidth, save_calibration
+from suites.measure.stream import CACHE_MULTIPLE, REPEATS, PassDone, StreamResult, array_mib_for, \
+    best_stream_bandwidth, thread_counts
+from suites.measure.cpu_meter import CpuMeter
+from suites.records.contention import Contention, CpuReading, CpuUsage, judge, read_cpu
+from suites.records.output_files import check_writable as check_output
 from suites.records.provenance import machine_label
-from suites.records.store import DEFAULT_RESULTS_DIR
-from suites.report.display import terminal
+from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
+from suites.report.render.terminal import terminal
+from suites.runner.execute import Outcome
 from suites.runner.plan import plan, unavailable_reason
 from suites.runner.probe import execute_kernel
 from suites.strategies.jobs import Job
-from suites.measure.stream import ARRAY_MIB, best_stream_bandwidth
 
 SUMMARY = ("measure this machine's peak GEMM rate per device and precision (for '% of measured peak') and the "
-           "CPU's memory bandwidth (for the roofline)")
+           "CPU's memory bandwidth (for the roofline); a measurement other work competed with is refused")
 SIZES = (2048, 4096)
 #: The streaming kernel's three arrays may take at most this share of the memory available when
 #: calibrate starts (MemAvailable): more would swap, or be killed, rather than measure.
 STREAM_MEMORY_SHARE = 0.75
 KNOBS = knobs.CASE_KNOBS
+#: How hard each GEMM is timed, and how many more times a contended measurement is taken.
+TIMING = TimingConfig(budget_s=3.0)
+QUIET_HINT = "run `parbench calibrate` again when nothing else runs (`top` shows what does)"
+
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,67 +60,196 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="precision(s) to calibrate (default fp32)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                         help=f"square GEMM sizes to try (default {' '.join(map(str, SIZES))})")
-    parser.add_argument("--stream-mib", type=int, default=ARRAY_MIB,
-                        help=f"size of each of the streaming kernel's three arrays, MiB (default {ARRAY_MIB}; "
-                             "keep it far above the last-level cache)")
+    parser.add_argument("--stream-mib", type=int,
+                        help=f"size of each of the streaming kernel's three arrays, MiB (default {CACHE_MULTIPLE}x "
+                             "the last-level cache, within the memory available)")
+
+
+@dataclass(frozen=True)
+class Contended:
+    """Something measured that stayed contended: what, and the verdict of its least contended try."""
+    what: str
+    verdict: Contention
+
+    def line(self) -> str:
+        return f"{self.what}: not stored: other work competed with it ({self.verdict.why}); {QUIET_HINT}"
 
 
 def run(args: argparse.Namespace) -> int:
     knobs.check_label(args.label)
     if any(size < 1 for size in args.sizes):
         raise UserError(f"--sizes must be positive matrix sizes such as 2048, got {' '.join(map(str, args.sizes))}")
-    if args.stream_mib < 1:
+    if args.stream_mib is not None and args.stream_mib < 1:
         raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
-    if DeviceKind.CPU in map(DeviceKind, args.device or ["cpu"]):
-        check_stream_mib(args.stream_mib)
+    kinds = list(map(DeviceKind, args.device or ["cpu", "gpu"]))
     console = terminal()
+    stream_mib = None
+    if DeviceKind.CPU in kinds:
+        stream_mib, note = stream_size(args.stream_mib, cpu_last_level_cache_bytes(), available_memory_bytes())
+        if note:
+            console.print(f"[yellow]warning[/]: {note}")
+    check_writable(args.results)
     machine = machine_label(args.label)
-    timing = TimingConfig(budget_s=3.0)
-    stored = 0
-    for kind in map(DeviceKind, args.device or ["cpu", "gpu"]):
+    stored, refused = 0, []
+    for kind in kinds:
         for precision in map(Precision, args.precision or ["fp32"]):
-            best: tuple[float, Case] | None = None
-            for framework in Framework:
-                for size in args.sizes:
-                    case = Case.make("matmul", framework, kind, precision=precision,
-                                     params={"m": size, "n": size, "k": size})
-                    job = plan(case)
-                    reason = unavailable_reason(job)
-                    if reason:
-                        console.print(f"[yellow]skip[/] {case.id}: {reason}")
-                        break
-                    assert isinstance(job, Job)
-                    outcome = execute_kernel(job, timing)
-                    if outcome.status is not Status.OK or outcome.measurement is None:
-                        console.print(f"[red]{case.id}[/]: {outcome.reason}")
-                        continue
-                    tflops = 2.0 * size**3 / outcome.measurement.median / 1e12
-                    console.print(f"{case.id}: {tflops_text(tflops)}")
-                    if best is None or tflops > best[0]:
-                        best = (tflops, case)
-            if best:
+            best = best_gemm(kind, precision, args.sizes, console)
+            if isinstance(best, Contended):
+                refused.append(best)
+                console.print(best.line(), style="yellow", markup=False)
+            elif best is not None:
                 tflops, case = best
                 path = save_calibration(args.results, machine, discover(case.framework, kind), precision,
                                         tflops, case.id)
                 console.print(f"[green]{kind} {precision} peak {tflops_text(tflops)}[/] ({case.id}) -> {path}")
                 stored += 1
-        if kind is DeviceKind.CPU:
-            cache = cpu_last_level_cache_bytes()
-            if cache and args.stream_mib * 2**20 < 4 * cache:
-                console.print(f"[yellow]warning[/]: --stream-mib {args.stream_mib} is under 4x the "
-                              f"{cache / 2**20:g} MiB last-level cache: the bandwidth measured is partly the cache's")
-            try:
-                stream = best_stream_bandwidth(args.stream_mib)
-            except MemoryError:  # what the memory check above could not foresee (others took it since)
-                raise UserError(f"--stream-mib {args.stream_mib}: three arrays of {args.stream_mib} MiB do not "
-                                f"fit in memory now; pass a smaller --stream-mib") from None
-            path = save_bandwidth(args.results, machine, _cpu(), stream.gbs, stream.how)
-            console.print(f"[green]cpu memory bandwidth {stream.gbs:.2f} GB/s[/] ({stream.how}) -> {path}")
-            stored += 1
+        if kind is DeviceKind.CPU and stream_mib is not None:
+            stream = stream_bandwidth(stream_mib, console)
+            if isinstance(stream, Contended):
+                refused.append(stream)
+                console.print(stream.line(), style="yellow", markup=False)
+            else:
+                path = save_bandwidth(args.results, machine, _cpu(), stream.gbs, stream.how)
+                console.print(f"[green]cpu memory bandwidth {stream.gbs:.2f} GB/s[/] ({stream.how}) -> {path}")
+                stored += 1
+    if refused and not stored:
+        raise UserError(f"nothing stored: every measurement was contended ({refused[0].verdict.why}); {QUIET_HINT}")
     if not stored:
         raise UserError("nothing could be calibrated: no requested device/precision is available here; "
                         "see `parbench devices`")
+    if refused:
+        console.print(f"{len(refused)} measurement(s) refused as contended: "
+                      f"{', '.join(one.what for one in refused)}; {QUIET_HINT}", markup=False)
+        return 1
     return 0
+
+
+def check_writable(results: Path) -> None:
+    """Fail before minutes of measuring, not after, where the calibration could not be stored
+    (`results`/calibration.json) or the records of later runs could not (`results`/parbench)."""
+    ResultsStore(results).ensure_writable()
+    check_output(calibration_path(results), "--results", replace_any=True)
+
+
+def uncontended(measure: Callable[[], tuple[T, Contention]], retried: Callable[[Contention, int, int], None],
+                retries: int = TIMING.contention_retries) -> tuple[T, Contention]:
+    """`measure()` again while contended, at most `retries` more times (`retried` is told the
+    verdict, the next try and how many there may be): the first uncontended result, else the
+    least contended one (whose verdict says so)."""
+    tries = []
+    for attempt in range(1, retries + 2):
+        tries.append(measure())
+        if not tries[-1][1].contended:
+            return tries[-1]
+        if attempt <= retries:
+            retried(tries[-1][1], attempt + 1, retries + 1)
+    return min(tries, key=lambda tried: tried[1].others_core_share or 0.0)
+
+
+def retry_line(console: Console, what: str) -> Callable[[Contention, int, int], None]:
+    """What `uncontended` prints as it measures `what` again."""
+    def say(contention: Contention, attempt: int, attempts: int) -> None:
+        console.print(f"  {what}: contended ({contention.why}): measuring again, try {attempt} of {attempts}",
+                      markup=False)
+    return say
+
+
+def verdict(before: CpuReading, usage: CpuUsage | None, busy_expected: bool) -> Contention:
+    """The contention of a measurement, judged as `run` judges a case's."""
+    return judge(before, read_cpu(), os.cpu_count() or 1, usage, busy_expected)
+
+
+def best_gemm(kind: DeviceKind, precision: Precision, sizes: list[int],
+              console: Console) -> tuple[float, Case] | Contended | None:
+    """The fastest uncontended GEMM of every framework and size on `kind` in `precision`; a
+    `Contended` where one of them stayed contended (it may have been the fastest); None where
+    none is available."""
+    best: tuple[float, Case] | None = None
+    for framework in Framework:
+        for size in sizes:
+            case = Case.make("matmul", framework, kind, precision=precision, params={"m": size, "n": size, "k": size})
+            job = plan(case)
+            reason = unavailable_reason(job)
+            if reason:
+                console.print(f"[yellow]skip[/] {case.id}: {reason}")
+                break
+            assert isinstance(job, Job)
+
+            def measure(job: Job = job) -> tuple[Outcome, Contention]:
+                before = read_cpu()
+                outcome = execute_kernel(job, TIMING)
+                usage = outcome.measurement.cpu if outcome.measurement is not None else None
+                return outcome, verdict(before, usage, busy_expected=kind is DeviceKind.CPU)
+
+            outcome, contention = uncontended(measure, retry_line(console, case.id))
+            if outcome.status is not Status.OK or outcome.measurement is None:
+                console.print(f"[red]{case.id}[/]: {outcome.reason}")
+                continue
+            tflops = 2.0 * size**3 / outcome.measurement.median / 1e12
+            if contention.contended:
+                return Contended(f"{kind} {precision} peak ({case.id}, {tflops_text(tflops)})", contention)
+            console.print(f"{case.id}: {tflops_text(tflops)}")
+            if best is None or tflops > best[0]:
+                best = (tflops, case)
+    return best
+
+
+def stream_bandwidth(array_mib: int, console: Console) -> StreamResult | Contended:
+    """The CPU's memory bandwidth (`suites.measure.stream`), with progress, judged for contention
+    over its passes (this process's cores: what else ran on them)."""
+    counts = thread_counts()
+    console.print(f"cpu memory bandwidth: STREAM add over 3 x {array_mib} MiB, {REPEATS} passes with "
+                  f"{' and '.join(map(str, counts))} thread(s)", markup=False)
+
+    def measure() -> tuple[StreamResult, Contention]:
+        meter, before = CpuMeter(root=os.getpid()), read_cpu()
+        meter.start()
+        with stream_progress(console, len(counts) * REPEATS) as on_pass:
+            try:
+                result = best_stream_bandwidth(array_mib, on_pass=on_pass)
+            except MemoryError:  # what the memory check could not foresee (others took it since)
+                raise UserError(f"--stream-mib {array_mib}: three arrays of {array_mib} MiB do not fit in "
+                                f"memory now; pass a smaller --stream-mib") from None
+        return result, verdict(before, meter.stop(), busy_expected=False)
+
+    result, contention = uncontended(measure, retry_line(console, "STREAM"))
+    if contention.contended:
+        return Contended(f"cpu memory bandwidth ({result.gbs:.2f} GB/s)", contention)
+    return result
+
+
+@contextmanager
+def stream_progress(console: Console, total: int) -> Iterator[PassDone]:
+    """What the STREAM passes tell as they end: a progress bar on a terminal; off one (a log, CI),
+    a line as each thread count ends."""
+    if not console.is_terminal:
+        def plain(threads: int, done: int, passes: int) -> None:
+            if done == passes:
+                console.print(f"  STREAM: {passes} passes with {threads} thread(s) done", markup=False)
+        yield plain
+        return
+    with Progress(TextColumn("STREAM"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("stream", total=total)
+        yield lambda threads, done, passes: bar.advance(task)
+
+
+def stream_size(given: int | None, cache_bytes: int | None, available_bytes: int | None) -> tuple[int, str]:
+    """Each streaming array's MiB and a warning ('' for none): `given` (checked against the
+    memory available), else CACHE_MULTIPLE x the last-level cache within what memory allows."""
+    sized = array_mib_for(cache_bytes)
+    under_cache = (f"under {CACHE_MULTIPLE}x the {cache_bytes / 2**20:g} MiB last-level cache: the bandwidth "
+                   f"measured is partly the cache's") if cache_bytes else ""
+    if given is not None:
+        check_stream_mib(given, available_bytes)
+        return given, f"--stream-mib {given} is {under_cache}" if under_cache and given < sized else ""
+    most = max_stream_mib(available_bytes) if available_bytes is not None else None
+    if most is None or sized <= most:
+        return sized, ""
+    if most < 1:
+        raise UserError(f"the streaming kernel's three arrays do not fit in the {available_bytes / 2**30:.1f} GiB "
+                        f"of memory available now; free memory, or calibrate the GPU alone (--device gpu)")
+    return most, f"the memory available allows 3 x {most} MiB, {under_cache}"
 
 
 def available_memory_bytes() -> int | None:
