@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 import warnings
+from typing import NoReturn
 
 from suites import knobs
 from suites.errors import UserError
@@ -16,11 +17,20 @@ from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
 #: before it starts), `add_arguments(parser)` and `run(args) -> int`.
-COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "ready", "slurm", "worker")
+COMMANDS = ("devices", "list", "run", "calibrate", "report", "compare", "memory", "parity", "predict", "ready", "slurm",
+            "worker")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's complaints (a bad option value, a missing argument) as parbench's other errors:
+    one line and exit code 2 (`main`), not the usage and a line; the usage is a --help away."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="parbench", description=(
+    parser = OneLineParser(prog="parbench", description=(
         "Time matmul/conv kernels, collectives and training steps in TensorFlow and PyTorch "
         "across devices, strategies and precisions; store every measurement with provenance."))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -37,9 +47,20 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _kept(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves behind: its finished records, or nothing (a rehearsal stores none)."""
+    if getattr(args, "rehearse", False):
+        return "a rehearsal stores nothing"
+    return "every finished record is already stored"
+
+
 def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _warning_line  # one line per warning, no source location
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UserError as error:  # argparse's (`OneLineParser`)
+        print(f"parbench: error: {error}", file=sys.stderr)
+        return 2
     if args.command == "worker":  # a case's own process: its signals, exit codes and knobs are the worker's
         args.handler(args)
     try:
@@ -54,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parbench: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("parbench: interrupted; every finished record is already stored", file=sys.stderr)
+        print(f"parbench: interrupted; {_kept(args)}", file=sys.stderr)
         return 130
     except Terminated as stop:
         print(f"parbench: stopped by {stop}: the case in progress and its processes were stopped; "
-              f"every finished record is already stored", file=sys.stderr)
+              f"{_kept(args)}", file=sys.stderr)
         return stop.exit_code
     except BrokenPipeError:  # `parbench list | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
