@@ -65,11 +65,12 @@ def activation_per_sample(workload: ProjectedWorkload, base: Base | None) -> tup
 def memory_per_device(workload: ProjectedWorkload, device: DeviceType, devices: int, per_device_batch: int,
                       base: Base | None) -> MemoryEstimate:
     job = workload.job(devices, per_device_batch)
-    state = job.state_estimate()
+    # The plugin's own accounting (what `Job.state_estimate` asks), from the workload's cached count.
+    state = workload.plugin.state_bytes_per_device(job, workload.parameters, workload.optimizer_states)
     capacity = Input("memory_bytes", device.memory_bytes, "catalogued", device.memory_source)
     per_sample, source = activation_per_sample(workload, base)
-    if state is None or per_sample is None:
-        return MemoryEstimate(None, None, None, state and state["total"], per_sample, (capacity,),
+    if not workload.parameters or per_sample is None:
+        return MemoryEstimate(None, None, None, state["total"], per_sample, (capacity,),
                               note="no activation estimate for this model: a GPU record of it gives one")
     plugin = workload.plugin
     activations = plugin.activation_bytes_per_device(job, int(per_sample * per_device_batch))

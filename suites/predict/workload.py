@@ -52,6 +52,11 @@ class ProjectedWorkload:
         return sum(int(np.prod(shape)) for shape in self.spec.parameter_shapes().values())
 
     @property
+    def optimizer_states(self) -> int:
+        """The optimizer's fp32 states per parameter (SGD 0, momentum 1, Adam 2)."""
+        return OPTIMIZERS[self.optimizer].states_per_parameter
+
+    @property
     def tokens_per_sample(self) -> int | None:
         return self.spec.tokens_per_sample
 
