@@ -10,10 +10,10 @@ from suites.records.bound_by import BoundBy, Signals, diagnose, signals_of
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry
-from suites.report.from_parbench import row as record_row
-from suites.report.html import render
-from suites.report.prices import PriceTable
-from suites.report.tables import whole
+from suites.report.load.parbench import row as record_row
+from suites.report.render.html import render
+from suites.report.analyses.prices import PriceTable
+from suites.report.render.tables import whole
 from suites.report.sections import ReportOptions, build_content
 from tests.test_report_analysis import table
 

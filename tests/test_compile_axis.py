@@ -19,8 +19,8 @@ from suites.grids.grid import parse_suite
 from suites.hardware.devices import framework_installed
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
-from suites.report.columns import case_fields, tidy
-from suites.report.compilation import compile_pairs
+from suites.report.load.columns import case_fields, tidy
+from suites.report.analyses.compilation import compile_pairs
 from suites.runner import execute
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import execute_in_process
@@ -222,7 +222,7 @@ def _row(compiler: str, median_s: float, compile_s: float, mode: str | None = No
 
 
 def test_report_pairs_each_compiled_case_with_its_eager_twin_speedup_and_break_even():
-    from suites.report.derived import add_throughput
+    from suites.report.load.derived import add_throughput
 
     frame = add_throughput(tidy([_row("none", 0.010, 0.001), _row("inductor", 0.008, 3.0),
                                  _row("inductor", 0.012, 5.0, mode="max-autotune")]))

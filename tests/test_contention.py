@@ -10,7 +10,7 @@ from suites.cases.vocabulary import Status
 from suites.records.contention import Contention, CpuReading, judge, read_cpu
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
-from suites.report.prices import PriceTable, add_costs
+from suites.report.analyses.prices import PriceTable, add_costs
 from suites.report.sections import per_problem
 from suites.runner import runner
 from suites.runner.execute import Outcome

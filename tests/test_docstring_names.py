@@ -1,6 +1,6 @@
 """Every backticked dotted name in a docstring of the package resolves: a docstring that names
 `check_case` or `StrategyPlugin.serve` after they were renamed or removed sends a reader to
-nothing. A name is checked where it can be: fully qualified (`suites.report.loading.load_files`),
+nothing. A name is checked where it can be: fully qualified (`suites.report.load.files.load_files`),
 or starting from a name the module itself defines or imports (`Record.case`, `knobs.read`).
 Names of local variables (`job.case`) and of other libraries (`torch.compile`) are not checked."""
 from __future__ import annotations

@@ -9,10 +9,10 @@ import pytest
 
 from suites.cases.case import Case
 from suites.records.metric_registry import METRICS, Work
-from suites.report.choice import choices
-from suites.report.columns import config_label
-from suites.report.prices import PriceTable, add_costs
-from suites.report.relative import relative_performance
+from suites.report.analyses.choice import choices
+from suites.report.load.columns import config_label
+from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.relative import relative_performance
 from suites.report.sections import per_problem, summary
 from tests.test_report_analysis import matmul, row, table, train
 

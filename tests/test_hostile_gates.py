@@ -166,7 +166,7 @@ PRICE_ROWS = [
 
 @pytest.mark.parametrize("text, says", [row[1:] for row in PRICE_ROWS], ids=[row[0] for row in PRICE_ROWS])
 def test_a_bad_price_is_one_error_naming_file_entry_and_value(text, says, tmp_path, monkeypatch):
-    from suites.report.prices import PriceTable
+    from suites.report.analyses.prices import PriceTable
 
     monkeypatch.delenv("PARBENCH_PRICES", raising=False)
     path = tmp_path / "my prices.toml"
@@ -176,7 +176,7 @@ def test_a_bad_price_is_one_error_naming_file_entry_and_value(text, says, tmp_pa
 
 
 def test_a_good_price_file_still_loads_and_never_gives_a_negative_cost(tmp_path):
-    from suites.report.prices import PriceTable
+    from suites.report.analyses.prices import PriceTable
 
     path = tmp_path / "prices.toml"
     path.write_text('[machines]\n"box" = 2.5\n[[device]]\nmatch = "T4"\nper_hour = 1\n[cpu]\nper_core_hour = 0.01\n')

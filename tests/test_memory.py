@@ -25,12 +25,12 @@ from suites.hardware.peaks import PeakTable
 from suites.records.record import Record
 from suites.records.store import ResultsStore, load_records
 from suites.strategies.jobs import case_work, job_for
-from suites.report.tables import whole
-from suites.report.columns import case_fields, environment_fields, tidy
-from suites.report.derived import add_throughput, fill_metrics
-from suites.report.display import memory as memory_cell
-from suites.report.display import record_table, size
-from suites.report.prices import PriceTable, add_costs
+from suites.report.render.tables import whole
+from suites.report.load.columns import case_fields, environment_fields, tidy
+from suites.report.load.derived import add_throughput, fill_metrics
+from suites.report.render.terminal import memory as memory_cell
+from suites.report.render.terminal import record_table, size
+from suites.report.analyses.prices import PriceTable, add_costs
 from suites.report.sections import MEMORY_TEXT, per_problem
 from suites.measure import memory_probes as run_memory
 from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks

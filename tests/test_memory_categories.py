@@ -200,7 +200,7 @@ def test_older_records_without_a_breakdown_still_load_and_report(tmp_path):
     (back,) = load_records(store.files())
     assert back.measurement.memory_breakdown == () and back.metrics["peak_memory_bytes"] == 400 * MiB
 
-    from suites.report.loading import load_results
+    from suites.report.load.files import load_results
 
     frame = load_results(store.root)
     for name in MEMORY_BREAKDOWN_METRICS:
@@ -282,7 +282,7 @@ def test_the_rank_with_the_largest_peak_is_the_one_explained():
 
 
 def test_every_breakdown_metric_is_documented_and_a_report_column():
-    from suites.report.columns import COLUMNS, FLOAT_COLUMNS
+    from suites.report.load.columns import COLUMNS, FLOAT_COLUMNS
 
     for name in MEMORY_BREAKDOWN_METRICS:
         assert COLUMNS[name] == METRICS[name].description

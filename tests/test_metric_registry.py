@@ -15,10 +15,10 @@ from suites.records.metric_registry import METRICS, TIDY_METRICS, Work
 from suites.records.metrics import derive
 from suites.hardware.peaks import PeakTable
 from suites.strategies.jobs import case_work, job_for
-from suites.report.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
-from suites.report.derived import add_throughput, fill_metrics
-from suites.report.html import render
-from suites.report.prices import PriceTable
+from suites.report.load.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
+from suites.report.load.derived import add_throughput, fill_metrics
+from suites.report.render.html import render
+from suites.report.analyses.prices import PriceTable
 from suites.report.sections import ReportOptions, build_content
 
 MEDIAN_S = 0.002
@@ -57,7 +57,7 @@ def test_every_tidy_metric_is_a_float_column_with_the_registry_meaning():
         assert name in FLOAT_COLUMNS
     # Kept out of the table: samples_per_s_sustained is there as sustained_step_s /
     # sustained_throughput; the compile metrics compare two rows (a compiled case and its eager
-    # twin), so the report's compile section computes them (suites.report.compilation).
+    # twin), so the report's compile section computes them (suites.report.analyses.compilation).
     assert set(METRICS) - set(TIDY_METRICS) == {"samples_per_s_sustained", "compile_speedup",
                                                 "compile_break_even_steps"}
 

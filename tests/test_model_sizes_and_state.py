@@ -17,8 +17,8 @@ from suites.hardware.peaks import PeakTable
 from suites.models.llama.spec import LlamaBlock
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small
-from suites.report.columns import case_fields, tidy
-from suites.report.derived import fill_metrics
+from suites.report.load.columns import case_fields, tidy
+from suites.report.load.derived import fill_metrics
 from suites.strategies.base import STATE_BYTES
 from suites.strategies.jobs import case_work, job_for
 from suites.strategies.registry import plugin_for

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from suites.cases.user_files import shipped_table
-from suites.report.prices import NO_PRICE, PriceTable
+from suites.report.analyses.prices import NO_PRICE, PriceTable
 
 
 def gpu_price(table: PriceTable, name: str, n_devices: int = 1) -> tuple[float, str]:
@@ -75,7 +75,7 @@ def test_a_users_row_wins_over_a_more_specific_shipped_one(tmp_path, monkeypatch
 
 
 def test_the_summary_says_no_price_and_why_for_a_board_without_one():
-    from suites.report.prices import add_costs
+    from suites.report.analyses.prices import add_costs
     from suites.report.sections import summary
     from tests.test_report_analysis import matmul, row, table
 

@@ -216,8 +216,8 @@ def test_ddp_over_budget_on_two_gloo_ranks_is_not_checked_without_waiting(monkey
 def test_the_report_reads_a_check_left_undone_as_no_check_not_a_fail(tmp_path):
     """A not-checked record's figure stays usable; its check column is empty, never FAIL or pass."""
     from suites.records.record import Record
-    from suites.report.from_parbench import row
-    from suites.report.selection import usable
+    from suites.report.load.parbench import row
+    from suites.report.analyses.selection import usable
     import pandas as pd
 
     undone = not_checked(6e12, 5e11, "reference not computed")

@@ -11,7 +11,7 @@ from suites.cases.case import Case
 from suites.errors import UserError
 from suites.frontends.cli import main
 from suites.hardware.references import REFERENCES_ENV, UNITS, ReferenceRow, load_references
-from suites.report.references import matches, reference_tables, why_unmatched
+from suites.report.analyses.references import matches, reference_tables, why_unmatched
 from suites.workloads.training import default_sizes
 
 A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A100 80GB", precision="tf32",

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from suites.cases.case import Case
-from suites.report.choice import choices
-from suites.report.columns import case_fields, tidy
-from suites.report.comparison import parse_baseline, speedup
-from suites.report.derived import add_throughput, fill_metrics
-from suites.report.prices import PriceTable, add_costs
-from suites.report.relative import relative_performance
-from suites.report.runs import compare, regressions
-from suites.report.scaling import scaling
-from suites.report.selection import latest
+from suites.report.analyses.choice import choices
+from suites.report.load.columns import case_fields, tidy
+from suites.report.analyses.comparison import parse_baseline, speedup
+from suites.report.load.derived import add_throughput, fill_metrics
+from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.relative import relative_performance
+from suites.report.analyses.runs import compare, regressions
+from suites.report.analyses.scaling import scaling
+from suites.report.analyses.selection import latest
 from suites.strategies.jobs import case_work
 
 MATMUL = {"m": 64, "n": 64, "k": 64}

@@ -25,8 +25,8 @@ from suites.records.check import Check
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.store import ResultsStore, ResultsWarning
-from suites.report.comparison import noise_columns, speedup
-from suites.report.loading import load_results
+from suites.report.analyses.comparison import noise_columns, speedup
+from suites.report.load.files import load_results
 
 H100_SAMPLES = Path("/work/shared/sample-records/h100-2026-11-24")
 ONE_GPU_ALLREDUCE = "r5-launched-world1.jsonl"  # holds allreduce/torch/gpu:1 records: busbw 0

@@ -1,7 +1,7 @@
 """The report never prints an untrue ratio, rank or crown (report-guide §3, C2-C5, C9, C11).
 
 Each row's `comparable` / `pairable` / `why_not` flags are decided once, when the records load
-(suites.report.comparability); every section that draws a ratio, a speedup, a rank or a crown
+(suites.report.analyses.comparability); every section that draws a ratio, a speedup, a rank or a crown
 reads them, and where a pair or a crown cannot be given the page says why instead of a number.
 
 Rows are fixtures with chosen step times (tests.test_report_analysis.row), or records built
@@ -23,15 +23,15 @@ from suites.records.contention import Contention
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.report.choice import choices
-from suites.report.comparability import flag
-from suites.report.comparison import speedup
-from suites.report.compilation import compile_pairs
-from suites.report.html import render
-from suites.report.tables import whole
-from suites.report.loading import load_results
-from suites.report.prices import PriceTable, add_costs
-from suites.report.relative import relative_performance
+from suites.report.analyses.choice import choices
+from suites.report.analyses.comparability import flag
+from suites.report.analyses.comparison import speedup
+from suites.report.analyses.compilation import compile_pairs
+from suites.report.render.html import render
+from suites.report.render.tables import whole
+from suites.report.load.files import load_results
+from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.relative import relative_performance
 from suites.report.sections import (ReportOptions, build_content, limits_section, peak_section, per_problem,
                                     precision_section, summary, versus_baseline)
 from tests.test_report_analysis import matmul, row, table

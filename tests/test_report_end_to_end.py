@@ -19,7 +19,7 @@ import pytest
 from suites.cases.case import Case
 from suites.frontends.cli import main
 from suites.records.store import ResultsWarning
-from suites.report.columns import COLUMNS
+from suites.report.load.columns import COLUMNS
 from suites.frontends.results import load_results
 from tests.report_support import (FAILED_CASE, MACHINES, OK_CASES, UNAVAILABLE_CASES, add_asv_benchmark,
                                   asv_results, save_asv, write_asv, write_parbench, write_pytest_benchmark)
@@ -192,7 +192,7 @@ def test_pre_0_5_asv_files_are_named_with_the_fix(tmp_path):
 
 
 def test_parquet_without_pyarrow_is_one_clear_line_before_any_work(results, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("suites.report.exports.parquet_available", lambda: False)
+    monkeypatch.setattr("suites.report.render.exports.parquet_available", lambda: False)
     assert main(["report", str(results), "-o", str(tmp_path / "out"), "--parquet"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "pyarrow" in error

@@ -43,7 +43,7 @@ def test_ten_machines_build_and_the_page_stays_small(tmp_path):
 def test_records_loaded_in_batches_make_the_same_table_as_loaded_at_once(tmp_path, monkeypatch):
     """A fleet is tidied in batches of rows (its records as dicts would take ~20x the table's
     memory): the table is the same, parameters that only some batches have included."""
-    from suites.report import loading
+    from suites.report.load import files as loading
 
     data = Path(__file__).resolve().parent / "data"
     files = []
@@ -59,7 +59,7 @@ def test_records_loaded_in_batches_make_the_same_table_as_loaded_at_once(tmp_pat
 
 
 def test_latest_is_made_once_per_table_and_a_callers_edit_stays_its_own():
-    from suites.report.selection import latest
+    from suites.report.analyses.selection import latest
 
     frame = pd.DataFrame({"machine": ["a", "a", "b"], "case_id": ["x", "x", "x"], "value": [1.0, 2.0, 3.0],
                           "timestamp": pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-01"], utc=True)})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from suites.report.noise import MIN_SAMPLES, mann_whitney_p, slower_beyond, verdict
+from suites.report.analyses.noise import MIN_SAMPLES, mann_whitney_p, slower_beyond, verdict
 
 
 def _normal_approximation_p(a, b) -> float:
@@ -102,7 +102,7 @@ def test_compare_treats_a_contended_record_like_a_noisy_one(flag):
     """A record taken while other work competed for the CPU needs its IQRs apart, like a noisy one."""
     import pandas as pd
 
-    from suites.report.runs import regressions
+    from suites.report.analyses.runs import regressions
 
     a = noisy_steps(1.0, seed=4)
     b = a * 1.2
@@ -119,7 +119,7 @@ def test_the_vectorised_verdicts_equal_one_test_per_pair():
     `verdict` gives it alone: few-sample pairs by IQR overlap, all-equal samples p = 1."""
     import numpy as np
 
-    from suites.report.noise import verdict, verdicts
+    from suites.report.analyses.noise import verdict, verdicts
 
     rng = np.random.default_rng(7)
     pairs = []

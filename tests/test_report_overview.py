@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from suites.cases.case import Case
-from suites.report.html import render
+from suites.report.render.html import render
 from suites.report.overview import BEST, build_overview, device_type, fmt_ratio
-from suites.report.prices import PriceTable, add_costs
+from suites.report.analyses.prices import PriceTable, add_costs
 from suites.report.sections import ReportOptions, build_content
 from tests.test_report_analysis import matmul, row, table
 

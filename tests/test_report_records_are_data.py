@@ -13,8 +13,8 @@ from suites.records.check import Check
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.report.loading import load_results
-from suites.report.prices import PriceTable, add_costs
+from suites.report.load.files import load_results
+from suites.report.analyses.prices import PriceTable, add_costs
 
 #: A user model registered only in the process that ran it (like the README's `poly` example).
 UNREGISTERED = Case.make("train_step", "torch", "cpu", "single", "fp32", 1,
@@ -67,7 +67,7 @@ def test_costs_are_paid_at_the_sustained_rate(results):
 def test_a_row_whose_source_stored_no_check_is_usable_and_a_failed_check_is_not():
     import pandas as pd
 
-    from suites.report.selection import usable
+    from suites.report.analyses.selection import usable
     frame = pd.DataFrame({"status": ["ok"] * 3, "throughput": [1.0] * 3,
                           "check_passed": pd.array([None, True, False], dtype="boolean")})
     assert usable(frame).index.tolist() == [0, 1]

@@ -9,9 +9,9 @@ import pytest
 from suites.cases.case import Case
 from suites.records.metric_registry import METRICS, Work
 from suites.strategies.jobs import case_work
-from suites.report.tables import whole
-from suites.report.html import render
-from suites.report.prices import PriceTable, add_costs
+from suites.report.render.tables import whole
+from suites.report.render.html import render
+from suites.report.analyses.prices import PriceTable, add_costs
 from suites.report.sections import ReportOptions, build_content, per_problem, roofline_section
 from tests.test_report_analysis import matmul, row, table
 

@@ -9,7 +9,7 @@ from suites.frontends.cli import main
 from suites.frontends.benchmark_model import cases_for
 from suites.records.record import Record
 from suites.records.store import ResultsStore
-from suites.report.display import terminal
+from suites.report.render.terminal import terminal
 from suites.workloads.user_model import UserModel
 
 #: A case id longer than 80 columns, which a squeezed table folds over several lines.

@@ -2,7 +2,7 @@
 
 `suites/references.toml` ships with the package; `PARBENCH_REFERENCES` names a file of the same
 format whose rows come first. A row is data only: a figure someone published, its source and its
-conditions. Which records it matches is `suites.report.references.matches`.
+conditions. Which records it matches is `suites.report.analyses.references.matches`.
 
 A row's `unit` says which of a record's figures it stands beside: images, samples or sequences per
 second are the record's `samples_per_s`, tokens per second its `tokens_per_s` (global batch x

@@ -1,6 +1,6 @@
 """How parbench's asv benchmarks are laid out: class names and the named parameter axes.
 
-Shared by the writer (`asv_support`, which asv imports) and the reader (`suites.report.from_asv`),
+Shared by the writer (`asv_support`, which asv imports) and the reader (`suites.report.load.asv`),
 so it imports neither asv nor a framework.
 
 A benchmark class holds the cases of one workload; its asv parameters are the other fields of a

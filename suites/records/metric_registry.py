@@ -2,7 +2,7 @@
 
 Every place that names a derived metric reads it from `METRICS`: the run (`suites.records.metrics.derive`,
 which stores them in a record's ``metrics``), the report's loaders and tidy columns, the report's
-recomputation for asv and pytest-benchmark rows (`suites.report.derived`), and the report's
+recomputation for asv and pytest-benchmark rows (`suites.report.load.derived`), and the report's
 Method section. A metric is a function of a `Work`: the analytic work of one step, its times,
 and the peaks it is compared with. This module imports nothing but the standard library, so
 reading results never needs a framework.

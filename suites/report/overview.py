@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suites.report.choice import cost_per_unit
-from suites.report.comparability import counts_text, flagged
-from suites.report.selection import comparable, latest, pairable, usable
+from suites.report.analyses.choice import cost_per_unit
+from suites.report.analyses.comparability import counts_text, flagged
+from suites.report.analyses.selection import comparable, latest, pairable, usable
 
 #: Families in the order a buyer reads them: standard models first, kernels last.
 STANDARD_MODELS = {"resnet50": "ResNet-50", "bert_base": "BERT-base", "gpt2_small": "GPT-2 small",

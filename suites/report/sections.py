@@ -1,6 +1,6 @@
 """The report's content: analyses of the tidy table turned into tables, figures and sentences.
 
-Everything here is data for the template (suites/report/templates/report.html.j2); nothing
+Everything here is data for the template (suites/report/render/templates/report.html.j2); nothing
 here writes HTML.
 """
 from __future__ import annotations
@@ -11,25 +11,25 @@ import pandas as pd
 
 from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import METRICS
-from suites.report import figures
-from suites.report.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
-from suites.report.comparability import counts_text, flagged
-from suites.report.columns import CONFIG, ENVIRONMENT, config_label
-from suites.report.compilation import compile_pairs
-from suites.report.limits import (NOT_RECORDED, VERDICT_TEXT, limit_columns, limits_summary, verdict_counts,
+from suites.report.render import figures
+from suites.report.analyses.choice import candidates, choices, cost_per_unit, emulated_configs, sentence
+from suites.report.analyses.comparability import counts_text, flagged
+from suites.report.load.columns import CONFIG, ENVIRONMENT, config_label
+from suites.report.analyses.compilation import compile_pairs
+from suites.report.analyses.limits import (NOT_RECORDED, VERDICT_TEXT, limit_columns, limits_summary, verdict_counts,
                                   verdict_table_columns)
-from suites.report.comparison import describe, speedup
-from suites.report.noise import ALPHA, MIN_SAMPLES
+from suites.report.analyses.comparison import describe, speedup
+from suites.report.analyses.noise import ALPHA, MIN_SAMPLES
 from suites.hardware.references import ReferenceRow, load_references
-from suites.report.prices import NO_PRICE, PriceTable, add_costs
-from suites.report.references import SECTION_TEXT as REFERENCE_TEXT
+from suites.report.analyses.prices import NO_PRICE, PriceTable, add_costs
+from suites.report.analyses.references import SECTION_TEXT as REFERENCE_TEXT
 from suites.report.overview import Overview, build_overview
-from suites.report.references import ModelSizes, reference_tables
-from suites.report.relative import NotComparableReference, relative_performance
-from suites.report.scaling import left_out as scaling_left_out
-from suites.report.scaling import scaling
-from suites.report.selection import latest, not_comparable, not_ok, usable
-from suites.report.tables import (MAX_COLUMNS, Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag,
+from suites.report.analyses.references import ModelSizes, reference_tables
+from suites.report.analyses.relative import NotComparableReference, relative_performance
+from suites.report.analyses.scaling import left_out as scaling_left_out
+from suites.report.analyses.scaling import scaling
+from suites.report.analyses.selection import latest, not_comparable, not_ok, usable
+from suites.report.render.tables import (MAX_COLUMNS, Format, Table, build, fmt_bytes, fmt_check, fmt_fits, fmt_flag,
                                   fmt_fraction, fmt_gib, fmt_id, fmt_share, fmt_joules, fmt_number, fmt_pct, fmt_ratio,
                                   fmt_seconds, fmt_text, fmt_watts)
 

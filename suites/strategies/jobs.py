@@ -152,5 +152,5 @@ def case_work(case: Case) -> dict[str, float | None]:
     """The analytic work of one step of `case` and its estimates (`Job.work`). Raises
     UnknownWorkload (a KeyError) or ValueError where this process cannot know them: a workload,
     model or strategy not registered here. What the report is given to recompute asv and
-    pytest-benchmark rows' metrics (`suites.report.derived.fill_metrics`)."""
+    pytest-benchmark rows' metrics (`suites.report.load.derived.fill_metrics`)."""
     return job_for(case).work()

@@ -28,7 +28,7 @@ from suites.errors import UserError
 from suites.grids.grid import load_suite
 from suites.records.measurement import Measurement
 from suites.records.metric_registry import METRICS, Work
-from suites.report.compilation import break_even_text
+from suites.report.analyses.compilation import break_even_text
 from suites.runner.plan import plan, unavailable_reason
 from suites.runner.runner import Runner
 from suites.strategies.jobs import job_for

@@ -13,8 +13,8 @@ from rich.text import Text
 
 from suites.errors import UserError
 from suites.records.store import DEFAULT_RESULTS_DIR
-from suites.report.comparison import NO_WORK
-from suites.report.display import seconds, terminal
+from suites.report.analyses.comparison import NO_WORK
+from suites.report.render.terminal import seconds, terminal
 
 SUMMARY = "compare two runs or machines (paths, machine labels or run ids) case by case, with noise"
 KNOBS: tuple[str, ...] = ()
@@ -93,7 +93,7 @@ def table(pairs: pd.DataFrame, a: str, b: str, notes: pd.Series | None = None) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from suites.report.runs import compare, gate_problem, regression_notes, regressions, select
+    from suites.report.analyses.runs import compare, gate_problem, regression_notes, regressions, select
     from suites.strategies.jobs import case_work
 
     threshold = regression_threshold(args.fail_on_regression)

@@ -9,7 +9,7 @@ from rich.table import Table
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.hardware.devices import DeviceInfo, discover_all
 from suites.hardware.peaks import PeakTable
-from suites.report.display import terminal
+from suites.report.render.terminal import terminal
 from suites.measure.energy_meters import meter_for
 
 SUMMARY = "show the CPU/GPU/TPU each framework sees, and why a missing kind is missing"

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from suites.cases.filters import select
 from suites.grids.grid import builtin_suite_names, load_suite
-from suites.report.display import terminal
+from suites.report.render.terminal import terminal
 
 SUMMARY = "list the built-in suites, or the cases of one suite (--suite)"
 KNOBS: tuple[str, ...] = ()

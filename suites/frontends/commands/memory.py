@@ -11,7 +11,7 @@ from suites.errors import UserError
 from suites.records.memory_breakdown import CATEGORIES, MEMORY_EXPLAINED
 from suites.records.record import Record
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.report.display import terminal
+from suites.report.render.terminal import terminal
 
 SUMMARY = ("show what the peak memory of stored training records is made of (runtime, parameters, gradients, "
            "optimizer state, activations, temporaries, ...) beside each category's estimate")

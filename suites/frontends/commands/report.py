@@ -8,7 +8,7 @@ from pathlib import Path
 
 from suites.errors import UserError
 from suites.records.store import ResultsWarning
-from suites.report.display import terminal
+from suites.report.render.terminal import terminal
 
 SUMMARY = "write reports/index.html comparing every result under PATHS (default results/); --csv/--parquet export"
 KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_REFERENCES", "PARBENCH_PEAKS")
@@ -50,11 +50,11 @@ def make_output_folder(folder: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suites.report.comparison import parse_baseline
-    from suites.report.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
-    from suites.report.html import render, write
-    from suites.report.loading import load_files, result_files
-    from suites.report.prices import PriceTable
+    from suites.report.analyses.comparison import parse_baseline
+    from suites.report.render.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
+    from suites.report.render.html import render, write
+    from suites.report.load.files import load_files, result_files
+    from suites.report.analyses.prices import PriceTable
     from suites.report.sections import ReportOptions, build_content
     from suites.hardware.references import load_references
     from suites.strategies.jobs import case_work

@@ -22,7 +22,7 @@ from suites.frontends.rehearse import rehearse
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.report.display import record_table, terminal
+from suites.report.render.terminal import record_table, terminal
 from suites.runner.cap import RunCap, cap_seconds
 from suites.runner.eta import Eta, busy_machine_note, duration_text
 from suites.runner.node_run import NodeRun, run_on_nodes

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 from suites.cases.case import Case
 from suites.records.asv_layout import AXES, case_id_from_axes, workload_of_class
 from suites.records.store import ResultsWarning
-from suites.report.columns import case_fields
+from suites.report.load.columns import case_fields
 
 SOURCE = "asv"
 #: benchmark method -> the tidy column its result fills. Multi-process cases have no

@@ -15,7 +15,7 @@ import pandas as pd
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.records.metric_registry import MEMORY_BREAKDOWN_METRICS, METRICS, TIDY_METRICS
-from suites.report.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
+from suites.report.load.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
 #: follow `params`. A derived metric's meaning is the registry's (suites.records.metric_registry).
@@ -91,11 +91,11 @@ COLUMNS: dict[str, str] = {
                             "what a long run keeps up; costs use it",
     "sustained_basis": "'timed span' where the source stored one, else 'median' (sustained_throughput = throughput)",
     "comparable": "the row may stand in a cross-machine ratio, a rank, a price or a crown "
-                  "(suites.report.comparability: usable, not emulated, contended, starved, bimodal, launch- or "
-                  "host-bound, nor above a peak)",
+                  "(suites.report.analyses.comparability: usable, not emulated, contended, starved, bimodal, "
+                  "launch- or host-bound, nor above a peak)",
     "pairable": "the row may stand in a ratio within its own machine (a precision, compile or strategy "
                 "speedup): usable, and only emulated or launch/host-bound if anything",
-    "why_not": "why the row is not comparable, as a code (suites.report.comparability.CODES); '' where it is",
+    "why_not": "why the row is not comparable, as a code (suites.report.analyses.comparability.CODES); '' where it is",
     "why_not_text": "every reason the row is not comparable, in words; '' where it is",
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",

@@ -11,8 +11,8 @@ import pandas as pd
 from suites.records.metric_registry import TIDY_METRICS
 from suites.records.record import Record
 from suites.records.store import ResultsWarning, numbered_records
-from suites.report.columns import BOOL_COLUMNS, INT_COLUMNS, case_fields, environment_fields
-from suites.report.limit_columns import limit_fields
+from suites.report.load.columns import BOOL_COLUMNS, INT_COLUMNS, case_fields, environment_fields
+from suites.report.load.limit_columns import limit_fields
 
 SOURCE = "parbench"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from suites.records.bound_by import BUSY_SHARE, CLOCK_SHARE, EXCHANGE_SHARE, NEAR_ROOF, VERDICTS
-from suites.report.columns import config_label
-from suites.report.selection import latest, usable
-from suites.report.tables import Format, fmt_fraction, fmt_number, fmt_text, fmt_watts
+from suites.report.load.columns import config_label
+from suites.report.analyses.selection import latest, usable
+from suites.report.render.tables import Format, fmt_fraction, fmt_number, fmt_text, fmt_watts
 
 #: What the limits table says where a record has no `bound_by` (older records, asv, pytest-benchmark).
 NOT_RECORDED = "not recorded"

@@ -4,7 +4,7 @@ For each problem (workload + parameters) and precision, a hardware configuration
 throughput (over frameworks and strategies) is divided by the reference configuration's on
 the same problem and precision; the summary is the geometric mean of those ratios over the
 problems both measured. 1.0 = as fast as the reference. Only `comparable` rows count
-(suites.report.comparability): emulated rows (several logical devices sharing one CPU are not
+(suites.report.analyses.comparability): emulated rows (several logical devices sharing one CPU are not
 hardware), contended, starved, bimodal, launch- or host-bound rows and rows above a peak are
 left out, so no ratio rests on a figure that measures something else. A geometric mean, because ratios
 multiply: a config twice as fast on one problem and half as fast on another averages to 1.0.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.comparability import counts_text
-from suites.report.selection import comparable, latest, not_comparable
+from suites.report.analyses.comparability import counts_text
+from suites.report.analyses.selection import comparable, latest, not_comparable
 
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)

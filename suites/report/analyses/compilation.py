@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from suites.records.metric_registry import METRICS, Work
-from suites.report.columns import params_text
-from suites.report.comparison import speedup
+from suites.report.load.columns import params_text
+from suites.report.analyses.comparison import speedup
 
 #: Parameters of a compiler (`StrategyPlugin.compile_params`) that its eager twin lacks.
 COMPILER_PARAMS = ("compile_mode",)

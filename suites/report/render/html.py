@@ -11,14 +11,14 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from suites.report.exports import write_whole
+from suites.report.render.exports import write_whole
 from suites.report.sections import ReportContent
 
 TEMPLATE = "report.html.j2"
 
 
 def environment() -> Environment:
-    return Environment(loader=PackageLoader("suites.report", "templates"), autoescape=True,
+    return Environment(loader=PackageLoader("suites.report.render", "templates"), autoescape=True,
                        undefined=StrictUndefined, trim_blocks=False, lstrip_blocks=False)
 
 

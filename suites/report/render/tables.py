@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from suites.report.display import number, seconds, size
+from suites.report.render.terminal import number, seconds, size
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """The decision rows: per problem, the fastest configuration and the cheapest per unit of work.
 
-Only `comparable` rows compete (suites.report.comparability): ran, passed their numerics check,
+Only `comparable` rows compete (suites.report.analyses.comparability): ran, passed their numerics check,
 on real hardware (emulated rows measure the emulation; `emulated_configs` names them for the
 summary to list apart), none contended, starved, bimodal, launch- or host-bound, or above a peak.
 A problem with one configuration ranks nothing: its sentence says so. A crown goes to the first
-only beyond noise of the runner-up (suites.report.noise; rule C4): otherwise "X ≈ Y" and no crown.
+only beyond noise of the runner-up (suites.report.analyses.noise; rule C4): otherwise "X ≈ Y" and no crown.
 Fastest is by throughput. Cheapest is per million samples where the workload counts samples,
 else per PFLOP, only from sourced prices (an illustrative one crowns nothing) and only among
 candidates of at least two hourly prices (with one, cost order is speed order; rule C9). Most
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.columns import config_label
-from suites.report.comparability import flagged
-from suites.report.comparison import noise_columns
-from suites.report.selection import comparable, latest, usable
+from suites.report.load.columns import config_label
+from suites.report.analyses.comparability import flagged
+from suites.report.analyses.comparison import noise_columns
+from suites.report.analyses.selection import comparable, latest, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
 

@@ -1,5 +1,5 @@
 """`load_results`: parbench, asv and pytest-benchmark results from any mix of files and folders,
-as one tidy pandas DataFrame (columns: suites.report.columns.COLUMNS).
+as one tidy pandas DataFrame (columns: suites.report.load.columns.COLUMNS).
 
 Files are recognised by content, not by name: JSON Lines are parbench records; a JSON object
 with commit_hash/env_name/results is an asv results file; one with machine_info/benchmarks is
@@ -17,10 +17,10 @@ from typing import Any, Iterable, Iterator
 import pandas as pd
 
 from suites.records.store import ResultsStore, ResultsWarning
-from suites.report import from_asv, from_parbench, from_pytest_benchmark
-from suites.report.columns import retidy, tidy
-from suites.report.comparability import flag
-from suites.report.derived import WorkOf, add_throughput, fill_metrics
+from suites.report.load import asv, parbench, pytest_benchmark
+from suites.report.load.columns import retidy, tidy
+from suites.report.analyses.comparability import flag
+from suites.report.load.derived import WorkOf, add_throughput, fill_metrics
 
 #: JSON files in results folders that describe results but hold none.
 BOOKKEEPING = {"benchmarks.json", "machine.json", "calibration.json"}
@@ -64,17 +64,17 @@ def _resolved(path: Path) -> Path | None:
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".jsonl":
-        return from_parbench.rows(path)
+        return parbench.rows(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         warnings.warn(f"{path}: not readable as JSON ({type(error).__name__}: {str(error)[:120]}); skipped",
                       ResultsWarning, stacklevel=3)
         return iter(())
-    if from_asv.is_asv_results(data):
-        return from_asv.rows(path, data)
-    if from_pytest_benchmark.is_pytest_benchmark(data):
-        return from_pytest_benchmark.rows(path, data)
+    if asv.is_asv_results(data):
+        return asv.rows(path, data)
+    if pytest_benchmark.is_pytest_benchmark(data):
+        return pytest_benchmark.rows(path, data)
     warnings.warn(f"{path}: neither parbench records, asv results nor pytest-benchmark JSON; skipped",
                   ResultsWarning, stacklevel=3)
     return iter(())
@@ -93,11 +93,11 @@ def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS,
                  work_of: WorkOf | None = None) -> pd.DataFrame:
     """One tidy row per stored measurement (or unavailable/failed case) found under `paths`.
 
-    Columns and their meaning: `suites.report.columns.COLUMNS`. Results of many machines and
+    Columns and their meaning: `suites.report.load.columns.COLUMNS`. Results of many machines and
     all three front ends load together; the same record reached twice counts once. `work_of`
     gives a case's analytic work, from which asv and pytest-benchmark rows' metrics are
-    recomputed (`suites.report.derived.fill_metrics`); `suites.load_results` gives it. Each row's
-    `comparable` / `why_not` flags are decided here, once (`suites.report.comparability`).
+    recomputed (`suites.report.load.derived.fill_metrics`); `suites.load_results` gives it. Each row's
+    `comparable` / `why_not` flags are decided here, once (`suites.report.analyses.comparability`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from suites.hardware.references import ReferenceRow
-from suites.report.selection import latest, usable
-from suites.report.tables import Cell, Table
+from suites.report.analyses.selection import latest, usable
+from suites.report.render.tables import Cell, Table
 
 #: model -> its integer size parameters at their defaults (`suites.workloads.training.default_sizes`,
 #: given by the caller: the report reads records, not the code that ran them). A model not

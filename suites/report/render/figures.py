@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-from suites.report.columns import config_label
+from suites.report.load.columns import config_label
 
 WIDTH_IN = 9.0
 BAR_IN = 0.32

@@ -6,7 +6,7 @@ import weakref
 
 import pandas as pd
 
-from suites.report.comparability import flagged
+from suites.report.analyses.comparability import flagged
 
 
 #: `latest` of the last frame it was given: every section asks it of the same table, and at a

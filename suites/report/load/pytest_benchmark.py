@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from suites.cases.case import Case
 from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import TIDY_METRICS
-from suites.report.columns import case_fields, environment_fields
+from suites.report.load.columns import case_fields, environment_fields
 
 SOURCE = "pytest-benchmark"
 

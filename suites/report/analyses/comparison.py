@@ -1,6 +1,6 @@
 """Speedup of each configuration against a chosen baseline, with a noise verdict per pair.
 
-A pair is made only from rows the comparability flags allow (suites.report.comparability; report-guide
+A pair is made only from rows the comparability flags allow (suites.report.analyses.comparability; report-guide
 C3 and C5): where none can be, the row says why instead of showing a number.
 
 speedup = throughput / throughput of the baseline row that differs only in the baseline's
@@ -15,10 +15,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from suites.report.columns import ENVIRONMENT, IDENTITY
-from suites.report.comparability import flagged, sentence
-from suites.report.noise import verdicts
-from suites.report.selection import latest, usable
+from suites.report.load.columns import ENVIRONMENT, IDENTITY
+from suites.report.analyses.comparability import flagged, sentence
+from suites.report.analyses.noise import verdicts
+from suites.report.analyses.selection import latest, usable
 
 #: Columns kept from the baseline row (suffixed `_base`).
 BASE_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "noisy", "emulated", *IDENTITY]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.columns import FLAGS as FLAG_COLUMNS
+from suites.report.load.columns import FLAGS as FLAG_COLUMNS
 
 #: code -> (how the text begins after "the X row ", the reason in words). In priority order:
 #: C2 (the row is not a usable measurement), then C3 (a measurement that cannot be ranked).

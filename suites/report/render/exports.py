@@ -14,7 +14,7 @@ from typing import Callable
 import pandas as pd
 
 from suites.errors import UserError
-from suites.report.columns import samples_json
+from suites.report.load.columns import samples_json
 
 PARQUET_MISSING = "--parquet needs pyarrow, which is not installed: pip install \"parbench[parquet]\" (or pyarrow)"
 

@@ -5,15 +5,15 @@ Under weak scaling (the default: per-device batch fixed, global batch = N x batc
 T(1)/T(N); under strong scaling (param scaling="strong": global batch fixed and split) it
 equals T(1)/(N*T(N)). Which one a curve is comes from the case's `scaling` parameter and is
 shown beside it. 1.0 is perfect; emulated devices share one CPU, so their efficiency measures
-the emulation, not hardware. Only `pairable` rows make a point (suites.report.comparability): a
+the emulation, not hardware. Only `pairable` rows make a point (suites.report.analyses.comparability): a
 contended, starved or bimodal row, or one above a peak, is left out (`left_out` lists them).
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from suites.report.comparability import flagged
-from suites.report.selection import pairable, usable
+from suites.report.analyses.comparability import flagged
+from suites.report.analyses.selection import pairable, usable
 
 #: A scaling series: one curve, all from one run on one machine.
 SERIES = ["machine", "run_id", "framework", "device", "strategy", "precision", "compile", "workload", "params"]

@@ -4,7 +4,7 @@ A and B are each a results path, or a machine label or run id (or its unique pre
 a results folder. Rows pair by case id; ratio = throughput(B) / throughput(A), so > 1 means B
 is faster; `verdict` is "B faster"/"B slower" only beyond noise, else "same". A regression is
 a case B runs slower than A by more than a threshold *and* beyond
-noise in one test (suites.report.noise.slower_beyond), or a case that was ok in A and failed in B.
+noise in one test (suites.report.analyses.noise.slower_beyond), or a case that was ok in A and failed in B.
 A gate fails when one side holds no records or the sides share no case: it judged nothing.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from suites.errors import UserError
-from suites.report.comparison import NO_WORK, noise_columns
-from suites.report.derived import WorkOf
-from suites.report.loading import load_results
-from suites.report.noise import why_not_slower_beyond
+from suites.report.analyses.comparison import NO_WORK, noise_columns
+from suites.report.load.derived import WorkOf
+from suites.report.load.files import load_results
+from suites.report.analyses.noise import why_not_slower_beyond
 
 #: Flags of B's and A's record that make their spread untrustworthy: a noisy spread, or other work
 #: competing for the CPU while the case ran (interference only adds time, so it can fake a regression).
