@@ -126,17 +126,18 @@ def base_compute_per_sample(base: Base, workload: ProjectedWorkload, options: Op
                          "throughput")
         return 1.0 / base.samples_per_s, notes
     per_sample = base.devices / base.samples_per_s
-    if base.device is None or base.per_device_batch is None:
+    batch = base.per_device_batch or options.batch
+    if base.device is None or batch is None:
         notes.append("the base ran on several devices and its exchange could not be taken out (board not "
                      "catalogued or batch unknown): it stays in the compute")
         return per_sample, notes
     own = topology(base.device, base.per_node, base.nodes, options.fabric, catalogue)
     try:
-        exposed = exchange_seconds(workload.plugin.exchange, workload, base.per_device_batch,
-                                   per_sample * base.per_device_batch, own, own, options.microbatches).point
+        exposed = exchange_seconds(workload.plugin.exchange, workload, batch, per_sample * batch, own, own,
+                                   options.microbatches).point
     except NoExchangeModel:
         return per_sample, notes
-    return max(per_sample * 0.01, per_sample - exposed / base.per_device_batch), notes
+    return max(per_sample * 0.01, per_sample - exposed / batch), notes
 
 
 def batch_for(target: Target, base: Base, options: Options) -> tuple[int, int, list[str]]:

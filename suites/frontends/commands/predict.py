@@ -107,8 +107,11 @@ def price_table(path: str | None):  # noqa: ANN201
     return PriceTable.load(path)
 
 
-def number(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.{digits}f}"
+def number(value: float | None, digits: int | None = None) -> str:
+    """Thousands separated; one decimal under 100 unless `digits` says otherwise."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{(1 if abs(value) < 100 else 0) if digits is None else digits}f}"
 
 
 def gib(value: float | None) -> str:
@@ -117,18 +120,19 @@ def gib(value: float | None) -> str:
 
 def projection_table(projections: list) -> Table:  # noqa: ANN001
     grid = Table(title="projected per target (band: low-high samples/s)")
-    for column in ("target", "batch/dev", "samples/s", "band", "per device", "step ms", "limited by",
+    for column in ("target", "batch/dev", "samples/s", "band", "per device", "tokens/s", "step ms", "limited by",
                    "GiB/dev", "fits", "max batch", "cost/M samples"):
         grid.add_column(column)
     for p in projections:
         name = f"{p.device} {p.devices // p.nodes}x{p.nodes}" if p.nodes > 1 else f"{p.device} x{p.devices}"
         if p.error:
-            grid.add_row(name, "-", "cannot project", "-", "-", "-", "-", "-", "-", "-", "-")
+            grid.add_row(name, "-", "cannot project", *["-"] * 9)
             continue
         band = f"{number(p.band[0])}-{number(p.band[1])}" if p.band else "-"
         grid.add_row(name, str(p.per_device_batch), number(p.samples_per_s), band, number(p.per_device_samples_per_s),
-                     number(p.step_s * 1000, 1), p.limited_by or "-", gib(p.memory_per_device_bytes),
-                     "-" if p.fits is None else "yes" if p.fits else "NO", number(p.max_batch_per_device),
+                     number(p.tokens_per_s), number(p.step_s * 1000, 1), p.limited_by or "-",
+                     gib(p.memory_per_device_bytes),
+                     "-" if p.fits is None else "yes" if p.fits else "NO", number(p.max_batch_per_device, 0),
                      number(p.cost_per_million, 2) if p.cost_per_million is not None else p.price_rule or "-")
     return grid
 
