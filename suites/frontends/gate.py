@@ -262,6 +262,9 @@ class Baseline:
                             f"{reference!r}: record it again")
         cases = data.get("cases", {})
         if not isinstance(cases, dict):
+        if not cases:  # a gate that judges nothing must not pass
+            raise UserError(f"gate baseline {path} holds no case, so nothing could be judged against it; record it "
+                            f"again with --parbench-gate-save over the cases the gate should judge")
             raise UserError(f"gate baseline {path}: \"cases\" is {type(cases).__name__}, not a table of case ids: "
                             f"record it again")
         return cls(reference, {case_id: _baseline_entry(path, case_id, entry) for case_id, entry in cases.items()},

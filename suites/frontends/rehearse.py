@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import replace
 from typing import Iterable
 
@@ -15,7 +16,11 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Status
 from suites.errors import UserError
+from suites.frontends.run_progress import LEFT_OUT
+from suites.runner.cap import RunCap
 from suites.runner.deadline import case_timeout
+from suites.runner.eta import Eta
+from suites.runner.plan import plan
 from suites.runner.rehearsal import rehearsal_of
 from suites.runner.runner import RunContext, Runner
 from suites.strategies.jobs import job_for
@@ -42,8 +47,10 @@ def rehearsal_deadline_s(case: Case, timing: TimingConfig) -> float:
     return case_timeout(timing, job_for(case)) * max(1.0, case.n_devices / max(1, cores))
 
 
-def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: Console) -> int:
-    """Rehearse the device cases among `cases`; exit status 1 if any failed."""
+def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: Console,
+             cap: RunCap | None = None) -> int:
+    """Rehearse the device cases among `cases`, those that fit in `cap` (`--max-minutes`, as a
+    run's: `suites.runner.cap`); exit status 1 if any failed."""
     devices = [case for case in cases if case.device in (DeviceKind.GPU, DeviceKind.TPU)]
     if not devices:
         raise UserError(f"{suite}: no GPU or TPU cases (after --filter): nothing to rehearse; "
@@ -56,21 +63,30 @@ def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: C
                              timing=rehearsal_timing(timing), label="rehearsal")
         context.store.ensure_writable(context.environment["machine"])
         timing_of_all = context.timing
-        for case in devices:
-            rehearsal = rehearsal_of(case)
+        rehearsals = [rehearsal_of(case) for case in devices]
+        eta = Eta([Runner(timing_of_all).estimate_s(plan(one.case)) if one.case else 0.0 for one in rehearsals])
+        clock = cap.clock if cap is not None else time.monotonic
+        for case, rehearsal in zip(devices, rehearsals):
             if rehearsal.case is None:
                 row = (case.id, "-", "not rehearsed", rehearsal.reason)
+                eta.left_out()
+            elif cap is not None and not cap.admits(eta.estimates[eta.done], eta.scale()):
+                cap.leave_out(case)
+                eta.left_out()
+                row = (case.id, rehearsal.case.id, LEFT_OUT, "did not fit in the time left")
             else:
                 context.timing = replace(timing_of_all, case_timeout_s=rehearsal_deadline_s(rehearsal.case,
                                                                                             timing_of_all))
+                started = clock()
                 record = Runner.storing(context).run(rehearsal.case)
+                eta.finished(clock() - started)
                 row = (case.id, rehearsal.case.id, str(record.status), _what_happened(record))
             rows.append(row)
             console.print(f"{row[2]:>13}  {row[0]}" + (f"  ({row[3]})" if row[2] != str(Status.OK) else ""),
                           markup=False, soft_wrap=True)
     console.print(_table(suite, rows))
     counts = {status: sum(row[2] == status for row in rows)
-              for status in (str(Status.OK), str(Status.UNAVAILABLE), str(Status.FAILED), "not rehearsed")}
+              for status in (str(Status.OK), str(Status.UNAVAILABLE), str(Status.FAILED), "not rehearsed", LEFT_OUT)}
     console.print(", ".join(f"{n} {status}" for status, n in counts.items()) + " (rehearsal: nothing stored)",
                   markup=False)
     return 1 if counts[str(Status.FAILED)] else 0

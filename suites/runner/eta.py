@@ -48,17 +48,13 @@ class Eta:
         """The next case is not run (`--max-minutes`): it costs nothing and teaches nothing."""
         self.done += 1
 
-    def _scale(self) -> float:
+    def scale(self) -> float:
         """Actual / estimated time of the cases done."""
         return self.spent_s / self.estimated_done_s if self.estimated_done_s > 0 else 1.0
 
-    def next_s(self) -> float:
-        """The next case's estimate, scaled like the rest."""
-        return self._scale() * self.estimates[self.done]
-
     def remaining_s(self) -> float:
         """The unfinished cases' estimates, scaled by actual / estimated time of those done."""
-        return self._scale() * sum(self.estimates[self.done:])
+        return self.scale() * sum(self.estimates[self.done:])
 
 
 def duration_text(seconds: float) -> str:

@@ -25,6 +25,12 @@ STYLES = {"B faster": "green", "B slower": "bold red", "same": "dim"}
 #: silently (no case can be that much slower), so they are refused, as are negative values.
 MAX_THRESHOLD = 10.0
 THRESHOLD_ACCEPTED = f"a fraction from 0 to under {MAX_THRESHOLD:g} (0.05 = 5% slower)"
+#: Exit status of a gate whose verdict cannot be trusted: a case it judged ran beside other work
+#: (contended), its threads idled (starved) or its samples split in two (bimodal), on either side.
+#: Interference only adds time, so it can fake a regression (B) or hide one (A): no pass, no fail.
+INCONCLUSIVE = 3
+#: The record flags (`suites.records.contention`) that make a pair's verdict untrustworthy.
+UNTRUSTED = ("contended", "starved", "bimodal")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where machine labels and run ids are looked up (default results/)")
     parser.add_argument("--fail-on-regression", metavar="THRESHOLD",
                         help="exit 1 if B is slower than A by more than THRESHOLD (0.05 = 5%%) beyond noise on "
-                             "any case, or a case ok in A failed in B; exit 2 if A and B share no case that ran. "
+                             "any case, or a case ok in A failed in B; exit 2 if A and B share no case that ran; "
+                             f"exit {INCONCLUSIVE} (inconclusive) where no case regressed but a case judged was "
+                             "contended, starved or bimodal on either side. "
                              f"THRESHOLD is {THRESHOLD_ACCEPTED.replace('%', '%%')}")
 
 
@@ -68,6 +76,28 @@ def _noise(row: Any) -> str:
     if row.noise_test == NO_WORK:  # a side does no work per step (1-rank all-reduce): nothing was tested
         return "n/a"
     return "IQRs apart" if _flag(row.beyond_noise) else "IQRs overlap"
+
+
+def untrusted(pairs: pd.DataFrame) -> pd.Series:
+    """Pairs that ran ok on both sides where either side's record is flagged `UNTRUSTED`."""
+    flagged = pd.Series(False, index=pairs.index)
+    for flag in UNTRUSTED:
+        for column in (flag, f"{flag}_base"):
+            if column in pairs:
+                flagged |= pairs[column].map(_flag).astype(bool)
+    return pairs["ratio"].notna() & flagged
+
+
+def untrusted_text(pairs: pd.DataFrame) -> str:
+    """e.g. '2 contended in A, 2 contended in B, 1 bimodal in B' over the `untrusted` pairs."""
+    parts = []
+    for side, suffix in (("A", "_base"), ("B", "")):
+        for flag in UNTRUSTED:
+            column = flag + suffix
+            count = int(pairs[column].map(_flag).sum()) if column in pairs else 0
+            if count:
+                parts.append(f"{count} {flag} in {side}")
+    return ", ".join(parts)
 
 
 def table(pairs: pd.DataFrame, a: str, b: str, notes: pd.Series | None = None) -> Table:
@@ -117,8 +147,19 @@ def run(args: argparse.Namespace) -> int:
         if slower:
             console.print(f"{slower} slower beyond noise; not judged as regressions: no --fail-on-regression "
                           f"THRESHOLD given", markup=False)
+        if untrusted(pairs).any():
+            console.print(f"not to be trusted: {untrusted_text(pairs[untrusted(pairs)])}", markup=False)
         return 0
+    doubtful = untrusted(pairs)
     regressed = regressions(pairs, threshold)
+    regressed = regressed[~doubtful.reindex(regressed.index, fill_value=False)]
+    if regressed.empty and doubtful.any():
+        judged = int(pairs["ratio"].notna().sum())
+        console.print(f"inconclusive: {int(doubtful.sum())} of {judged} case(s) judged ran beside other work or "
+                      f"unevenly ({untrusted_text(pairs[doubtful])}): a slowdown there cannot be told from "
+                      f"interference; run A and B again on a quiet machine (exit {INCONCLUSIVE})",
+                      style="bold yellow", markup=False)
+        return INCONCLUSIVE
     if regressed.empty:
         why = f" ({slower} slower beyond noise, none by more than the threshold: see each verdict)" if slower else ""
         console.print(f"no regression beyond {threshold:.0%} and noise{why}", markup=False)

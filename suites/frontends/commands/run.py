@@ -8,8 +8,6 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from suites import knobs
 from suites.cases.case import Case
 from suites.cases.filters import __doc__ as filter_help
@@ -18,12 +16,15 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, Suite, load_suite
+from suites.frontends.case_loop import run_cases
 from suites.frontends.rehearse import rehearse
+from suites.frontends.run_progress import run_progress
+from suites.frontends.run_table import print_results, run_console
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
-from suites.report.render.terminal import record_table, terminal
-from suites.runner.cap import RunCap, cap_seconds
+from suites.report.render.terminal import terminal
+from suites.runner.cap import MachineLoad, RunCap, cap_seconds
 from suites.runner.eta import Eta, busy_machine_note, duration_text
 from suites.runner.node_run import NodeRun, run_on_nodes
 from suites.runner.nodes import NodeSpan
@@ -32,6 +33,8 @@ from suites.runner.runner import Plan, RunContext, Runner, plan
 #: The run's clock (monotonic seconds): what the progress display, the ETA and `--max-minutes`
 #: read; tests put a controlled one in its place.
 clock = time.monotonic
+#: What `--max-minutes` reads the share of the cores other work takes from; tests put a fake in its place.
+machine_load = MachineLoad
 
 SUMMARY = "run a suite (default: quick) and store its records"
 KNOBS = knobs.CASE_KNOBS
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     cap_s = cap_seconds(args.max_minutes)
     started_at, run_started = now_iso(), clock()
     # The cap counts from the start: estimating imports the frameworks and probes their GEMMs.
-    cap = RunCap(cap_s, clock) if cap_s is not None else None
+    cap = RunCap(cap_s, clock, machine_load()) if cap_s is not None else None
     suite = load_suite(args.suite)
     cases = select(suite.cases, args.filter, suite.name)
     timing = suite.timing
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rehearse:
         if args.nnodes:
             raise UserError("--rehearse runs on this machine alone: leave out --nnodes")
-        return rehearse(suite.name, cases, timing, terminal())
+        return rehearse(suite.name, cases, timing, terminal(), cap)
     plans = [plan(case) for case in cases]
     chosen = Chosen(suite, cases, plans, timing, cap, started_at, run_started)
     return run_on_nodes(_node_run(args), cases, plans, timing, lambda span: _run_here(args, chosen, span))
@@ -130,8 +133,7 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -
     suite, cases, plans, timing, cap = chosen.suite, chosen.cases, chosen.plans, chosen.timing, chosen.cap
     store = ResultsStore(args.results)
     context = RunContext(suite=suite.name, store=store, timing=timing, label=args.label)
-    console = terminal()
-    records = []
+    console = run_console()
     runner = Runner.storing(context, nodes=span)
     eta = Eta([runner.estimate_s(planned) for planned in plans])
     estimate_s = eta.remaining_s()
@@ -144,21 +146,9 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -
     console.print(f"{suite.name}: {len(cases)} cases, about {duration_text(estimate_s)}{capped}{busy}",
                   markup=False)
     store.ensure_writable(context.environment["machine"])
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("~{task.fields[left]} left"),
-                  TextColumn("{task.fields[current]}"), console=console, transient=True) as progress:
-        task = progress.add_task(suite.name, total=len(cases), current=cases[0].id,
-                                 left=duration_text(eta.remaining_s()))
-        for done, (case, planned) in enumerate(zip(cases, plans), start=1):
-            if cap is not None and not cap.admits(case, eta.next_s()):
-                eta.left_out()
-            else:
-                started = clock()
-                records.append(runner.run(planned))
-                eta.finished(clock() - started)
-            progress.update(task, advance=1, current=cases[done].id if done < len(cases) else "",
-                            left=duration_text(eta.remaining_s()))
-    console.print(record_table(records, title=f"suite {suite.name} - run {context.run_id}"))
+    with run_progress(console, suite.name, cases, eta.remaining_s()) as progress:
+        records = run_cases(runner, cases, plans, eta, cap, progress, clock, chosen.run_started)
+    print_results(console, records, title=f"suite {suite.name} - run {context.run_id}")
     counts = {s: sum(r.status is s for r in records) for s in Status}
     console.print(f"{counts[Status.OK]} ok, {counts[Status.UNAVAILABLE]} unavailable, {counts[Status.FAILED]} "
                   f"failed; records in {store.path_for(context.environment['machine'])}")
@@ -169,4 +159,6 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -
         max_minutes=args.max_minutes, left_out=[c.id for c in cap.left_out] if cap else []))
     if cap is not None and cap.left_out:
         console.print(f"{cap.left_out_text()}; run summary in {summary}", markup=False, soft_wrap=True)
+    if cap is not None and cap.past_text():
+        console.print(f"{cap.past_text()}; run summary in {summary}", markup=False, soft_wrap=True)
     return 1 if counts[Status.FAILED] else 0
