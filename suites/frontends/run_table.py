@@ -4,10 +4,11 @@ cases on a CPU machine) is one line, not a table of rows that say the same.
 
 On a terminal the table is the full one (`suites.report.render.terminal.record_table`), as wide as
 the terminal. Off one (a log, CI) it is laid out for LOG_WIDTH columns: case ids broken only
-between their segments, a status of short words, the figures, and each failure's reason on a
+between their segments or parameters, a status of short words, the figures, and each failure's reason on a
 line of its own below (the per-case lines above it said why a case was contended)."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Sequence
 
@@ -44,14 +45,12 @@ def not_run_lines(records: Sequence[Record]) -> list[str]:
 
 
 def case_lines(case_id: str, width: int = CASE_WIDTH) -> str:
-    """`case_id` in lines of at most `width` characters, broken only after a '/' (a segment longer
-    than `width` stays whole)."""
+    """`case_id` in lines of at most `width` characters, broken only after a '/' between its
+    segments or a ',' between its parameters (a piece longer than `width` stays whole)."""
     lines = [""]
-    for segment in case_id.split("/"):
-        piece = segment if not lines[-1] else "/" + segment
+    for piece in re.split(r"(?<=[/,])", case_id):
         if lines[-1] and len(lines[-1]) + len(piece) > width:
-            lines[-1] += "/"
-            lines.append(segment)
+            lines.append(piece)
         else:
             lines[-1] += piece
     return "\n".join(lines)
