@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): install what the tests need, then run them.
+# What it installs: the project with its `all` and `test` extras into the current Python (use a
+# venv); and system-wide, as root or with passwordless sudo, Debian packages without recommended
+# ones: chromium (tests/browser/setup.sh, the report's browser test), slurm-wlm and munge (and
+# iproute2 where `ip` is missing, as root only) (tests/cluster/setup.sh, the Slurm and two-host
+# tests). Each setup script prints one line before it installs, and where it cannot (no root, no
+# sudo) installs nothing and its tests are skipped.
 # Idempotent: an already-installed dependency is not downloaded again.
 set -euo pipefail
 cd "$(dirname "$0")/.."

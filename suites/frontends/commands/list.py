@@ -5,6 +5,7 @@ import argparse
 
 from rich.table import Table
 
+from suites.cases.case import Case
 from suites.cases.filters import select
 from suites.grids.grid import builtin_suite_names, load_suite
 from suites.report.render.terminal import terminal
@@ -16,6 +17,9 @@ KNOBS: tuple[str, ...] = ()
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", help="a built-in suite name or the path of a .toml grid")
     parser.add_argument("--filter", help="choose cases (see `parbench run --help`)")
+    parser.add_argument("--availability", action="store_true",
+                        help="with --suite: after each id, a tab and 'available', or 'unavailable: ' and why not "
+                             "on this machine (imports the frameworks)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,5 +36,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     suite = load_suite(args.suite)
     for case in select(suite.cases, args.filter, suite.name):
-        print(case.id)  # one id per line, unwrapped: scripts read this
+        # one id per line, unwrapped: scripts read this (and split the availability off at the tab)
+        print(f"{case.id}\t{availability(case)}" if args.availability else case.id)
     return 0
+
+
+def availability(case: Case) -> str:
+    """'available', or 'unavailable: <why not here>', as `parbench run` would record it."""
+    from suites.runner.plan import plan, unavailable_reason
+
+    reason = unavailable_reason(plan(case))
+    return f"unavailable: {reason}" if reason else "available"

@@ -88,7 +88,21 @@ def run(args: argparse.Namespace) -> int:
     for model in args.model or MODELS:
         reason = parity.unavailable_reason(model)  # each canonical package loaded on its own, guarded
         if reason:
-            print(f"{model}: not compared: {reason}")
+def torchvision_hint(torch_version: str) -> str:
+    """The torchvision release built for `torch_version` and how to install it ('' where unknown):
+    torch 2.N pairs with torchvision 0.(N+15) (2.0 with 0.15, 2.5 with 0.20), from the same index
+    (a `+cpu` torch's is PyTorch's CPU index, else the default one)."""
+    release, _, local = torch_version.partition("+")
+    parts = release.split(".")
+    if len(parts) < 2 or parts[0] != "2" or not parts[1].isdigit():
+        return ""
+    torchvision = f"0.{int(parts[1]) + 15}"
+    index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith(("cpu", "cu", "rocm")) else ""
+    return f"for torch {release}: pip install 'torchvision=={torchvision}.*'{index}"
+
+
+            hint = torchvision_hint(torch.__version__) if "torchvision" in reason else ""
+            print(f"{model}: not compared: {reason}" + (f" ({hint})" if hint else ""))
             continue
         try:
             case = parity.parity_case(model, device, precision, {**SIZES[device][model], **overrides})
