@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -31,3 +32,14 @@ def mark_processes(monkeypatch) -> Callable[[], list[int]]:  # noqa: ANN001 - py
         return found
 
     return alive
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Whether `condition` holds within `timeout_s` (looked at every 0.1 s): a generous bound on
+    what another process does, never a measurement."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from suites.runner.termination import Terminated, signals_raise
-from tests.processes import mark_processes
+from tests.processes import mark_processes, wait_for
 
 LONG_RANKS_GRID = """
 description = "two gloo ranks that warm up for minutes: a case to stop"
@@ -30,15 +30,6 @@ precision = "fp32"
 n_devices = 2
 params = { model = "mlp", batch = 8 }
 """
-
-
-def _wait_for(condition, timeout_s: float) -> bool:  # noqa: ANN001 - a predicate
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
 
 
 def _ranks(pids: list[int]) -> list[int]:
@@ -65,7 +56,7 @@ def test_a_terminating_signal_stops_the_ranks_and_removes_the_temp_folders(tmp_p
                            env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path.cwd())},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert _wait_for(lambda: len(_ranks(alive())) == 2, 120), "the rank processes never started"
+        assert wait_for(lambda: len(_ranks(alive())) == 2, 120), "the rank processes never started"
         time.sleep(1)  # into their set-up
         cli.send_signal(sig)
         _, stderr = cli.communicate(timeout=60)
@@ -75,7 +66,7 @@ def test_a_terminating_signal_stops_the_ranks_and_removes_the_temp_folders(tmp_p
     assert cli.returncode == 128 + sig
     assert f"stopped by {signal.Signals(sig).name}" in stderr
     assert "Traceback" not in stderr
-    assert _wait_for(lambda: not alive(), 20), f"processes left running: {alive()}"
+    assert wait_for(lambda: not alive(), 20), f"processes left running: {alive()}"
     assert list(temp.iterdir()) == [], "temp folders left behind"
 
 

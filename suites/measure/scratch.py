@@ -20,8 +20,9 @@ PREFIX = "parbench-run-"
 
 @contextlib.contextmanager
 def run_temp_dir() -> Iterator[Path]:
-    """A fresh folder (in the current temp folder) that is the temp folder for the duration."""
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    """A fresh folder (in the current temp folder) that is the temp folder for the duration, named
+    for this process (`run_folder_of`)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
     previous_env, previous_tempdir = os.environ.get(TMPDIR_ENV), tempfile.tempdir
     os.environ[TMPDIR_ENV] = tempfile.tempdir = str(folder)
     try:
@@ -33,6 +34,12 @@ def run_temp_dir() -> Iterator[Path]:
         else:
             os.environ[TMPDIR_ENV] = previous_env
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_folder_of(pid: int, folder: Path) -> bool:
+    """Whether `folder` is the run folder process `pid` made: what a process of a case removes for
+    its launcher once the launcher is gone (`suites.runner.watchdog`)."""
+    return folder.name.startswith(f"{PREFIX}{pid}-")
 
 
 def shared_temp_dir() -> Path:

@@ -31,6 +31,7 @@ from suites.records.contention import Contention, judge, read_cpu
 from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, tf_config_from_slurm
 from suites.runner.execute import Outcome, execute_in_process, failed
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
+from suites.runner import watchdog
 from suites.runner.deadline import case_timeout
 from suites.measure.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.measure.scratch import run_temp_dir
@@ -135,6 +136,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         f"under torchrun, {TF_CONFIG_SUITE} with TF_CONFIG, else worker)")
     parser.add_argument("--label", help="machine label stored with the record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
+    # parbench's launcher names itself: the worker ends once it is gone (`suites.runner.watchdog`)
+    parser.add_argument(watchdog.LAUNCHER_OPTION, type=watchdog.parse_launcher, help=argparse.SUPPRESS)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,6 +154,8 @@ def run(args: argparse.Namespace) -> None:
         knobs.check_label(args.label)
     except UserError as error:
         sys.exit(f"parbench worker: {error}")
+    # Ends this process (and its group) once its launcher is gone, or past its case's deadline.
+    watch = watchdog.start(watchdog.watch_for(args.launcher))
     port_base = knobs.read(SLURM_PORT_ENV)
     if port_base and "TF_CONFIG" in os.environ:  # a TF task of a Slurm step over hosts of their own
         jobs = {job: len(tasks) for job, tasks in json.loads(os.environ["TF_CONFIG"])["cluster"].items()}
@@ -174,6 +179,7 @@ def run(args: argparse.Namespace) -> None:
         # worker's collectives: `suites.frameworks.tf.cluster.collective_timeout_s`), also
         # where no launcher stops the process at it (started by hand with a TF_CONFIG).
         os.environ[CASE_TIMEOUT_ENV] = repr(case_timeout(timing, job))
+        watch.expire_after(case_timeout(timing, job))
         plugin = job.strategy
         world = launched_world_problem(job)
         if world:

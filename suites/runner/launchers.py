@@ -5,7 +5,9 @@ pool of rank processes on this machine (across nodes, each node's share of them:
 Every process gets its own session (process group), a hard timeout, and on the way out
 SIGTERM then SIGKILL after a grace period: a TF worker waiting for a missing peer ignores
 SIGTERM. A crashed or hung process becomes a failed outcome carrying the tail of its output;
-nothing is left running and no port stays held.
+nothing is left running and no port stays held. A launcher killed outright (`kill -9`) stops
+nothing: each process it started is told who it is (`--launcher`) and ends itself, its own
+processes and the launch's temp folder once it is gone (`suites.runner.watchdog`).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from suites.runner.execute import FAILED_AT, Outcome, execute_in_process
 from suites.runner.rank_outcomes import Members, merge, outcome_file, read_outcomes
 from suites.measure.launch import Launch
 from suites.runner import termination
+from suites.runner.watchdog import launcher_args
 from suites.measure.scratch import TMPDIR_ENV
 from suites.measure.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.measure.capabilities import NeedsIsolatedEnvironment
@@ -138,7 +141,7 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                 for index, extra_env in enumerate(envs):
                     log = open(tmpdir / f"rank{index}.log", "wb")
                     processes.append((subprocess.Popen(
-                        worker_command(job, timing, outcome_file(tmpdir, index)),
+                        [*worker_command(job, timing, outcome_file(tmpdir, index)), *launcher_args(tmpdir)],
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()), **extra_env},
                         start_new_session=True), log))
