@@ -93,7 +93,7 @@ def test_results_path_that_cannot_be_created(capsys, tiny_grid, tmp_path):
 @pytest.mark.parametrize("args, words", [
     (("run", "--suite", "no-such-suite"), "unknown suite"),
     (("list", "--suite", "/nonexistent/grid.toml"), "does not exist"),
-    (("run", "--budget", "-1"), "--budget must be a finite positive"),
+    (("run", "--budget", "-1"), "argument --budget: '-1' is not valid"),
 ])
 def test_bad_arguments_are_one_line(capsys, args, words, results_dir):
     code, _, err = run_cli(capsys, *args, *(("--results", str(results_dir)) if args[0] == "run" else ()))

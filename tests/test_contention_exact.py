@@ -256,9 +256,9 @@ def test_contention_round_trips_and_older_records_still_load():
 @pytest.mark.parametrize("text, error", [
     ("contention_retries = 0", None),
     ("contention_retries = 10", None),
-    ("contention_retries = 11", "past the most parbench allows"),
-    ("contention_retries = -1", "whole number >= 0"),
-    ("contention_retries = 1.5", "whole number >= 0"),
+    ("contention_retries = 11", "expected a whole number of retries from 0 to 10"),
+    ("contention_retries = -1", "expected a whole number of retries from 0 to 10"),
+    ("contention_retries = 1.5", "expected a whole number of retries from 0 to 10"),
 ])
 def test_a_grid_may_set_the_retries_within_bounds(tmp_path, text, error):
     grid = tmp_path / "g.toml"

@@ -1,7 +1,7 @@
 """The package's layers, bottom to top, and the one-way imports between them — five, and the
 report beside them:
 
-1. vocabulary: what a case and a record are (`suites.cases`, `errors`, `knobs`, `records`,
+1. vocabulary: what a case and a record are (`suites.cases`, `errors`, `knobs`, `ranges`, `records`,
    `hardware`);
 2. measuring: what a workload computes and how a step is timed and probed (`suites.workloads`,
    the models' specs, `suites.measure`);
@@ -39,7 +39,8 @@ MODEL_IMPLEMENTATIONS = tuple(sorted(".".join(path.relative_to(PACKAGE.parent).w
 
 #: layer -> the module prefixes in it (the longest prefix of a module decides).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "vocabulary": ("suites.errors", "suites.knobs", "suites.cases", "suites.records", "suites.hardware"),
+    "vocabulary": ("suites.errors", "suites.knobs", "suites.ranges", "suites.cases", "suites.records",
+                   "suites.hardware"),
     "measuring": ("suites.workloads", "suites.models", "suites.measure"),
     "frameworks and strategies": ("suites.frameworks", *MODEL_IMPLEMENTATIONS, "suites.strategies"),
     "runner": ("suites.runner",),

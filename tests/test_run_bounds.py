@@ -89,7 +89,7 @@ def test_max_minutes_still_records_cases_that_cost_nothing(capsys, tmp_path, res
 def test_max_minutes_that_is_no_positive_number_is_one_line(capsys, results_dir, value):
     assert main(["run", "--results", str(results_dir), "--max-minutes", value]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and err[0].startswith("parbench: error: --max-minutes must be a positive number")
+    assert len(err) == 1 and err[0].startswith(f"parbench: error: argument --max-minutes: '{value}' is not valid")
     assert not results_dir.exists()
 
 

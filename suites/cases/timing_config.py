@@ -4,6 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from suites.ranges import Range, Refused
+
+
+class TimingFieldError(ValueError):
+    """A `[timing]` value that is not accepted; `key` names its field."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(problem)
+        self.key = key
+
 
 @dataclass(frozen=True)
 class TimingConfig:
@@ -31,3 +41,37 @@ class TimingConfig:
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> "TimingConfig":
         return cls(**values)
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> "TimingConfig":
+        """The config a suite's `[timing]` table sets, each value checked against `RANGES`: a
+        TimingFieldError naming the first field that is unknown, of the wrong kind or out of range."""
+        for key, value in values.items():
+            if key not in RANGES:
+                raise TimingFieldError(key, f"unknown key; allowed: {', '.join(sorted(RANGES))}")
+            try:
+                RANGES[key].check(value)
+            except Refused as error:
+                raise TimingFieldError(key, f"{value!r} is not valid: expected {error}") from None
+        config = cls.from_mapping(values)
+        if config.max_samples < config.min_samples:
+            raise TimingFieldError("max_samples", f"{config.max_samples} is below min_samples, "
+                                                  f"{config.min_samples}: give max_samples >= min_samples")
+        return config
+
+
+#: What each field accepts where a suite's `[timing]` table sets it. The highest values keep every
+#: case, in process or not, within hours (an in-process step cannot be interrupted, so its bound is
+#: the timer's own); the counts are whole numbers.
+RANGES: dict[str, Range] = {
+    "warmup_s": Range(float, 0, True, 600.0, "seconds"),
+    "min_warmup_steps": Range(int, 1, high=100_000, unit="steps"),
+    "block_min_s": Range(float, 0, True, 60.0, "seconds"),
+    "min_samples": Range(int, 1, high=100_000, unit="samples"),
+    "min_time_s": Range(float, 0, True, 3600.0, "seconds"),
+    "target_rel_iqr": Range(float, 0, True, 1.0),
+    "budget_s": Range(float, 0, True, 3600.0, "seconds"),
+    "max_samples": Range(int, 1, high=1_000_000, unit="samples"),
+    "case_timeout_s": Range(float, 0, True, 86_400.0, "seconds"),
+    "contention_retries": Range(int, 0, high=10, unit="retries"),
+}

@@ -17,6 +17,9 @@ from suites.strategies.registry import find_plugin, is_combination
 from suites.workloads import workload_class
 from suites.workloads.user_model import UserModel
 
+#: What `batch` accepts: train_step's own parameter (a whole number >= 1); `n_devices` the same.
+TRAIN_STEP_BATCH = next(param for param in workload_class("train_step").params if param.name == "batch")
+
 
 def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gpu"),
               strategies: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
@@ -26,6 +29,7 @@ def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gp
     (`is_combination`: torch `towers` splits a matmul); strategies that spread work get
     `n_devices` devices, `single` gets one. Strategies named in `strategies` that some of the
     model's framework x device pairs skip are said in one warning."""
+    _check_sizes(batch, n_devices)
     chosen_strategies = [Strategy(s) for s in strategies] if strategies else list(Strategy)
     chosen_precisions = [Precision(p) for p in precisions] if precisions else list(Precision)
     train_step = workload_class("train_step")
@@ -42,6 +46,15 @@ def cases_for(model: UserModel, batch: int, devices: Iterable[str] = ("cpu", "gp
         warnings.warn(f"benchmark_model: skipped {len(skipped)} framework/device/strategy combination(s) "
                       f"that do not apply to a training step: {', '.join(skipped)}", stacklevel=2)
     return cases
+
+
+def _check_sizes(batch: object, n_devices: object) -> None:
+    """A ValueError naming `batch` or `n_devices` where either makes no case, before any case runs
+    (a batch of 0 would fail every case, one after another)."""
+    for name, value in (("batch", batch), ("n_devices", n_devices)):
+        problem = TRAIN_STEP_BATCH.problem(value)
+        if problem:
+            raise ValueError(f"benchmark_model: {name} {problem}: give a whole number >= 1")
 
 
 def benchmark_model(model: UserModel, batch: int = 32, *, devices: Iterable[str] = ("cpu", "gpu"),

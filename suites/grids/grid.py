@@ -22,7 +22,6 @@ Grid syntax (see README and suites/grids/*.toml)::
 from __future__ import annotations
 
 import itertools
-import math
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from suites.cases.case import Case
-from suites.cases.timing_config import TimingConfig
+from suites.cases.timing_config import TimingConfig, TimingFieldError
 from suites.errors import GridError, UserError
 from suites.strategies.options import NoOptions, options_from
 from suites.strategies.registry import (compile_params, compilers_of, devices_of, find_plugin, frameworks_of,
@@ -102,32 +101,13 @@ def parse_suite(text: str, source: str, name: str) -> Suite:
                  cases=tuple(cases), timing=_timing(source, data.get("timing", {})))
 
 
-#: The most each `[timing]` field may be: with them every case, in process or not, ends within
-#: hours (an in-process step cannot be interrupted, so its bound is the timer's own).
-TIMING_LIMITS: dict[str, float] = {
-    "warmup_s": 600.0, "min_warmup_steps": 100_000, "block_min_s": 60.0, "min_samples": 100_000,
-    "min_time_s": 3600.0, "target_rel_iqr": 1.0, "budget_s": 3600.0, "max_samples": 1_000_000,
-    "case_timeout_s": 86_400.0, "contention_retries": 10,
-}
-#: Timing fields that may be 0 (any other must be positive): 0 retries measures each case once.
-TIMING_ZERO_ALLOWED = frozenset({"contention_retries"})
-
-
 def _timing(source: str, table: Any) -> TimingConfig:
     if not isinstance(table, dict):
         raise GridError(source, "timing", "must be a table")
-    allowed = set(TimingConfig.__dataclass_fields__)
-    _reject_unknown(source, "timing", table, allowed)
-    for key, value in table.items():
-        if key in TIMING_ZERO_ALLOWED:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise GridError(source, f"timing.{key}", f"must be a whole number >= 0, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise GridError(source, f"timing.{key}", f"must be a finite positive number, got {value!r}")
-        if value > TIMING_LIMITS[key]:
-            raise GridError(source, f"timing.{key}", f"{value!r} is past the most parbench allows, "
-                                                      f"{TIMING_LIMITS[key]:g}: a case must end in bounded time")
-    return TimingConfig.from_mapping(table)
+    try:
+        return TimingConfig.checked(table)
+    except TimingFieldError as error:
+        raise GridError(source, f"timing.{error.key}", str(error)) from None
 
 
 def _reject_unknown(source: str, where: str, table: dict, allowed: set[str]) -> None:

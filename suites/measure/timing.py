@@ -123,13 +123,22 @@ class WarmUp:
 
 
 def case_limit_s(config: TimingConfig) -> float:
-    """How long one case's steps after the first may take, warm-up included, before it is cut short."""
-    return 5 * config.budget_s + config.warmup_s
+    """How long one case's steps after the first may take, warm-up included, before it is cut short;
+    at most the case's own deadline (`case_timeout_s`)."""
+    return _within_deadline(config, 5 * config.budget_s + config.warmup_s)
 
 
 def first_step_limit_s(config: TimingConfig, compiled: bool = False) -> float:
-    """How long the first step (compilation included) may take before the case is too slow."""
-    return max(COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else FIRST_STEP_ALLOWANCE_S, case_limit_s(config))
+    """How long the first step (compilation included) may take before the case is too slow; at most
+    the case's own deadline (`case_timeout_s`)."""
+    allowance = COMPILED_FIRST_STEP_ALLOWANCE_S if compiled else FIRST_STEP_ALLOWANCE_S
+    return _within_deadline(config, max(allowance, case_limit_s(config)))
+
+
+def _within_deadline(config: TimingConfig, limit_s: float) -> float:
+    """`limit_s`, cut to `case_timeout_s` where that is set: a case timed in this process, where no
+    launcher stops it, keeps its deadline between steps (a launched one is stopped at it anyway)."""
+    return limit_s if config.case_timeout_s is None else min(limit_s, config.case_timeout_s)
 
 
 #: Seconds a case's processes get to start (framework import, rendezvous) before its first step,

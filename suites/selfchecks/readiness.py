@@ -46,6 +46,7 @@ from suites.hardware.devices import DeviceInfo, amd_gpus_listed, descriptor, dis
 from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
 from suites.records.record import Record
+from suites.ranges import Range
 from suites.records.store import ResultsStore
 from suites.runner.availability import precision_reason
 from suites.runner.execute import Outcome
@@ -64,6 +65,8 @@ TOTAL_S = 10 * 60.0
 #: ... and no case starts after this share of it; what is left is "not run".
 DEADLINE_SHARE = 0.9
 DEADLINE_S = DEADLINE_SHARE * TOTAL_S
+#: What `--minutes` takes: up to a day.
+MINUTES = Range(float, 0, True, 24 * 60.0, "minutes")
 #: Small budgets: the point is that each path runs and computes the right thing, not a
 #: publishable figure. Launched cases keep the launcher's own timeout (start-up included).
 TIMING = TimingConfig(warmup_s=0.1, min_warmup_steps=2, min_samples=5, min_time_s=0.1,
@@ -285,7 +288,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, help="keep the records in this results directory "
                                                      "(default: a temporary one)")
     parser.add_argument("--label", help="machine label stored with the records")
-    parser.add_argument("--minutes", type=float, default=TOTAL_S / 60,
+    parser.add_argument("--minutes", type=MINUTES.argument, default=TOTAL_S / 60,
                         help=f"time for the whole check (default {TOTAL_S / 60:.0f}; eight GPUs have more "
                              "paths to run than one)")
 
@@ -296,10 +299,7 @@ def main(argv: list[str] | None = None,
     parser = argparse.ArgumentParser(prog="python -m suites.selfchecks.readiness",
                                      description=__doc__.split("\n\n")[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.minutes <= 0:
-        parser.error(f"--minutes must be positive, not {args.minutes:g}")
-    return run(args, execute)
+    return run(parser.parse_args(argv), execute)
 
 
 def run(args: argparse.Namespace, execute: Launcher | None = None) -> int:

@@ -151,10 +151,32 @@ def load_plugins() -> None:
             sys.modules.pop(_module_name(Path(entry)), None)
             raise UserError(f"{PLUGINS_ENV}: {entry}: {_import_problem(entry, error)}; fix it, or remove it "
                             f"from {PLUGINS_ENV}") from None
-        if loaded and (set(MODELS), set(WORKLOADS)) == registered:
+        registers = (set(MODELS), set(WORKLOADS)) != registered if loaded else _registered_from(entry)
+        if not registers:
             raise UserError(f"{PLUGINS_ENV}: {entry} registers no model or workload; call suites.user_model(...) "
                             f"(or decorate a Workload with suites.workloads.register) at module level in it, or "
                             f"remove it from {PLUGINS_ENV}")
+
+
+def _registered_from(entry: str) -> bool:
+    """Whether the module `entry` names, imported before (a module such as json, or the script that
+    called `user_model`), registered a model or a workload."""
+    from suites.workloads import WORKLOADS
+
+    names = _imported_as(entry)
+    specs = [factory() for factory in MODELS.values()]
+    return any(workload.__module__ in names for workload in WORKLOADS.values()) or any(
+        getattr(builder, "__module__", None) in names for spec in specs if isinstance(spec, UserModel)
+        for builder in spec.builders.values())
+
+
+def _imported_as(entry: str) -> set[str]:
+    """The names the module `entry` (a module name or a .py file) is imported under."""
+    if Path(entry).suffix != ".py":
+        return {entry}
+    path = Path(entry).resolve()
+    return {name for name, module in list(sys.modules.items())
+            if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path}
 
 
 def _module_name(path: Path) -> str:

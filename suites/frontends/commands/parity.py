@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 
 from suites import knobs
 from suites.errors import UserError
+from suites.ranges import Range
 from suites.strategies.jobs import job_for
+from suites.workloads import workload_class
+from suites.workloads.training import MODELS as REGISTERED_MODELS
 
 if TYPE_CHECKING:  # torch only when the command runs
     from suites.frameworks.torch.parity import OpProfile, ParityResult
@@ -23,6 +26,11 @@ SUMMARY = ("time parbench's resnet50 / gpt2_small / bert_base training step besi
 KNOBS = knobs.CASE_KNOBS
 
 MODELS = ("resnet50", "gpt2_small", "bert_base")
+#: What --size may set: the batch and the size parameters of the models compared.
+SIZE_NAMES = frozenset({"batch"}.union(*(REGISTERED_MODELS[model]().size_fields() for model in MODELS)))
+#: What --rounds and --steps take, and --profile.
+AT_LEAST_ONE = Range(int, low=1)
+AT_LEAST_ZERO = Range(int, low=0)
 #: A timed block lasts at least this long where --steps is not given (the parity module's MIN_BLOCK_S).
 MIN_BLOCK_S = 0.5
 #: The fewest steps a timed block holds where --steps is not given.
@@ -50,44 +58,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default: bf16 on a GPU, fp32 on a CPU")
     parser.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                         help="a train_step parameter overriding the device's default sizes (e.g. batch=128)")
-    parser.add_argument("--rounds", type=int, default=5, help="A B B A rounds (default 5)")
-    parser.add_argument("--steps", type=int,
+    parser.add_argument("--rounds", type=AT_LEAST_ONE.argument, default=5, help="A B B A rounds (default 5)")
+    parser.add_argument("--steps", type=AT_LEAST_ONE.argument,
                         help="training steps per timed block (default: as many as make a block last "
                              f"{MIN_BLOCK_S} s, at least {LEAST_STEPS['gpu']} on a GPU, {LEAST_STEPS['cpu']} on a CPU)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
+    parser.add_argument("--profile", type=AT_LEAST_ZERO.argument, default=0, metavar="N",
                         help="after timing, profile a few steps of each side (torch.profiler) and print the N ops "
                              "either side spends most self time on, the most different first")
 
 
 def _sizes(pairs: list[str]) -> dict[str, int | str]:
+    """The sizes `--size KEY=VALUE` pairs set, each checked as a grid's train_step parameter is."""
+    accepted = {param.name: param for param in workload_class("train_step").params if param.name in SIZE_NAMES}
     sizes: dict[str, int | str] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
+        key, sep, text = pair.partition("=")
         if not sep or not key:
             raise UserError(f"--size {pair!r} is not KEY=VALUE (e.g. --size batch=128)")
-        sizes[key] = int(value) if value.lstrip("-").isdigit() else value
+        if key not in accepted:
+            raise UserError(f"--size {pair!r}: no size named {key!r}; parity's models take "
+                            f"{', '.join(sorted(accepted))}")
+        param = accepted[key]
+        value: int | str = int(text) if param.type is int and text.strip().lstrip("+-").isdigit() else text
+        problem = param.problem(value)
+        if problem:
+            whole = f" (a whole number >= {param.minimum})" if param.type is int and param.choices is None else ""
+            raise UserError(f"--size {pair!r}: {key} {problem}{whole}")
+        sizes[key] = value
     return sizes
 
 
-def run(args: argparse.Namespace) -> int:
-    from suites.frameworks.torch import parity  # torch only when the command runs
-
-    if args.rounds < 1 or (args.steps is not None and args.steps < 1) or args.profile < 0:
-        raise UserError("--rounds and --steps must be at least 1, --profile at least 0")
-    import torch
-
-    device = args.device or ("gpu" if torch.cuda.is_available() else "cpu")
-    if device == "gpu" and not torch.cuda.is_available():
-        raise UserError("--device gpu: torch sees no CUDA device here; run with --device cpu")
-    precision = args.precision or ("bf16" if device == "gpu" else "fp32")
-    overrides = _sizes(args.size)
-    if device == "cpu":
-        print("parity on the CPU: small sizes (the same architectures); the figures check the path, "
-              "they say little of a GPU")
-    failures = 0
-    for model in args.model or MODELS:
-        reason = parity.unavailable_reason(model)  # each canonical package loaded on its own, guarded
-        if reason:
 def torchvision_hint(torch_version: str) -> str:
     """The torchvision release built for `torch_version` and how to install it ('' where unknown):
     torch 2.N pairs with torchvision 0.(N+15) (2.0 with 0.15, 2.5 with 0.20), from the same index
@@ -101,6 +101,22 @@ def torchvision_hint(torch_version: str) -> str:
     return f"for torch {release}: pip install 'torchvision=={torchvision}.*'{index}"
 
 
+def run(args: argparse.Namespace) -> int:
+    overrides = _sizes(args.size)  # before torch is imported
+    from suites.frameworks.torch import parity  # torch only when the command runs
+    import torch
+
+    device = args.device or ("gpu" if torch.cuda.is_available() else "cpu")
+    if device == "gpu" and not torch.cuda.is_available():
+        raise UserError("--device gpu: torch sees no CUDA device here; run with --device cpu")
+    precision = args.precision or ("bf16" if device == "gpu" else "fp32")
+    if device == "cpu":
+        print("parity on the CPU: small sizes (the same architectures); the figures check the path, "
+              "they say little of a GPU")
+    failures = 0
+    for model in args.model or MODELS:
+        reason = parity.unavailable_reason(model)  # each canonical package loaded on its own, guarded
+        if reason:
             hint = torchvision_hint(torch.__version__) if "torchvision" in reason else ""
             print(f"{model}: not compared: {reason}" + (f" ({hint})" if hint else ""))
             continue

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -12,10 +11,12 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.filters import __doc__ as filter_help
 from suites.cases.filters import select
+from suites.cases.timing_config import RANGES as TIMING_RANGES
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.grids.grid import DEFAULT_SUITE, TIMING_LIMITS, Suite, load_suite
+from suites.ranges import Range
+from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.frontends.case_loop import run_cases
 from suites.frontends.rehearse import rehearse
 from suites.frontends.run_progress import run_progress
@@ -44,6 +45,12 @@ KNOBS = knobs.CASE_KNOBS
 LONG_RUN_S = 12 * 3600
 #: Seconds the nodes of a `--nnodes` run have to meet, by default.
 RDZV_TIMEOUT_S = 300.0
+#: What --max-minutes takes: a cap under 3 s fits no case (one in this process takes 2 s more
+#: than its steps, a launched one 8 s: `suites.runner.eta`).
+MAX_MINUTES = Range(float, low=0.05, unit="minutes")
+#: What --nnodes and --node-rank take.
+NODES = Range(int, low=1)
+NODE_RANK = Range(int, low=0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,20 +63,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="results directory (default results/)")
     parser.add_argument("--label", help="machine label stored with every record "
                                         "(default $PARBENCH_MACHINE or the hostname)")
-    parser.add_argument("--budget", type=float, help="override the suite's timing budget per case, seconds")
-    parser.add_argument("--max-minutes", type=float,
+    parser.add_argument("--budget", type=TIMING_RANGES["budget_s"].argument,
+                        help="override the suite's timing budget per case, seconds")
+    parser.add_argument("--max-minutes", type=MAX_MINUTES.argument,
                         help="cap the run: start a case only while the time spent plus its estimate "
                              "fits; the cases left out are listed at the end and in the run's summary")
     parser.add_argument("--rehearse", action="store_true",
                         help="rehearse the suite's GPU/TPU cases on this CPU at small sizes through their "
                              "device code path (gloo ranks, logical devices, CUDA's optimizer kernels); "
                              "nothing is stored")
-    parser.add_argument("--nnodes", type=int,
+    parser.add_argument("--nnodes", type=NODES.argument,
                         help="run the suite across this many machines without Slurm: start the same command on each, "
                              "with its own --node-rank (0 keeps the records) and node 0's --rdzv-endpoint")
-    parser.add_argument("--node-rank", type=int, help="this machine's place, 0 to NNODES-1 (with --nnodes)")
+    parser.add_argument("--node-rank", type=NODE_RANK.argument,
+                        help="this machine's place, 0 to NNODES-1 (with --nnodes)")
     parser.add_argument("--rdzv-endpoint", help="HOST:PORT where node 0 listens: its address and a free port")
-    parser.add_argument("--rdzv-timeout", type=float, default=RDZV_TIMEOUT_S,
+    parser.add_argument("--rdzv-timeout", type=knobs.SECONDS.argument, default=RDZV_TIMEOUT_S,
                         help=f"seconds the nodes have to meet (default {RDZV_TIMEOUT_S:g})")
     parser.add_argument("--yes", action="store_true",
                         help=f"start a run estimated past {LONG_RUN_S // 3600:g} h without --max-minutes "
@@ -86,11 +95,6 @@ def run(args: argparse.Namespace) -> int:
     cases = select(suite.cases, args.filter, suite.name)
     timing = suite.timing
     if args.budget is not None:
-        if not 0 < args.budget < math.inf:
-            raise UserError(f"--budget must be a finite positive number of seconds, got {args.budget}")
-        if args.budget > TIMING_LIMITS["budget_s"]:
-            raise UserError(f"--budget {args.budget:g} is past the most parbench allows per case, "
-                            f"{TIMING_LIMITS['budget_s']:g} s")
         timing = replace(timing, budget_s=args.budget)
     if args.rehearse:
         if args.nnodes:
@@ -109,8 +113,6 @@ def _node_run(args: argparse.Namespace) -> NodeRun | None:
     if len(given) < 3:
         raise UserError("a run across machines needs --nnodes, --node-rank and --rdzv-endpoint together "
                         f"(given: {', '.join('--' + name.replace('_', '-') for name in given)})")
-    if not 0 < args.rdzv_timeout < math.inf:
-        raise UserError(f"--rdzv-timeout must be a finite positive number of seconds, got {args.rdzv_timeout}")
     return NodeRun(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_timeout)
 
 
@@ -150,8 +152,9 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -
         records = run_cases(runner, cases, plans, eta, cap, progress, clock, chosen.run_started)
     print_results(console, records, title=f"suite {suite.name} - run {context.run_id}")
     counts = {s: sum(r.status is s for r in records) for s in Status}
+    stored = f"records in {store.path_for(context.environment['machine'])}" if records else "no record stored"
     console.print(f"{counts[Status.OK]} ok, {counts[Status.UNAVAILABLE]} unavailable, {counts[Status.FAILED]} "
-                  f"failed; records in {store.path_for(context.environment['machine'])}")
+                  f"failed; {stored}")
     summary = store.save_run_summary(RunSummary(
         run_id=context.run_id, suite=suite.name, machine=context.environment["machine"], started=chosen.started_at,
         finished=now_iso(), cases=len(cases), counts={str(s): n for s, n in counts.items()},
@@ -159,6 +162,9 @@ def _run_here(args: argparse.Namespace, chosen: Chosen, span: NodeSpan | None) -
         max_minutes=args.max_minutes, left_out=[c.id for c in cap.left_out] if cap else []))
     if cap is not None and cap.left_out:
         console.print(f"{cap.left_out_text()}; run summary in {summary}", markup=False, soft_wrap=True)
+        if not records:
+            raise UserError(f"--max-minutes {args.max_minutes:g} fits no case: each was estimated to take longer, "
+                            f"so nothing was measured; give it more minutes")
     if cap is not None and cap.past_text():
         console.print(f"{cap.past_text()}; run summary in {summary}", markup=False, soft_wrap=True)
     return 1 if counts[Status.FAILED] else 0
