@@ -21,9 +21,9 @@ from suites.cases.case import Case
 from suites.cases.vocabulary import Status
 from suites.grids.grid import GridError, load_suite
 from suites.runner.runner import RunContext, Runner
-from suites.records.contention import (CONTENDED_SHARE, METHOD, STARVED_SHARE, Contention, CpuMeter,
-                                       CpuReading, CpuSnapshot, CpuUsage, bimodal, judge, per_cpu_ticks,
-                                       tree_ticks)
+from suites.measure.cpu_meter import CpuMeter, CpuSnapshot, per_cpu_ticks, tree_ticks
+from suites.records.contention import (CONTENDED_SHARE, METHOD, STARVED_SHARE, Contention, CpuReading, CpuUsage,
+                                       bimodal, judge)
 from suites.records.measurement import Measurement
 from suites.records.record import Record
 from suites.records.store import ResultsStore
@@ -332,7 +332,7 @@ def test_busy_loops_on_every_core_make_a_real_case_contended(monkeypatch):
 def test_a_multi_rank_cases_threads_are_every_ranks_together():
     """Rank 0's tree holds every rank (the launcher is its root): so do its threads."""
     from suites.hardware.devices import descriptor
-    from suites.measure.timing import _with_threads
+    from suites.measure.cpu_meter import with_threads
 
     class TwoRanks(PretendDevice):
         case = Case.make("matmul", "torch", "cpu", params={"m": 8, "n": 8, "k": 8})
@@ -342,5 +342,5 @@ def test_a_multi_rank_cases_threads_are_every_ranks_together():
 
     usage = CpuUsage(1.0, 1.0, 1.0, 0.0, 64)
     threads = descriptor(TwoRanks.case.framework).cpu_threads()
-    assert _with_threads(TwoRanks(FakeClock(), constant(0.0)), usage).threads == 2 * threads
-    assert _with_threads(TwoRanks(FakeClock(), constant(0.0)), None) is None  # every rank gathers, measured or not
+    assert with_threads(TwoRanks(FakeClock(), constant(0.0)), usage).threads == 2 * threads
+    assert with_threads(TwoRanks(FakeClock(), constant(0.0)), None) is None  # every rank gathers, measured or not

@@ -27,6 +27,7 @@ from suites.records.memory_breakdown import (CATEGORIES, EXPLAINED_WITHIN, MEMOR
 from suites.records.metric_registry import MEMORY_BREAKDOWN_METRICS, METRICS
 from suites.records.metrics import derive
 from suites.records.peak_memory import MemoryPeak
+from suites.measure.memory_probes import MemoryProbe
 from suites.records.record import Record
 from suites.records.store import ResultsStore, load_records
 from suites.strategies.jobs import case_work, job_for
@@ -291,7 +292,7 @@ def test_every_breakdown_metric_is_documented_and_a_report_column():
 
 
 # --- the timer's untimed, tracked step ---------------------------------------------------------------
-class FixedProbe:
+class FixedProbe(MemoryProbe):
     """A CPU probe whose every stop reads one fixed peak."""
 
     def start(self) -> None: ...

@@ -1,7 +1,7 @@
-"""The record's schema: version 2 writes every field and reads back whole; a version-1 record
-still reads, and keeps its version when written again; an unknown version is refused by name; the
-writer writes exactly the declared fields; and `Environment` declares exactly the provenance the
-code builds (and the sample records hold), with the types it holds."""
+"""The record's schema: version 3 writes every field (its work fingerprint too) and reads back
+whole; version-2 and version-1 records still read, and keep their version when written again; an
+unknown version is refused by name; the writer writes exactly the declared fields; and
+`Environment` declares exactly the provenance the code builds (and the sample records hold), with the types it holds."""
 from __future__ import annotations
 
 import json
@@ -38,7 +38,8 @@ def full_record() -> Record:
                   metrics={"tflops": 1.0, "mfu_pct": None}, check=Check(True, "max_rel_err", 1e-7, 1e-4, "", 0.5, 10),
                   details={"cpus_pinned": [0, 1]},
                   contention=Contention(0.5, 0.6, 0.0, 2, False, "", 0.01, 0.9),
-                  bound_by=BoundBy("unknown", "no roofline", {"tflops": 1.0}))
+                  bound_by=BoundBy("unknown", "no roofline", {"tflops": 1.0}),
+                  work={"version": 1, "fingerprint": "0123456789abcdef", "parts": {"workload": "matmul definition 1"}})
 
 
 def minimal_record() -> Record:
@@ -67,18 +68,27 @@ def version_1_line() -> dict[str, Any]:
 
 # --- versions -----------------------------------------------------------------------------------
 
-def test_the_version_written_is_2_and_both_versions_read():
-    assert SCHEMA_VERSION == 2 and READS == (1, 2)
+def test_the_version_written_is_3_and_every_version_reads():
+    assert SCHEMA_VERSION == 3 and READS == (1, 2, 3)
 
 
 @pytest.mark.parametrize("make", [full_record, minimal_record])
-def test_a_record_round_trips_at_version_2(make):
+def test_a_record_round_trips_at_version_3(make):
     record = make()
     data = through_json(record.to_dict())
-    assert data["schema"] == 2 and record.schema == 2
+    assert data["schema"] == 3 and record.schema == 3 and "work" in data
     again = Record.from_dict(data)
-    assert again == record and again.schema == 2
+    assert again == record and again.schema == 3
     assert through_json(again.to_dict()) == data
+
+
+def test_a_version_2_record_reads_without_work_and_keeps_version_2():
+    data = full_record().to_dict()
+    data["schema"] = 2
+    del data["work"]
+    record = Record.from_dict(through_json(data))
+    assert record.schema == 2 and record.work is None  # not recorded then: inferred by `work_of`
+    assert "work" not in record.to_dict()  # written again, it claims no field it lacked
 
 
 def test_a_version_1_record_reads_and_keeps_version_1():
@@ -103,15 +113,15 @@ def test_a_version_1_line_loads_from_the_store_without_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         old, new = load_records([path])
-    assert (old.schema, new.schema) == (1, 2)
-    assert [json.loads(line)["schema"] for line in path.read_text().splitlines()] == [1, 2]
+    assert (old.schema, new.schema) == (1, 3)
+    assert [json.loads(line)["schema"] for line in path.read_text().splitlines()] == [1, 3]
 
 
-@pytest.mark.parametrize("version", [0, 3, -1, "x", "2", 2.0, True, None, [2]])
+@pytest.mark.parametrize("version", [0, 4, -1, "x", "2", 2.0, True, None, [2]])
 def test_an_unknown_version_is_refused_naming_it_and_the_versions_read(version):
     data = minimal_record().to_dict()
     data["schema"] = version
-    with pytest.raises(ValueError, match=r"versions 1, 2") as raised:
+    with pytest.raises(ValueError, match=r"versions 1, 2, 3") as raised:
         Record.from_dict(data)
     assert repr(version) in str(raised.value)
 
@@ -119,17 +129,17 @@ def test_an_unknown_version_is_refused_naming_it_and_the_versions_read(version):
 def test_a_record_without_a_version_is_refused():
     data = minimal_record().to_dict()
     del data["schema"]
-    with pytest.raises(ValueError, match=r"schema None .*versions 1, 2"):
+    with pytest.raises(ValueError, match=r"schema None .*versions 1, 2, 3"):
         Record.from_dict(data)
 
 
 def test_a_record_cannot_be_made_with_a_version_it_could_not_be_read_back_with():
-    with pytest.raises(ValueError, match="versions 1, 2"):
-        replace(minimal_record(), schema=3)
+    with pytest.raises(ValueError, match="versions 1, 2, 3"):
+        replace(minimal_record(), schema=4)
 
 
 @pytest.mark.parametrize("name", [name for name in FIELDS if name != "schema"])
-def test_a_version_2_record_without_a_field_is_refused_naming_it(name):
+def test_a_version_3_record_without_a_field_is_refused_naming_it(name):
     data = full_record().to_dict()
     del data[name]
     with pytest.raises(ValueError, match=f"lacks {name} "):

@@ -1,8 +1,13 @@
 """Reading energy over the timed steps: the meter the timer starts and stops, per device kind.
 
-`Runnable.energy_meter` gives the timer an `EnergyMeter` for the case's devices; the timer starts
-it just before the first timed block and stops it after the last, then gathers every rank's
-readings (`gather_energy`). What a reading means is in `suites.records.energy_readings`.
+`Runnable.energy_meter` gives the timer an `EnergyMeter` for the case's devices, one of its
+instruments (`suites.measure.instruments`): the timer starts it just before the first timed block
+and stops it after the last — or, where the timed blocks were shorter than its counter needs
+(`min_window_s`: `WINDOW_UPDATES` update periods, 2 s for NVML's energy counter), after untimed
+blocks of the same step that make the window long enough, counting their steps too — then
+gathers every rank's readings (`gather_energy`). Each reading records its counter's update period
+and, for a GPU, the board's enforced power limit, from which its flags are judged. What a reading
+means is in `suites.records.energy_readings`.
 
 - GPUs: `NvmlMeter`, NVML through `nvidia-ml-py` (the optional extra `parbench[energy]`,
   imported only here, only for GPU cases). The total-energy counter where the GPU has one,
@@ -20,15 +25,17 @@ import os
 import re
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from suites.cases.vocabulary import DeviceKind
-from suites.records.energy_readings import DeviceEnergy, EnergyMeasurement, EnergyMethod, absent
+from suites.records.energy_readings import (UPDATE_PERIOD_S, DeviceEnergy, EnergyMeasurement, EnergyMethod, absent,
+                                            min_window_s)
 from suites.measure.gathering import gather_rows
+from suites.measure.instruments import Instrument, Window
 
 if TYPE_CHECKING:
     from suites.measure.runnable import Runnable
@@ -43,11 +50,17 @@ ENERGY_EXTRA = "pip install 'parbench[energy]' (nvidia-ml-py)"
 Clock = Callable[[], float]
 
 
-class EnergyMeter(ABC):
+class EnergyMeter(Instrument):
     """Energy of this process's devices between `start` and `stop`."""
 
-    #: Why this meter reads nothing here; "" where it reads something.
-    reason: str = ""
+    what = "the energy meter"
+    #: The methods it reads with (one per device kind or GPU); none where it reads nothing.
+    methods: tuple[EnergyMethod, ...] = ()
+
+    @property
+    def min_window_s(self) -> float:
+        """The longest of its methods' shortest true windows (`energy_readings.min_window_s`)."""
+        return max((min_window_s(method) for method in self.methods), default=0.0)
 
     @abstractmethod
     def start(self) -> None: ...
@@ -55,6 +68,14 @@ class EnergyMeter(ABC):
     @abstractmethod
     def stop(self) -> list[DeviceEnergy]:
         """The readings since `start` (rank 0 until gathered); [] where none could be read."""
+
+    def record(self, runnable: "Runnable", readings: list[DeviceEnergy] | None, window: Window,
+               failure: str = "") -> dict[str, Any]:
+        """`energy`: every rank's readings over the window's steps; absent where none were read
+        (a case cut short: no timed blocks to read over)."""
+        if readings is None and not failure:
+            return {"energy": absent(self.reason or "cut short: no timed blocks to read energy over")}
+        return {"energy": gather_energy(runnable, readings or [], window.steps, failure or self.reason)}
 
 
 class NoMeter(EnergyMeter):
@@ -121,6 +142,8 @@ class RaplMeter(EnergyMeter):
                 problems.append(f"{energy} is not readable ({type(error).__name__})")
                 continue
             self.zones.append(RaplZone(package, energy, _read_int(path / "max_energy_range_uj")))
+        if self.zones:
+            self.methods = ("rapl",)
         return "" if self.zones else "no CPU energy counter readable: " + "; ".join(problems)
 
     def start(self) -> None:
@@ -132,7 +155,8 @@ class RaplMeter(EnergyMeter):
         ends = [int(zone.energy_file.read_text()) for zone in self.zones]
         seconds = self.clock() - self._started
         return [DeviceEnergy("cpu", zone.package, rapl_delta_uj(zone.start_uj, end, zone.max_range_uj) / 1e6,
-                             seconds, "rapl") for zone, end in zip(self.zones, ends)]
+                             seconds, "rapl", update_period_s=UPDATE_PERIOD_S["rapl"])
+                for zone, end in zip(self.zones, ends)]
 
 
 def _read_int(path: Path) -> int | None:
@@ -236,6 +260,8 @@ class _Gpu:
     #: NVML's index of the GPU: the same for every rank that shares it.
     physical: int
     method: EnergyMethod
+    #: The board's enforced power limit, watts; None where NVML does not say.
+    power_limit_w: float | None = None
     start_mj: int = 0
     powers: list[tuple[float, float]] = field(default_factory=list)  # (seconds, watts)
 
@@ -275,8 +301,10 @@ class NvmlMeter(EnergyMeter):
                 except Exception as error:
                     problems.append(f"GPU {ordinal}: {read.__name__} failed ({type(error).__name__})")
                     continue
-                self.gpus.append(_Gpu(ordinal, handle, _nvml_index(nvml, handle, ordinal), method))  # type: ignore[arg-type]
+                self.gpus.append(_Gpu(ordinal, handle, _nvml_index(nvml, handle, ordinal), method,  # type: ignore[arg-type]
+                                      enforced_power_limit_w(nvml, handle)))
                 break
+        self.methods = tuple(dict.fromkeys(gpu.method for gpu in self.gpus))
         return "" if self.gpus else "no GPU energy reading: " + ("; ".join(problems) or "no GPU")
 
     def _sample_power(self) -> None:
@@ -314,12 +342,23 @@ class NvmlMeter(EnergyMeter):
         readings = []
         for gpu in self.gpus:
             if gpu.method == "nvml_counter":
-                readings.append(DeviceEnergy("gpu", gpu.physical, (ends[id(gpu)] - gpu.start_mj) / 1000.0,
-                                             seconds, "nvml_counter"))
+                joules = (ends[id(gpu)] - gpu.start_mj) / 1000.0
             elif len(gpu.powers) >= 2:
-                readings.append(DeviceEnergy("gpu", gpu.physical, integrate(gpu.powers),
-                                             gpu.powers[-1][0] - gpu.powers[0][0], "nvml_power"))
+                joules, seconds = integrate(gpu.powers), gpu.powers[-1][0] - gpu.powers[0][0]
+            else:
+                continue
+            readings.append(DeviceEnergy("gpu", gpu.physical, joules, seconds, gpu.method,
+                                         power_limit_w=gpu.power_limit_w,
+                                         update_period_s=UPDATE_PERIOD_S[gpu.method]))
         return readings
+
+
+def enforced_power_limit_w(nvml: ModuleType, handle: Any) -> float | None:
+    """The power limit NVML enforces on the board behind `handle`, watts; None where it cannot say."""
+    try:
+        return nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+    except Exception:  # pynvml's NVMLError (not supported), or a fake without it
+        return None
 
 
 def _nvml_index(nvml: ModuleType, handle: Any, ordinal: int) -> int:
@@ -359,10 +398,12 @@ def gather_energy(runnable: "Runnable", readings: list[DeviceEnergy], steps: int
     every rank calls it). `reason` (this rank's meter's, which rank 0 stores) says why there are
     none where no rank read any."""
     node = this_node()
-    rows = [(_KINDS.index(r.kind), r.device, r.joules, r.seconds, _METHODS.index(r.method), node) for r in readings]
+    rows = [(_KINDS.index(r.kind), r.device, r.joules, r.seconds, _METHODS.index(r.method), node, r.power_limit_w,
+             r.update_period_s) for r in readings]
     gathered = [DeviceEnergy(_KINDS[int(kind)], int(device), joules, seconds,  # type: ignore[arg-type]
-                             _METHODS[int(method)], rank, int(node))
-                for rank, (kind, device, joules, seconds, method, node) in gather_rows(runnable, rows, 6)
+                             _METHODS[int(method)], rank, int(node), limit, period)
+                for rank, (kind, device, joules, seconds, method, node, limit, period)
+                in gather_rows(runnable, rows, 8)
                 if None not in (kind, device, joules, seconds, method, node)]
     if not gathered:
         return absent(reason or "no energy reading")

@@ -16,7 +16,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from suites.records.contention import CpuMeter, CpuUsage
+from suites.measure.cpu_meter import CpuMeter
+from suites.records.contention import CpuUsage
 
 
 @dataclass(frozen=True)

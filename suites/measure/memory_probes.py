@@ -1,9 +1,11 @@
 """Measuring peak memory over the timed steps: the probe the timer starts and stops, and the CPU one.
 
-A runnable that measures memory returns a `MemoryProbe` from `Runnable.memory_probe`. The timer
-starts it after the first (compiling) step, starts it again (a reset) just before the timed
-blocks, and stops it after the last one; every rank's peaks are then gathered to rank 0
-(`gather_peaks`). GPU and TPU probes read their framework's allocator statistics
+A runnable that measures memory returns a `MemoryProbe` from `Runnable.memory_probe`, one of the
+timer's instruments (`suites.measure.instruments`). The timer starts it after the first
+(compiling) step, starts it again (a reset) just before the timed blocks, and stops it after the
+last one; every rank's peaks are then gathered to rank 0 (`gather_peaks`), and one more step under
+the framework's tracker says what they are made of (`record`,
+`suites.measure.memory_breakdowns`). GPU and TPU probes read their framework's allocator statistics
 (`suites.frameworks.<framework>.memory`); the CPU one is here, framework-free.
 
 Why the CPU needs more than `ru_maxrss`: that is the process's high-water mark over its whole
@@ -27,12 +29,14 @@ import gc
 import os
 import re
 import threading
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from suites.records.peak_memory import MemoryPeak
 from suites.measure.gathering import gather_rows
+from suites.measure.instruments import Instrument, Window
+from suites.measure.memory_breakdowns import take_breakdowns
 
 if TYPE_CHECKING:
     from suites.measure.runnable import Runnable
@@ -48,8 +52,14 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_HIGH_WATER_MARK = "5"
 
 
-class MemoryProbe(ABC):
+class MemoryProbe(Instrument):
     """Peak memory of this process's devices between `start` and `stop`."""
+
+    what = "the memory probe"
+    #: Started for the warm-up (after its first step), so a case cut short has its warm steps' peak.
+    covers_warm_up = True
+    #: A probe that fails fails the case: its memory figures are what the memory suite is run for.
+    essential = True
 
     @abstractmethod
     def start(self) -> None:
@@ -63,6 +73,12 @@ class MemoryProbe(ABC):
         """Give back what an allocator keeps cached but no tensor uses (after the check: its
         fp32 reference's blocks would otherwise count in the timed steps' reserved peak).
         Nothing to do where the peak is the process's resident set."""
+
+    def record(self, runnable: "Runnable", readings: list[MemoryPeak] | None, window: Window,
+               failure: str = "") -> dict[str, Any]:
+        """`memory`: every rank's peaks; `memory_breakdown`: what they are made of, from one more,
+        untimed step under the framework's memory tracker (every rank calls this alike)."""
+        return {"memory": gather_peaks(runnable, readings or []), "memory_breakdown": take_breakdowns(runnable, self)}
 
 
 def rss_bytes() -> int | None:

@@ -1,9 +1,10 @@
 """Sampling a case's GPUs through NVML while its timed blocks run (`suites.records.gpu_telemetry`).
 
 `Runnable.telemetry_sampler` gives the timer a `GpuSampler` for a GPU case's devices (the same
-NVML handles the energy meter finds: `suites.measure.energy_meters.nvml_handles`); the timer starts it with
-the energy meter before the first timed block and stops it after the last, then gathers every
-rank's readings (`gather_telemetry`). Each reading NVML refuses on a GPU (not supported there) is
+NVML handles the energy meter finds: `suites.measure.energy_meters.nvml_handles`), one of its
+instruments (`suites.measure.instruments`): the timer starts it before the first timed block and
+stops it after the last, then gathers every rank's readings with the runnable's kernel time per
+step (`record`, `gather_telemetry`). Each reading NVML refuses on a GPU (not supported there) is
 left out for that GPU, never stored as zero.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from suites.records.gpu_telemetry import (READINGS, GpuTelemetry, Spread, Teleme
                                    reasons_mask)
 from suites.measure.energy_meters import ENERGY_EXTRA, cuda_uuids, import_nvml, nvml_handles
 from suites.measure.gathering import gather_rows
+from suites.measure.instruments import Instrument, Window
 
 if TYPE_CHECKING:
     from suites.measure.runnable import Runnable
@@ -72,11 +74,10 @@ class _SampledGpu:
     samples: int = 0
 
 
-class TelemetrySampler(ABC):
+class TelemetrySampler(Instrument):
     """Readings of this process's GPUs between `start` and `stop`."""
 
-    #: Why it reads nothing here; "" where it reads something.
-    reason: str = ""
+    what = "the GPU telemetry sampler"
 
     @abstractmethod
     def start(self) -> None: ...
@@ -84,6 +85,24 @@ class TelemetrySampler(ABC):
     @abstractmethod
     def stop(self) -> list[GpuTelemetry]:
         """Each GPU's readings since `start` (rank 0 until gathered); [] where none were read."""
+
+    def record(self, runnable: "Runnable", readings: list[GpuTelemetry] | None, window: Window,
+               failure: str = "") -> dict[str, Any]:
+        """`telemetry`: every rank's readings, and the runnable's kernel time per step over one more
+        block (it steps: every rank calls this alike); a case cut short has none."""
+        if readings is None and not failure:
+            return {"telemetry": Telemetry(reason=self.reason or "cut short: no timed blocks to sample")}
+        return {"telemetry": gather_telemetry(runnable, readings or [], failure or self.reason,
+                                              kernel_seconds(runnable, window.block_size))}
+
+
+def kernel_seconds(runnable: "Runnable", steps: int) -> float | None:
+    """The runnable's kernel time per step over `steps` more steps; None where it measures none or
+    its profiler failed (which costs the case that figure, not its timing)."""
+    try:
+        return runnable.kernel_seconds_per_step(steps)
+    except Exception:  # profilers raise their own kinds
+        return None
 
 
 class GpuSampler(TelemetrySampler):

@@ -5,23 +5,16 @@ import contextlib
 import gc
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 
 from suites.cases.timing_config import TimingConfig
-from suites.records.contention import CpuMeter, CpuSnapshot, CpuUsage
-from suites.records.energy_readings import EnergyMeasurement, absent
 from suites.records.measurement import OUT_OF_TIME, Measurement
-from suites.records.memory_breakdown import MemoryBreakdown
-from suites.records.peak_memory import MemoryPeak
-from suites.records.gpu_telemetry import Telemetry
-from suites.measure.energy_meters import EnergyMeter, gather_energy
-from suites.measure.memory_breakdowns import take_breakdowns
-from suites.measure.memory_probes import MemoryProbe, gather_peaks
+from suites.measure.cpu_meter import CpuMeter, case_meter
+from suites.measure.instruments import Instruments
 from suites.measure.runnable import Runnable
-from suites.measure.telemetry_sampler import TelemetrySampler, gather_telemetry
 
 
 @dataclass(frozen=True)
@@ -158,15 +151,16 @@ def case_deadline_s(config: TimingConfig, startup_s: float = STARTUP_ALLOWANCE_S
 
 
 def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
-            clock: Clock = time.perf_counter, probe: MemoryProbe | None = None) -> WarmUp:
+            clock: Clock = time.perf_counter, instruments: Instruments | None = None) -> WarmUp:
     """Run `runnable` (already set up) until warm, with the device synchronised after each step.
 
     Warm-up lasts `warmup_s` and at least `min_warmup_steps` steps after the first — unless
     the steps are so slow that `MIN_BUDGET_SAMPLES` timed steps after them would overrun
     `case_limit_s` (counted after the first step, whose compilation is no step's cost): then it
     stops early (`out_of_time`). A first step over `first_step_limit_s` raises `TooSlow`.
-    A memory `probe` is started after the first step, so the warm steps a cut-short case is
-    stored with have their peak memory too.
+    The `instruments` that cover the warm-up (`Instrument.covers_warm_up`: the memory probe, the
+    CPU meter) are started after the first step, whose compilation is no step's, so the warm
+    steps a cut-short case is stored with have their figures too.
     A compiled case's compiled step is forgotten first (`compile_anew`: the check compiled
     it), so the first step's time holds the compilation; its warm-up lasts until
     `STABLE_STEPS` steps in a row compiled nothing (`_until_compiles_stop`).
@@ -183,8 +177,8 @@ def warm_up(runnable: Runnable, config: TimingConfig = TimingConfig(),
     first_compilations = runnable.compilations()
     if agree(float(first_step_s > first_limit)):
         raise TooSlow(first_step_s, first_limit)
-    if probe is not None:
-        probe.start()
+    if instruments is not None:
+        instruments.start(warm_up=True)
     warm = [_timed(runnable, 1, clock).seconds]  # the first step's time may be mostly compilation
     while True:
         spent = sum(warm)
@@ -253,99 +247,39 @@ def measure(runnable: Runnable, config: TimingConfig = TimingConfig(),
     Every decision that changes the number of steps goes through `runnable.agree`, so the
     ranks of a multi-process case take identical decisions (rank 0's). Samples are global
     (barrier to barrier); each rank's busy time per step (before it waits for its peers) is
-    gathered into `rank_medians`, where a straggler shows. Where the runnable has a memory
-    probe, its peaks over the timed blocks (a cut-short case: over its warm steps) are gathered
-    from every rank into `memory`; one more step after them, untimed, under the framework's
-    memory tracker splits each rank's into categories (`memory_breakdown`). The runnable's energy
-    meter reads its devices from just before the first timed block to just after the last
-    (`energy`; or why it could not); its telemetry sampler reads the GPUs' clocks and power over
-    the same span, and the runnable's kernel time per step is taken after it (`telemetry`). A
-    `cpu_meter` (default: this case's process tree and cores, `suites.records.contention.CpuMeter`)
-    reads the CPU time the case and everyone else took over the same span (`cpu`, from which the
-    record's contention is judged; each rank reads its own, and the record keeps rank 0's: its
-    tree holds every rank where one launcher started them all).
+    gathered into `rank_medians`, where a straggler shows.
+
+    The runnable's instruments (`suites.measure.instruments`) read the timed blocks (a case cut
+    short: its warm steps), each rank's gathered to rank 0: its memory probe (`memory`, and
+    `memory_breakdown` from one more, untimed step under the framework's memory tracker), its
+    energy meter (`energy`; over untimed blocks of the same step too where the timed blocks were
+    shorter than its counter needs), its telemetry sampler (`telemetry`, with the kernel time per
+    step over one more block), and a `cpu_meter` (default: this case's process tree and cores,
+    `suites.measure.cpu_meter.CpuMeter`): the CPU time the case and everyone else took (`cpu`, from
+    which the record's contention is judged; the record keeps rank 0's, whose tree holds every
+    rank where one launcher started them all).
     """
-    probe = runnable.memory_probe()
-    meter = runnable.energy_meter()
-    sampler = runnable.telemetry_sampler()
-    cpu = cpu_meter or _cpu_meter()
-    with settled_heap(), _stopped_on_error(probe, meter, sampler):
-        return _measure(runnable, config, clock, probe, meter, sampler, cpu)
+    instruments = Instruments((runnable.memory_probe(), runnable.energy_meter(), runnable.telemetry_sampler(),
+                               cpu_meter or case_meter()))
+    with settled_heap(), instruments.stopped_on_error():
+        return _measure(runnable, config, clock, instruments)
 
 
-def _cpu_meter() -> CpuMeter | None:
-    """This case's CPU meter; None where it cannot be built (a system without affinity)."""
-    try:
-        return CpuMeter()
-    except Exception:  # the meter costs a case its contention figures, never its timing
-        return None
-
-
-def _cpu_usage(cpu: CpuMeter | None, before: CpuSnapshot | None, span: str = "timed blocks") -> CpuUsage | None:
-    """The CPU time since `before` (a snapshot of `cpu`); None where either is missing."""
-    if cpu is None or before is None:
-        return None
-    try:
-        return cpu.usage(before, cpu.read(), span)
-    except Exception:
-        return None
-
-
-def _with_threads(runnable: Runnable, usage: CpuUsage | None) -> CpuUsage | None:
-    """`usage` with the threads the case computes on, every rank's together (gathered: every
-    rank calls this alike). A rank's are its case framework's intra-op threads."""
-    case = getattr(runnable, "case", None)
-    threads = 0
-    if case is not None:
-        try:
-            from suites.hardware.devices import descriptor
-
-            threads = int(descriptor(case.framework).cpu_threads())
-        except Exception:  # a framework that cannot say: starvation is judged on the cores
-            threads = 0
-    total = int(sum(runnable.gather(float(threads))))
-    return None if usage is None else replace(usage, threads=total or None)
-
-
-@contextlib.contextmanager
-def _stopped_on_error(*running: MemoryProbe | EnergyMeter | TelemetrySampler | None) -> Iterator[None]:
-    """A step that raises leaves no probe or meter running (a sampling thread) behind it."""
-    try:
-        yield
-    except BaseException:
-        for thing in running:
-            if thing is not None:
-                with contextlib.suppress(Exception):  # the step's error is the one to report
-                    thing.stop()
-        raise
-
-
-def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: MemoryProbe | None,
-             meter: EnergyMeter, sampler: TelemetrySampler, cpu: CpuMeter | None = None) -> Measurement:
+def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, instruments: Instruments) -> Measurement:
     agree = runnable.agree
-    cpu_warm = cpu.read() if cpu is not None else None
-    warm = warm_up(runnable, config, clock, probe)
+    warm = warm_up(runnable, config, clock, instruments)
     if warm.out_of_time:
-        cpu_usage = _cpu_usage(cpu, cpu_warm, "warm-up (cut short: no timed blocks)")
-        memory = _peaks(runnable, probe)
+        instruments.stop(len(warm.warm_steps_s))
         return Measurement(samples=warm.warm_steps_s, block_size=1, warmup_steps=1,
                            first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
-                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s),
-                           memory=memory, memory_breakdown=_breakdowns(runnable, probe),
-                           recompiles=warm.recompiles,
-                           energy=absent(meter.reason or "cut short: no timed blocks to read energy over"),
-                           telemetry=Telemetry(reason=sampler.reason or "cut short: no timed blocks to sample"),
-                           cpu=_with_threads(runnable, cpu_usage))
+                           stop_reason=OUT_OF_TIME, timed_s=sum(warm.warm_steps_s), recompiles=warm.recompiles,
+                           **instruments.record(runnable, 1, cut_short=True))
     block_size = warm.block_size
-    if probe is not None:
-        probe.start()  # anew: the timed blocks' peak alone
-    meter_failed = _meter_error(meter.start)
-    sampler_failed = _meter_error(sampler.start, "the GPU telemetry sampler")
+    instruments.start()  # anew: the timed blocks alone
 
     samples: list[float] = []
     busy: list[float] = []
     stop_reason = "max samples"
-    cpu_start = cpu.read() if cpu is not None else None
     start = clock()
     while len(samples) < config.max_samples:
         block = _timed(runnable, block_size, clock)
@@ -364,22 +298,16 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
             stop_reason = "converged" if decision == 1.0 else "time budget"
             break
     timed_s = clock() - start
-    cpu_usage = _cpu_usage(cpu, cpu_start)
-    gpus: list = []
-    sampler_failed = sampler_failed or _meter_error(lambda: gpus.extend(sampler.stop()),
-                                                    "the GPU telemetry sampler")
-    energy = _energy(runnable, meter, len(samples) * block_size, meter_failed)  # stops the meter
+    steps = len(samples) * block_size
+    instruments.stop(steps, timed_s)
+    instruments.stop(steps + _top_up(runnable, instruments, block_size, clock, start, config.budget_s))
     if warm.compilations is not None:
         during = runnable.compilations()
         assert during is not None
         if agree(float(during != warm.compilations)):
-            raise KeepsRecompiling(during - warm.compilations, len(samples) * block_size, "timed")
-    memory = _peaks(runnable, probe)  # before the no_sync probe, whose steps are not the case's
-    breakdown = _breakdowns(runnable, probe)
-    telemetry = gather_telemetry(runnable, [] if sampler_failed else gpus, sampler_failed or sampler.reason,
-                                 _kernel_seconds(runnable, block_size))
+            raise KeepsRecompiling(during - warm.compilations, steps, "timed")
+    fields = instruments.record(runnable, block_size)
     rank_medians = runnable.gather(float(np.median(busy)))
-    cpu_usage = _with_threads(runnable, cpu_usage)
     rank_compute: tuple[float, ...] = ()
     if runnable.local_step is not None:
         rank_compute = runnable.gather(_local_step_median(runnable, block_size, clock))
@@ -387,44 +315,19 @@ def _measure(runnable: Runnable, config: TimingConfig, clock: Clock, probe: Memo
                        first_step_s=warm.first_step_s, target_rel_iqr=config.target_rel_iqr,
                        stop_reason=stop_reason, timed_s=timed_s,
                        rank_medians=rank_medians if len(rank_medians) > 1 else (),
-                       rank_compute=rank_compute if len(rank_compute) > 1 else (), memory=memory,
-                       memory_breakdown=breakdown, energy=energy, recompiles=warm.recompiles,
-                       telemetry=telemetry, cpu=cpu_usage)
+                       rank_compute=rank_compute if len(rank_compute) > 1 else (),
+                       recompiles=warm.recompiles, **fields)
 
 
-def _peaks(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryPeak, ...]:
-    """Stop the probe; every rank's peaks, gathered (nothing where there is no probe)."""
-    return () if probe is None else gather_peaks(runnable, probe.stop())
-
-
-def _breakdowns(runnable: Runnable, probe: MemoryProbe | None) -> tuple[MemoryBreakdown, ...]:
-    """Where the runnable measures memory: one more step, untimed (the tracker's hooks cost time),
-    under its framework's memory tracker, every rank's breakdown of its peak gathered."""
-    return () if probe is None else take_breakdowns(runnable, probe)
-
-
-def _meter_error(call: Callable[[], object], what: str = "the energy meter") -> str:
-    """'' where `call` (a meter's or sampler's start or stop) worked, else what went wrong: a
-    counter that fails mid-run costs the case its energy figures (or telemetry), not its timing."""
-    try:
-        call()
-        return ""
-    except Exception as error:  # NVML and sysfs raise their own kinds
-        return f"{what} failed: {type(error).__name__}: {str(error)[:200]}"
-
-
-def _kernel_seconds(runnable: Runnable, steps: int) -> float | None:
-    """The runnable's kernel time per step over one more block; None where it measures none or
-    its profiler failed (which costs the case that figure, not its timing)."""
-    try:
-        return runnable.kernel_seconds_per_step(steps)
-    except Exception:  # profilers raise their own kinds
-        return None
-
-
-def _energy(runnable: Runnable, meter: EnergyMeter, steps: int, failed: str) -> EnergyMeasurement:
-    """Stop the meter; every rank's readings over `steps` timed steps, gathered (every rank
-    takes part, whether its meter worked or not)."""
-    readings: list = []
-    failed = failed or _meter_error(lambda: readings.extend(meter.stop()))
-    return gather_energy(runnable, [] if failed else readings, steps, failed or meter.reason)
+def _top_up(runnable: Runnable, instruments: Instruments, block_size: int, clock: Clock, start: float,
+            limit_s: float) -> int:
+    """Untimed blocks of the same step while an instrument still reading wants a longer window
+    than the timed blocks gave it (on any rank: `Instruments.wanted_s`, the longest gathered), at
+    most `limit_s` more: the steps they ran. An energy counter updated every 100 ms reads a 0.3 s
+    window up to a third off; its window is made long enough instead. Rank 0 decides."""
+    wanted = max(runnable.gather(instruments.wanted_s()))
+    steps, until = 0, min(start + wanted, clock() + limit_s)
+    while runnable.agree(float(clock() < until)):
+        _timed(runnable, block_size, clock)
+        steps += block_size
+    return steps

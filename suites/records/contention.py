@@ -1,43 +1,27 @@
 """Whether other work competed for the case's cores while it was timed: measured, not guessed.
 
 A busy machine makes a case slow without making it noisy (every block is slow alike), so the
-spread alone cannot say so. Over the case's timed blocks (`suites.measure.timing`) a `CpuMeter`
-reads, just before the first block and just after the last:
-
-- /proc/stat's per-CPU counters of the cores the case may run on (the affinity of its root
-  process): their busy time, user + nice + system + irq + softirq + steal (guest time is inside
-  user and nice already; idle and iowait are not busy). Steal is time the hypervisor gave those
-  cores to someone else: it counts as others' time;
-- the CPU time of the case's own process tree: utime + stime of its root process and of every
-  descendant (its ranks, a TF cluster's servers, their children), plus cutime + cstime
-  (children reaped during the window), from /proc/<pid>/stat. The root is the process that
-  launched the case, named by `$PARBENCH_CASE_ROOT` (parbench's launcher sets it: itself), else
-  under torchrun the elastic agent (this process's parent), else this process;
-- the wall time between the two readings.
+spread alone cannot say so. Over the case's timed blocks the CPU meter
+(`suites.measure.cpu_meter.CpuMeter`) reads the CPU time of the case's cores (everyone's, steal
+included) and of the case's own process tree: a `CpuUsage`, the record's `measurement.cpu`. This
+module is the record's side: what was read, and the verdict on it.
 
 Then `others = busy - own`, and both are shared over `wall x cores`: `others_core_share` is
 the part of the case's cores that other processes (or the hypervisor) took, `own_core_share`
 the part the case's processes ran; `own_thread_share` is the case's CPU time over wall x its
-threads (at most its cores), on which starvation is judged. `judge` turns that into the record's `contention`, with the
-one rule that marks it `contended` (`CONTENDED_SHARE`) and the one that marks it `starved`
-(`STARVED_SHARE`). A case without such a measurement (no timed blocks: failed; a system
-without /proc) falls back to the 1-minute load average and the steal column, which lag and
-count parbench itself; the record's `method` says which.
-
-Both counters tick at USER_HZ (100/s): over W seconds on C cores one tick per core and two per
-process of the tree are the counters' resolution, stored as `resolution` (a share).
+threads (at most its cores), on which starvation is judged. `judge` turns that into the record's
+`contention`, with the one rule that marks it `contended` (`CONTENDED_SHARE`) and the one that
+marks it `starved` (`STARVED_SHARE`). A case without such a measurement (no timed blocks: failed;
+a system without /proc) falls back to the 1-minute load average and the steal column
+(`read_cpu`), which lag and count parbench itself; the record's `method` says which.
 """
 from __future__ import annotations
 
 import math
 import os
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
-
-from suites import knobs
-from suites.errors import UserError
 
 PROC = Path("/proc")
 PROC_STAT = PROC / "stat"
@@ -64,9 +48,6 @@ STARVED_SHARE = 0.5
 #: What a measured verdict says it was measured with; the fallback's method.
 METHOD = "proc_stat: case's cores busy - case's process tree, over the timed blocks"
 FALLBACK_METHOD = "load_average: 1-minute load average and steal, before and after the case"
-#: /proc/stat's busy columns: user nice system (idle iowait) irq softirq steal.
-BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
-STEAL_COLUMN = 7
 #: Environment variable naming the root process of a case's process tree (the launcher's pid).
 CASE_ROOT_ENV = "PARBENCH_CASE_ROOT"
 
@@ -96,97 +77,7 @@ def read_cpu(stat_path: Path = PROC_STAT,
     return CpuReading(load, sum(counters), counters[7])
 
 
-# --- the measured rule's readings ----------------------------------------------------------------
-
-def clock_ticks_per_s() -> int:
-    """USER_HZ: the unit of /proc/stat and /proc/<pid>/stat times (100 on Linux)."""
-    try:
-        return int(os.sysconf("SC_CLK_TCK"))
-    except (ValueError, OSError, AttributeError):
-        return 100
-
-
-def per_cpu_ticks(text: str, cpus: Iterable[int]) -> tuple[int, int] | None:
-    """(busy, steal) ticks summed over `cpus` from /proc/stat's `cpuN` lines; None where a
-    wanted line is missing or short."""
-    lines: dict[int, list[int]] = {}
-    for line in text.splitlines():
-        if line.startswith("cpu") and line[3:4].isdigit():
-            name, *values = line.split()
-            lines[int(name[3:])] = [int(value) for value in values]
-    busy = steal = 0
-    for cpu in cpus:
-        counters = lines.get(cpu)
-        if counters is None or len(counters) <= STEAL_COLUMN:
-            return None
-        busy += sum(counters[column] for column in BUSY_COLUMNS)
-        steal += counters[STEAL_COLUMN]
-    return busy, steal
-
-
-def _stat_fields(text: str) -> list[str]:
-    """/proc/<pid>/stat's fields after the command name (which may hold spaces and
-    parentheses): state, ppid, ... (field 3 onwards of proc(5))."""
-    return text[text.rindex(")") + 2:].split()
-
-
-#: Offsets in `_stat_fields`: ppid (field 4), utime stime cutime cstime (fields 14-17).
-PPID, UTIME, STIME, CUTIME, CSTIME = 1, 11, 12, 13, 14
-
-
-def tree_ticks(root: int, proc: Path = PROC) -> tuple[int, int] | None:
-    """(CPU ticks, processes) of `root` and every descendant: utime + stime + cutime + cstime
-    of each (cutime/cstime: children already reaped, whose time has moved to their parent).
-    None where `root` cannot be read."""
-    stats: dict[int, list[str]] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stats[int(entry.name)] = _stat_fields((entry / "stat").read_text())
-        except (OSError, ValueError, IndexError):  # a process that ended while we looked
-            continue
-    if root not in stats:
-        return None
-    children: dict[int, list[int]] = {}
-    for pid, fields in stats.items():
-        children.setdefault(int(fields[PPID]), []).append(pid)
-    ticks, seen, todo = 0, set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        ticks += sum(int(stats[pid][i]) for i in (UTIME, STIME, CUTIME, CSTIME))
-        todo.extend(children.get(pid, ()))
-    return ticks, len(seen)
-
-
-def case_root() -> int:
-    """The root of this case's process tree: `$PARBENCH_CASE_ROOT` (the launcher), else under
-    torchrun the elastic agent (this rank's parent, which started the node's ranks), else this
-    process."""
-    try:
-        root = knobs.read(CASE_ROOT_ENV)
-    except UserError:  # not a process id: the case's own tree is this process's
-        root = None
-    if root:
-        return int(root)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        return os.getppid()
-    return os.getpid()
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    """One reading of a `CpuMeter`: wall clock, the case's cores' busy and steal ticks, its
-    process tree's ticks and size; None where unreadable."""
-    wall_s: float
-    busy_ticks: int | None
-    steal_ticks: int | None
-    own_ticks: int | None
-    processes: int = 0
-
+# --- what the CPU meter reads (`suites.measure.cpu_meter`) ----------------------------------------
 
 @dataclass(frozen=True)
 class CpuUsage:
@@ -244,61 +135,6 @@ class CpuUsage:
         return cls(float(data["wall_s"]), float(data["own_s"]), float(data["busy_s"]),
                    float(data.get("steal_s") or 0.0), int(data["cores"]), float(data.get("resolution") or 0.0),
                    str(data.get("span", "timed blocks")), data.get("threads"))
-
-
-@dataclass
-class CpuMeter:
-    """Reads `CpuSnapshot`s of one case: the tree of `root` (default `case_root()`) and the
-    cores of `cpus` (default the root's affinity). `proc`, `clock` and `hz` are injectable, so
-    tests read a fake /proc and a controlled clock."""
-    root: int | None = None
-    cpus: tuple[int, ...] | None = None
-    proc: Path = PROC
-    clock: Callable[[], float] = time.monotonic
-    hz: int = field(default_factory=clock_ticks_per_s)
-
-    def __post_init__(self) -> None:
-        if self.root is None:
-            self.root = case_root()
-        if self.cpus is None:
-            try:
-                self.cpus = tuple(sorted(os.sched_getaffinity(self.root)))
-            except (OSError, AttributeError):
-                try:
-                    self.cpus = tuple(sorted(os.sched_getaffinity(0)))
-                except (OSError, AttributeError):
-                    self.cpus = tuple(range(os.cpu_count() or 1))
-
-    def read(self) -> CpuSnapshot:
-        """Never raises: what cannot be read is None."""
-        # The tree first: the scan of /proc then falls before the cores' reading (outside the
-        # window) at the start, and inside both readings at the end, never counted as others'.
-        try:
-            tree = tree_ticks(int(self.root or 0), self.proc)
-        except (OSError, ValueError):
-            tree = None
-        wall = self.clock()
-        try:
-            cores = per_cpu_ticks((self.proc / "stat").read_text(), self.cpus or ())
-        except (OSError, ValueError):
-            cores = None
-        return CpuSnapshot(wall, cores[0] if cores else None, cores[1] if cores else None,
-                           tree[0] if tree else None, tree[1] if tree else 0)
-
-    def usage(self, before: CpuSnapshot, after: CpuSnapshot, span: str = "timed blocks") -> CpuUsage | None:
-        """CPU time between two snapshots; None where either could not read the cores or the tree."""
-        if None in (before.busy_ticks, after.busy_ticks, before.own_ticks, after.own_ticks):
-            return None
-        wall = after.wall_s - before.wall_s
-        cores = len(self.cpus or ())
-        if wall <= 0 or not cores:
-            return None
-        tick = 1.0 / self.hz
-        resolution = (cores + 2 * max(before.processes, after.processes)) * tick / (wall * cores)
-        return CpuUsage(wall, (after.own_ticks - before.own_ticks) * tick,
-                        (after.busy_ticks - before.busy_ticks) * tick,
-                        ((after.steal_ticks or 0) - (before.steal_ticks or 0)) * tick,
-                        cores, resolution, span)
 
 
 # --- the verdict -----------------------------------------------------------------------------------

@@ -11,15 +11,50 @@ How a reading was taken is part of it (`method`):
 
 Where nothing could be read the measurement has no readings and `reason` says why (no counter
 is never zero joules): the record's energy metrics are then absent, not zero.
+
+A reading is only as true as its window is long. These counters move in steps, once per update
+period (`UPDATE_PERIOD_S`), so a reading over a window W may be off by up to one period's energy:
+NVML's total-energy counter is updated about every 100 ms (ML.ENERGY's Zeus: "approximately every
+100 ms on NVIDIA GPUs"; PETSc's `PetscLogGpuEnergyMeter`: "every 20-100 ms"; on A100/H100 its power
+sensor averages 25 ms of each 100 ms, Yang et al., SC'24, arXiv 2312.02741); NVML's board power is
+a 1 s running average on Ampere and newer (NVML's `nvmlDeviceGetPowerUsage`); RAPL's counters
+update about every millisecond (the RAPL time unit, 976 us; Haehnel et al., "Measuring energy
+consumption for short code paths using RAPL", 2012). The timer reads energy over at least
+`WINDOW_UPDATES` periods (`min_window_s`: 2 s for NVML's counter), so that one period is at most
+5% of the window — an H100's 0.2-0.5 s windows read up to 856 W on a 700 W board, its 4 s windows
+693-697 W. Each reading keeps its flags (`DeviceEnergy.flags`):
+
+- ``short_window``: it spans less than `min_window_s` (records older than the rule; a case whose
+  top-up of the window ran out of time);
+- ``over_limit``: its average power is above the board's enforced power limit (NVML's
+  `nvmlDeviceGetEnforcedPowerLimit`, recorded with the reading; for older records, the
+  environment's nvidia-smi power limit, `with_power_limits`): a board cannot average more than
+  its limit, so the meter is wrong.
+
+A flagged reading is kept, but no ratio (work per joule across machines) may be drawn from it
+(`EnergyMeasurement.ratio_ok`).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Mapping
 
-from suites.records.metric_registry import JOULES_PER_KWH
+from suites.records.metric_registry import ENERGY_FLAGS, JOULES_PER_KWH
 
 EnergyMethod = Literal["nvml_counter", "nvml_power", "rapl"]
+
+#: Seconds between two updates of each method's counter (see the module's docstring for sources).
+UPDATE_PERIOD_S: dict[str, float] = {"nvml_counter": 0.1, "nvml_power": 1.0, "rapl": 0.001}
+#: A true reading spans at least this many update periods: one period's energy is then at most
+#: 1/20 = 5% of the window's.
+WINDOW_UPDATES = 20
+SHORT_WINDOW, OVER_LIMIT = "short_window", "over_limit"
+assert set(ENERGY_FLAGS) == {SHORT_WINDOW, OVER_LIMIT}
+
+
+def min_window_s(method: str) -> float:
+    """The shortest window a reading of `method` is true over: `WINDOW_UPDATES` update periods."""
+    return UPDATE_PERIOD_S[method] * WINDOW_UPDATES
 
 
 @dataclass(frozen=True)
@@ -38,6 +73,12 @@ class DeviceEnergy:
     rank: int = 0
     #: The machine it is on, among the case's (torchrun's GROUP_RANK; 0 on one machine).
     node: int = 0
+    #: GPU: the board's enforced power limit when it was read, watts (NVML); None for a CPU
+    #: package (RAPL's limits are targets it may exceed for a while) and in older records.
+    power_limit_w: float | None = None
+    #: Seconds between two updates of its counter (`UPDATE_PERIOD_S`, recorded with the reading);
+    #: None in older records, read as its method's.
+    update_period_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -47,14 +88,34 @@ class DeviceEnergy:
     def watts(self) -> float | None:
         return self.joules / self.seconds if self.seconds > 0 else None
 
+    @property
+    def min_window_s(self) -> float:
+        """The shortest window this reading is true over (`WINDOW_UPDATES` update periods)."""
+        return (self.update_period_s or UPDATE_PERIOD_S[self.method]) * WINDOW_UPDATES
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Why no ratio may be drawn from it: `SHORT_WINDOW`, `OVER_LIMIT` (the module's docstring)."""
+        watts = self.watts
+        return tuple(name for name, flagged in (
+            (SHORT_WINDOW, self.seconds < self.min_window_s),
+            (OVER_LIMIT, watts is not None and self.power_limit_w is not None and watts > self.power_limit_w))
+            if flagged)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"kind": self.kind, "device": self.device, "joules": self.joules, "seconds": self.seconds,
+                "method": self.method, "rank": self.rank, "node": self.node, "power_limit_w": self.power_limit_w,
+                "update_period_s": self.update_period_s,
+                # Derived, stored for readers that do not recompute:
+                "min_window_s": self.min_window_s, "flags": list(self.flags)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DeviceEnergy":
+        limit, period = data.get("power_limit_w"), data.get("update_period_s")
         return cls(kind=data["kind"], device=int(data["device"]), joules=float(data["joules"]),
                    seconds=float(data["seconds"]), method=data["method"], rank=int(data.get("rank", 0)),
-                   node=int(data.get("node", 0)))
+                   node=int(data.get("node", 0)), power_limit_w=None if limit is None else float(limit),
+                   update_period_s=None if period is None else float(period))
 
 
 @dataclass(frozen=True)
@@ -70,6 +131,24 @@ class EnergyMeasurement:
     @property
     def measured(self) -> bool:
         return bool(self.devices) and self.steps > 0
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every device's flags together (`DeviceEnergy.flags`), in `ENERGY_FLAGS`' order."""
+        found = {flag for device in self.devices for flag in device.flags}
+        return tuple(flag for flag in ENERGY_FLAGS if flag in found)
+
+    @property
+    def ratio_ok(self) -> bool:
+        """Measured, and no reading flagged: a figure a work-per-joule ratio may be drawn from."""
+        return self.measured and not self.flags
+
+    def with_power_limits(self, limits: Mapping[int, float]) -> "EnergyMeasurement":
+        """GPU readings that recorded no power limit, given their board's from `limits` (GPU index
+        -> watts: `power_limits` of the record's environment): how an older record is flagged."""
+        return replace(self, devices=tuple(
+            replace(d, power_limit_w=limits.get(d.device)) if d.kind == "gpu" and d.power_limit_w is None else d
+            for d in self.devices))
 
     @property
     def joules_per_step(self) -> float | None:
@@ -101,7 +180,7 @@ class EnergyMeasurement:
     def to_dict(self) -> dict[str, Any]:
         return {"devices": [d.to_dict() for d in self.devices], "steps": self.steps, "reason": self.reason,
                 # Derived, stored for readers that do not recompute:
-                "joules_per_step": self.joules_per_step, "watts": self.watts}
+                "joules_per_step": self.joules_per_step, "watts": self.watts, "flags": list(self.flags)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EnergyMeasurement":
@@ -111,3 +190,11 @@ class EnergyMeasurement:
 
 def absent(reason: str) -> EnergyMeasurement:
     return EnergyMeasurement(reason=reason)
+
+
+def power_limits(environment: Mapping[str, Any]) -> dict[int, float]:
+    """GPU index -> power limit (watts) of a record's environment (nvidia-smi's `power_limit_w`,
+    `suites.records.environment_schema.Gpu`): the limits an older record's readings are checked
+    against (`EnergyMeasurement.with_power_limits`)."""
+    return {int(gpu["index"]): float(gpu["power_limit_w"]) for gpu in environment.get("gpus") or ()
+            if isinstance(gpu, Mapping) and gpu.get("index") is not None and gpu.get("power_limit_w") is not None}

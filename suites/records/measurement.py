@@ -66,7 +66,7 @@ class Measurement:
     #: records, asv, pytest).
     telemetry: Telemetry | None = None
     #: CPU time over the timed blocks (a cut-short case: its warm steps): the case's own process
-    #: tree's and everyone's on its cores (`suites.records.contention.CpuMeter`), from which the
+    #: tree's and everyone's on its cores (`suites.measure.cpu_meter.CpuMeter`), from which the
     #: record's `contention` is judged (its input); None where unreadable (no /proc) and in
     #: older records.
     cpu: CpuUsage | None = None

@@ -343,6 +343,16 @@ FLAGS: dict[str, str] = {
                   "the peak is wrong; % of peak over 100 only with this flag",
 }
 ABOVE_PEAK = "above_peak"
+#: The flags of a record's energy readings (`measurement.energy.flags`, and each device's
+#: `flags`: `suites.records.energy_readings`): a reading so flagged is kept, but energy_watts,
+#: samples_per_joule, gflop_per_joule and their like from it are no figure to set beside another
+#: machine's (a ratio of work per joule must refuse it).
+ENERGY_FLAGS: dict[str, str] = {
+    "short_window": "read over fewer than 20 updates of its counter (NVML's energy counter: ~100 ms each, "
+                    "so under 2 s; RAPL's: ~1 ms): one update is then over 5% of the window",
+    "over_limit": "average power above the board's enforced power limit (NVML, recorded with the reading; "
+                  "older records: the environment's nvidia-smi power limit): the meter is wrong",
+}
 #: The %-of-peak metrics, and the peak each compares with (for the record's details).
 PCT_OF_PEAK = {"pct_peak_table": "peak table", "pct_peak_measured": "calibrated peak (`parbench calibrate`)",
                "mfu_pct": "peak MFU compares with (the table's, else the calibrated)"}

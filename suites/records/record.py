@@ -19,6 +19,13 @@ from suites.records.environment_schema import Environment
 from suites.records.measurement import Measurement
 
 #: The version of the schema this code writes, in every record's `schema`.
+#: 3: the figures of torch training cases no longer hold the harness's memory: the numerics
+#: check's float32 copy of the initial weights is freed before the timed steps (a 4096-wide mlp's
+#: 196 MiB per rank had read as training memory: FSDP's per-rank memory 0.76x DDP's), so a CPU
+#: case's peak and training state fall by that much from version 2's; and every record stores the
+#: work it did (`work`, `suites.records.work_fingerprint`). Energy readings record their counter's
+#: update period and their board's power limit, and flag a short window or a power over the limit
+#: (`suites.records.energy_readings`). Every field is written, as in version 2.
 #: 2: every field this version declares is written, the record's and its parts' (null where it
 #: does not apply). A field absent from a version-2 record is a bug: `Record.from_dict` refuses a
 #: line that lacks one of the record's own fields (the parts' from_dict read an absent field as
@@ -26,9 +33,11 @@ from suites.records.measurement import Measurement
 #: 1: records written before version 2: a field absent from one was not recorded (the code that
 #: wrote it predates the field), which a reader takes as unknown, never as none. Both versions
 #: have the same fields; version 2 only promises that none is left out.
-SCHEMA_VERSION = 2
-#: The versions `Record.from_dict` reads; any other (0, 3, "2", none at all) is refused.
-READS = (1, 2)
+SCHEMA_VERSION = 3
+#: The versions `Record.from_dict` reads; any other (0, 4, "2", none at all) is refused.
+READS = (1, 2, 3)
+#: The fields a record of each version writes beyond version 1's (`Record.from_dict` requires them).
+ADDED_IN = {"work": 3}
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,11 @@ class Record:
     #: What limits the figure, {verdict, reason, evidence {figure: value}} (`BoundBy`): ok
     #: records only, None elsewhere (and in version-1 records older than the field).
     bound_by: BoundBy | None = None
+    #: The work the case did (`suites.records.work_fingerprint.Work.to_dict`: {version, fingerprint,
+    #: parts {workload, model, optimizer, layout, batch, sequence, shape, precision}}), resolved when
+    #: it ran; records pair as equal work where their fingerprints are equal. None where the case
+    #: resolved to no workload; absent from records before version 3, whose work `work_of` infers.
+    work: dict[str, Any] | None = None
     #: The schema version the record was written under: SCHEMA_VERSION for a record made by this
     #: code; a record read keeps its own, so a reader tells a field a version-1 record did not
     #: record (absent: unknown) from one a version-2 record wrote empty (None: does not apply).
@@ -118,6 +132,7 @@ class Record:
             "details": self.details, "environment": self.environment,
             "contention": self.contention.to_dict() if self.contention else None,
             "bound_by": self.bound_by.to_dict() if self.bound_by else None,
+            **({"work": self.work} if self.schema >= ADDED_IN["work"] else {}),
         }
 
     @classmethod
@@ -128,7 +143,7 @@ class Record:
         version = data.get("schema")
         _require_readable(version)
         if version >= 2:
-            missing = [name for name in FIELDS if name not in data]
+            missing = [name for name in FIELDS if name not in data and version >= ADDED_IN.get(name, 2)]
             if missing:
                 raise ValueError(f"schema {version} record lacks {', '.join(missing)} (a version-{version} "
                                  f"record writes every field)")
@@ -143,7 +158,7 @@ class Record:
             details=data.get("details") or {},
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             bound_by=BoundBy.from_dict(data["bound_by"]) if data.get("bound_by") else None,
-            schema=version,
+            work=data.get("work"), schema=version,
         )
 
 

@@ -17,6 +17,7 @@ from suites.records.provenance import (discovered_accelerators, environment, new
                                    threads_in_use)
 from suites.records.record import Record
 from suites.records.store import ResultsStore
+from suites.measure.work_definitions import stored_work
 from suites.runner.execute import Outcome
 from suites.runner.plan import Unresolved
 from suites.strategies.jobs import Job
@@ -82,6 +83,7 @@ def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
                                                       "accelerators": discovered_accelerators()},
                     reason=outcome.reason, emulated=emulated,
                     measurement=outcome.measurement, metrics=metrics, check=outcome.check,
-                    details=details, contention=contention, bound_by=bound_by)
+                    details=details, contention=contention, bound_by=bound_by,
+                    work=stored_work(job.workload, details) if isinstance(job, Job) else None)
     context.store.append(record)
     return record

@@ -79,6 +79,11 @@ class Workload(ABC):
     #: without them its rehearsal runs at the GPU case's sizes. A training step's come from its model
     #: (`suites.workloads.model_spec.ModelSpec.rehearsal_sizes`).
     rehearsal_params: ClassVar[Mapping[str, ParamValue]] = {}
+    #: The version of what a case of it computes, part of each record's work fingerprint
+    #: (`suites.records.work_fingerprint`): raise it where the same case would compute other work
+    #: (a default size, an optimizer's options, a loss), so that records of before and after never
+    #: pair as equal work. Records older than the field ran version 1.
+    definition_version: ClassVar[int] = 1
 
     def __init__(self, case: Case) -> None:
         self.case = case

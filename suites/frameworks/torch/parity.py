@@ -94,7 +94,8 @@ from suites.frameworks.torch import backend
 from suites.frameworks.torch.training import make_optimizer
 from suites.models.resnet.spec import ResNet50
 from suites.models.transformer.spec import BertBase, Gpt2Small
-from suites.records.contention import Contention, CpuMeter, judge, read_cpu
+from suites.measure.cpu_meter import CpuMeter
+from suites.records.contention import Contention, judge, read_cpu
 from suites.measure.interleaved import Interleaved, abba
 from suites.measure.timing import settled_heap
 from suites.workloads.training import ModelSpec, TrainStep
