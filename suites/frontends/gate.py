@@ -234,14 +234,12 @@ class Baseline:
         entry = self.cases.get(case_id)
         return entry.ratio if entry else None
 
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def to_json(self) -> str:
+        """The baseline as `load` reads it (the gate writes it through `OutputFile`: whole or not at all)."""
         data = {"format": BASELINE_FORMAT, "version": BASELINE_VERSION, "reference": self.reference,
                 "environment": self.environment,
                 "cases": {case_id: entry.to_dict() for case_id, entry in sorted(self.cases.items())}}
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        tmp.replace(path)
+        return json.dumps(data, indent=1) + "\n"
 
     @classmethod
     def load(cls, path: Path, reference: str) -> "Baseline":
@@ -262,11 +260,11 @@ class Baseline:
                             f"{reference!r}: record it again")
         cases = data.get("cases", {})
         if not isinstance(cases, dict):
+            raise UserError(f"gate baseline {path}: \"cases\" is {type(cases).__name__}, not a table of case ids: "
+                            f"record it again")
         if not cases:  # a gate that judges nothing must not pass
             raise UserError(f"gate baseline {path} holds no case, so nothing could be judged against it; record it "
                             f"again with --parbench-gate-save over the cases the gate should judge")
-            raise UserError(f"gate baseline {path}: \"cases\" is {type(cases).__name__}, not a table of case ids: "
-                            f"record it again")
         return cls(reference, {case_id: _baseline_entry(path, case_id, entry) for case_id, entry in cases.items()},
                    data.get("environment") or {})
 

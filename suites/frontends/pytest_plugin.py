@@ -24,18 +24,22 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
-from suites.frontends.gate import Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, Verdict, clock_for, \
-    judge, measure_relative, run_single_threaded, threshold_from
+from suites.frontends.gate import BASELINE_FORMAT, Baseline, GateTiming, ReferenceKernel, RelativeTime, Step, \
+    Verdict, clock_for, judge, measure_relative, run_single_threaded, threshold_from
 from suites.frontends.prepared import CaseUnavailable, NumericsFailed, prepare
 from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.records.measurement import Measurement
 from suites.records.metrics import derive
+from suites.records.output_files import OutputFile, output_path
 from suites.hardware.peaks import PeakTable
 from suites.records.provenance import environment, machine_label, threads_in_use
 from suites.records.store import DEFAULT_RESULTS_DIR
 from suites.strategies.jobs import job_for
 
 HEAVY_MARKER = "benchmark_heavy"
+#: What every gate baseline the gate writes holds near its start (`Baseline.to_json`): a file
+#: holding it is the gate's own to write again.
+BASELINE_SIGNATURE = f'"format": "{BASELINE_FORMAT}"'.encode()
 _GATE = pytest.StashKey["GateSession"]()
 _SUITE = pytest.StashKey[Suite]()
 
@@ -51,7 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--parbench-gate-baseline", type=Path, metavar="PATH",
                     help="judge each benchmarked case against this gate baseline; a regression "
                          "fails the test")
-    group.addoption("--parbench-gate-save", type=Path, metavar="PATH",
+    group.addoption("--parbench-gate-save", type=output_path, metavar="PATH",
                     help="record a gate baseline of the benchmarked cases to PATH")
     group.addoption("--parbench-gate-threshold", metavar="FRACTION",
                     help="allowed growth of a case's time relative to the reference kernel "
@@ -97,8 +101,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     gate = session.config.stash.get(_GATE, None)
-    if gate is not None:
-        gate.save()
+    if gate is not None and (not gate.save() or gate.judged_nothing):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the summary says why
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -137,26 +141,32 @@ def _cost(case: Case) -> tuple[float, int, int, str]:
 
 @dataclass
 class GateSession:
-    """The gate for one pytest session: judges cases against a baseline and/or records one."""
+    """The gate for one pytest session: judges cases against a baseline and/or records one (into
+    `output`, checked when the session starts, before anything is measured)."""
 
     threshold: float
     baseline: Baseline | None = None
-    save_path: Path | None = None
+    output: OutputFile | None = None
     reference: ReferenceKernel = field(default_factory=ReferenceKernel)
     timing: GateTiming = field(default_factory=GateTiming)
     measured: dict[str, RelativeTime] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
+    save_problem: str | None = None
 
     @classmethod
     def from_options(cls, baseline_path: Path | None, save_path: Path | None,
                      threshold: str | None) -> "GateSession":
         reference = ReferenceKernel()
         baseline = Baseline.load(baseline_path, reference.name) if baseline_path else None
-        return cls(threshold_from(threshold), baseline, save_path, reference)
+        output = None
+        if save_path is not None:
+            output = OutputFile(save_path, "--parbench-gate-save", BASELINE_SIGNATURE, create_folder=True)
+            output.check()
+        return cls(threshold_from(threshold), baseline, output, reference)
 
     @property
     def active(self) -> bool:
-        return self.baseline is not None or self.save_path is not None
+        return self.baseline is not None or self.output is not None
 
     def check(self, case: Case, step: Step) -> Verdict | None:
         """Measure `step` (one step of `case`, synchronised) relative to the reference; fail
@@ -181,18 +191,41 @@ class GateSession:
             pytest.fail(f"performance regression: {verdict}", pytrace=False)
         return verdict
 
-    def save(self) -> None:
-        if self.save_path is not None and self.measured:
-            Baseline(self.reference.name, dict(self.measured), environment()).save(self.save_path)
+    def save(self) -> bool:
+        """Write the baseline where one was asked for and measured; False (the problem kept for the
+        summary) where it could not be written."""
+        if self.output is None or not self.measured:
+            return True
+        try:
+            self.output.write(Baseline(self.reference.name, dict(self.measured), environment()).to_json())
+        except UserError as error:
+            self.save_problem = str(error)
+            return False
+        return True
+
+    @property
+    def judged(self) -> list[Verdict]:
+        """The verdicts against a baseline ratio (a case not in the baseline is recorded, not judged)."""
+        return [verdict for verdict in self.verdicts if verdict.change is not None]
+
+    @property
+    def judged_nothing(self) -> bool:
+        """A baseline was given and the session measured cases, none of them in it: the gate fails."""
+        return self.baseline is not None and bool(self.verdicts) and not self.judged
 
     def summary(self) -> list[str]:
         lines = [str(verdict) for verdict in self.verdicts]
         regressed = sum(verdict.regressed for verdict in self.verdicts)
-        if self.baseline is not None:
-            lines.append(f"{len(self.verdicts)} case(s) judged, {regressed} regressed "
+        if self.judged_nothing:
+            lines.append(f"nothing judged: none of the {len(self.verdicts)} case(s) measured is in the baseline; "
+                         f"record the baseline over these cases (--parbench-gate-save)")
+        elif self.baseline is not None:
+            lines.append(f"{len(self.judged)} case(s) judged, {regressed} regressed "
                          f"(threshold +{self.threshold:.0%} in time relative to {self.reference.name})")
-        if self.save_path is not None:
-            lines.append(f"baseline of {len(self.measured)} case(s) saved to {self.save_path}" if self.measured
+        if self.save_problem is not None:
+            lines.append(f"baseline NOT saved: {self.save_problem}")
+        elif self.output is not None:
+            lines.append(f"baseline of {len(self.measured)} case(s) saved to {self.output.path}" if self.measured
                          else "no case was measured: no baseline saved")
         return lines
 

@@ -70,7 +70,7 @@ def load_suite(name_or_path: str) -> Suite:
             raise UserError(f"grid file {shown} does not exist; pass a built-in suite "
                             f"({', '.join(builtin_suite_names())}) or the path of a .toml grid")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write is not TOML
         except UnicodeDecodeError as error:
             raise UserError(f"grid file {shown} is not UTF-8 text (byte {error.start}); a grid is a TOML "
                             f"file: save it as UTF-8") from None

@@ -27,6 +27,7 @@ from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
+from suites.records.output_files import output_path
 from suites.records.contention import Contention, judge, read_cpu
 from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, tf_config_from_slurm
 from suites.runner.execute import Outcome, execute_in_process, failed
@@ -127,10 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", required=True, help="the case as JSON, or its id "
                         "(e.g. train_step/torch/cpu:2/ddp/fp32/batch=32,model=mlp)")
     parser.add_argument("--timing", default="{}", help="TimingConfig fields as JSON (default: defaults)")
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=output_path,
                         help="where to write the outcome JSON (under torchrun, rank r > 0 "
                              "writes OUT.rank<r>)")
-    parser.add_argument("--results", type=Path,
+    parser.add_argument("--results", type=output_path,
                         help="results directory: rank 0 stores the case's record there")
     parser.add_argument("--suite", help=f"suite name stored with the record (default {TORCHRUN_SUITE} "
                                         f"under torchrun, {TF_CONFIG_SUITE} with TF_CONFIG, else worker)")

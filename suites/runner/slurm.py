@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Mapping
 
 from suites.cases.timing_config import TimingConfig
+from suites.errors import UserError
 from suites.measure.scratch import TMPDIR_ENV
 from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, resolver_order_holds
 from suites.runner.deadline import case_timeout
@@ -85,8 +86,27 @@ def with_tf_resolver(env: dict[str, str], where: Allocation) -> dict[str, str]:
     return {**env, SLURM_PORT_ENV: first_port}
 
 
+#: Seconds scontrol has to answer.
+SCONTROL_TIMEOUT_S = 30
+
+
 def _scontrol(*args: str) -> str:
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True, timeout=30).stdout
+    """scontrol's answer; where it fails or does not answer, one line saying so (UserError)."""
+    command = shlex.join(["scontrol", *args])
+    try:
+        done = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"`{command}` did not answer within {SCONTROL_TIMEOUT_S} s: the Slurm controller is "
+                        f"unreachable; run inside a working allocation, or unset SLURM_JOB_ID to run on this "
+                        f"machine alone") from None
+    except OSError as error:
+        raise UserError(f"`{command}` could not start ({error.strerror}); run inside a working allocation, or "
+                        f"unset SLURM_JOB_ID to run on this machine alone") from None
+    if done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip() or "no message").splitlines()[-1]
+        raise UserError(f"`{command}` failed (exit code {done.returncode}: {said}); run inside a working "
+                        f"allocation, or unset SLURM_JOB_ID to run on this machine alone")
+    return done.stdout
 
 
 def _node_address(node: str) -> str:
@@ -106,15 +126,26 @@ def _gpus_per_node(env: Mapping[str, str]) -> int:
     return 0
 
 
+#: What Slurm sets in every job beside SLURM_JOB_ID, and `allocation` reads.
+ALLOCATION_ENV = ("SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES")
 #: `allocation` of each Slurm job id asked in this process (scontrol is asked once a job).
 _KNOWN: dict[tuple[str, str], Allocation] = {}
 
 
 def allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
-    """The allocation this process runs in, where it has two or more nodes; else None."""
-    if not env.get("SLURM_JOB_ID") or not env.get("SLURM_JOB_NODELIST"):
+    """The allocation this process runs in, where it has two or more nodes; else None. A partial
+    Slurm environment (a job id without its nodes) is one line (UserError), not a guess."""
+    if not env.get("SLURM_JOB_ID"):
         return None
-    if not env.get("SLURM_JOB_NUM_NODES", "1").isdigit() or int(env["SLURM_JOB_NUM_NODES"]) < 2:
+    missing = [name for name in ALLOCATION_ENV if not env.get(name)]
+    if missing:
+        raise UserError(f"SLURM_JOB_ID is set ({env['SLURM_JOB_ID']}) but {' and '.join(missing)} not: a partial "
+                        f"Slurm environment; run inside an allocation (salloc or sbatch), or unset SLURM_JOB_ID to "
+                        f"run on this machine alone")
+    if not env["SLURM_JOB_NUM_NODES"].isdigit():
+        raise UserError(f"SLURM_JOB_NUM_NODES is {env['SLURM_JOB_NUM_NODES']!r}, not a number of nodes; run inside "
+                        f"an allocation (salloc or sbatch), or unset SLURM_JOB_ID to run on this machine alone")
+    if int(env["SLURM_JOB_NUM_NODES"]) < 2:
         return None
     if shutil.which("srun") is None or shutil.which("scontrol") is None:
         return None

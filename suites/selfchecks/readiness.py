@@ -47,6 +47,7 @@ from suites.records.metric_registry import METRICS
 from suites.records.provenance import nvidia_smi_listed
 from suites.records.record import Record
 from suites.ranges import Range
+from suites.records.output_files import OutputFile, output_path
 from suites.records.store import ResultsStore
 from suites.runner.availability import precision_reason
 from suites.runner.execute import Outcome
@@ -59,6 +60,9 @@ from suites.workloads import workload_class
 
 SUITE = "gpu_readiness"
 DEFAULT_OUT = Path("results") / "gpu_readiness.json"
+#: How a summary the check wrote starts (`run`: JSON, "ready" first): a file holding it is the
+#: check's own to write again.
+SUMMARY_SIGNATURE = b'{\n  "ready": '
 #: The whole check takes at most this long (`--minutes`): a launched case is killed when it is
 #: spent...
 TOTAL_S = 10 * 60.0
@@ -284,8 +288,9 @@ SUMMARY = ("is this GPU or TPU machine ready? one small case of every GPU/TPU pa
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the JSON summary (default {DEFAULT_OUT})")
-    parser.add_argument("--results", type=Path, help="keep the records in this results directory "
+    parser.add_argument("--out", type=output_path, default=DEFAULT_OUT,
+                        help=f"the JSON summary (default {DEFAULT_OUT})")
+    parser.add_argument("--results", type=output_path, help="keep the records in this results directory "
                                                      "(default: a temporary one)")
     parser.add_argument("--label", help="machine label stored with the records")
     parser.add_argument("--minutes", type=MINUTES.argument, default=TOTAL_S / 60,
@@ -313,6 +318,8 @@ def run(args: argparse.Namespace, execute: Launcher | None = None) -> int:
         print(f"gpu_readiness: no GPU or TPU visible, nothing to check ({reasons})")
         return 0
 
+    output = OutputFile(args.out, "--out", SUMMARY_SIGNATURE, create_folder=True)
+    output.check()  # before minutes of checks, not after
     paths = plan(devices)
     with tempfile.TemporaryDirectory(prefix="parbench-readiness-") as tmp:
         store = ResultsStore(args.results or tmp)
@@ -334,8 +341,7 @@ def run(args: argparse.Namespace, execute: Launcher | None = None) -> int:
         "devices": [device.to_dict() for device in devices.values() if device.available],
         "paths": entries,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+    output.write(json.dumps(summary, indent=2, allow_nan=True) + "\n")
     expected = sum(entry["expected"] for entry in entries)
     if failing:
         print(f"NOT READY: {len(failing)} of {expected} paths that should run here did not "

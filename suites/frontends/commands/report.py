@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 from suites.errors import UserError
+from suites.records.output_files import output_path
 from suites.records.store import ResultsWarning
 from suites.report.render.terminal import terminal
 
@@ -18,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("results")],
                         help="result files or folders: parbench JSON Lines, asv results, pytest-benchmark JSON "
                              "(default results/)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("reports"), help="output folder (default reports/)")
+    parser.add_argument("-o", "--output", type=output_path, default=Path("reports"),
+                        help="output folder (default reports/)")
     parser.add_argument("--csv", action="store_true", help="also write the tidy table as OUTPUT/results.csv")
     parser.add_argument("--parquet", action="store_true",
                         help="also write the tidy table as OUTPUT/results.parquet (needs pyarrow)")

@@ -5,7 +5,6 @@ import argparse
 import os
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from suites import knobs
 from suites.cases.case import Case
@@ -21,6 +20,7 @@ from suites.frontends.case_loop import run_cases
 from suites.frontends.rehearse import rehearse
 from suites.frontends.run_progress import run_progress
 from suites.frontends.run_table import print_results, run_console
+from suites.records.output_files import output_path
 from suites.records.provenance import now_iso
 from suites.records.run_summary import RunSummary
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", default=DEFAULT_SUITE,
                         help=f"built-in suite name or path of a .toml grid (default {DEFAULT_SUITE})")
     parser.add_argument("--filter", help="choose cases, e.g. \"framework=torch matmul\"")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
+    parser.add_argument("--results", type=output_path, default=DEFAULT_RESULTS_DIR,
                         help="results directory (default results/)")
     parser.add_argument("--label", help="machine label stored with every record "
                                         "(default $PARBENCH_MACHINE or the hostname)")

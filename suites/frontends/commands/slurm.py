@@ -5,11 +5,16 @@ The script asks for the nodes (whole: `--exclusive`, as a benchmark needs), the 
 one task a node, and runs `parbench run` once, on the first node; inside the allocation that run
 starts every case whose ranks span nodes as one srun step (`suites.runner.slurm`). A user already
 inside an allocation (`salloc -N 2`) runs `parbench run` directly.
+
+The script is data: every value in an `#SBATCH` line is checked against what Slurm accepts
+(`suites.frontends.sbatch_values`) and quoted as sbatch reads it, and the command is shell-quoted,
+so no option can add a line or a command. The file is written through `OutputFile`: checked
+before anything else, written whole, and an existing file replaced only where parbench wrote it
+(its `SCRIPT_SIGNATURE` line) or `--force` asks.
 """
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import os
 import shutil
@@ -17,16 +22,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from suites import knobs
+from suites.cases.filters import select
 from suites.errors import UserError
+from suites.frontends.sbatch_values import check_directives, sbatch_value
 from suites.grids.grid import DEFAULT_SUITE, load_suite
 from suites.measure.scratch import TMPDIR_ENV, shared_temp_dir
+from suites.records.output_files import OutputFile, output_path
 from suites.records.store import DEFAULT_RESULTS_DIR
 
 SUMMARY = "write (and with --submit, submit) the Slurm batch script that runs a suite across N nodes"
 KNOBS: tuple[str, ...] = ()
 
-#: What Slurm accepts as --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+#: The line every script `parbench slurm` writes carries: a file with it is ours to write again.
+SCRIPT_SIGNATURE = "# written by `parbench slurm`"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,20 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"built-in suite name or path of a .toml grid (default {DEFAULT_SUITE})")
     parser.add_argument("--nodes", type=int, required=True, help="nodes to allocate")
     parser.add_argument("--gpus-per-node", type=int, default=0, help="GPUs each node brings (default 0: a CPU run)")
-    parser.add_argument("--partition", help="Slurm partition (default: the cluster's)")
-    parser.add_argument("--time", help="time limit, as Slurm takes it (e.g. 2:00:00)")
+    parser.add_argument("--partition", help="Slurm partition, or several separated by commas (default: the cluster's)")
+    parser.add_argument("--time", help="time limit, as Slurm takes it: minutes or [D-]HH:MM:SS (e.g. 2:00:00)")
     parser.add_argument("--filter", help="choose cases, as `parbench run --filter`")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
+    parser.add_argument("--results", type=output_path, default=DEFAULT_RESULTS_DIR,
                         help="results directory, on a file system every node shares (default results/)")
     parser.add_argument("--label", help="machine label stored with every record (default: the first node's)")
-    parser.add_argument("--script", type=Path, help="where to write the script (default: print it)")
+    parser.add_argument("--script", type=output_path, help="where to write the script (default: print it)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a file at --script that parbench did not write (never a records file)")
     parser.add_argument("--submit", action="store_true", help="submit it with sbatch (needs --script)")
 
 
 def batch_script(args: argparse.Namespace, workdir: Path, python: str = sys.executable) -> str:
     """The sbatch script for `args`: Slurm's directives, then one `parbench run`."""
-    directives = [f"--job-name=parbench-{Path(args.suite).stem}", f"--nodes={args.nodes}",
-                  "--ntasks-per-node=1", "--exclusive", f"--output={workdir}/parbench-%j.out"]
+    directives = [f"--job-name={sbatch_value(f'parbench-{Path(args.suite).stem}')}", f"--nodes={args.nodes}",
+                  "--ntasks-per-node=1", "--exclusive", f"--output={sbatch_value(f'{workdir}/parbench-%j.out')}"]
     if args.gpus_per_node:
         directives.append(f"--gpus-per-node={args.gpus_per_node}")
     if args.partition:
@@ -59,31 +70,36 @@ def batch_script(args: argparse.Namespace, workdir: Path, python: str = sys.exec
         command += ["--filter", args.filter]
     if args.label:
         command += ["--label", args.label]
-    return "\n".join(["#!/bin/bash", *(f"#SBATCH {directive}" for directive in directives), "set -euo pipefail",
-                      f"cd {shlex.quote(str(workdir))}", shlex.join(command), ""])
+    return "\n".join(["#!/bin/bash", SCRIPT_SIGNATURE, *(f"#SBATCH {directive}" for directive in directives),
+                      "set -euo pipefail", f"cd {shlex.quote(str(workdir))}", shlex.join(command), ""])
 
 
-def _check(args: argparse.Namespace) -> None:
-    if args.nodes < 1:
-        raise UserError(f"--nodes must be 1 or more, not {args.nodes}")
-    if args.gpus_per_node < 0:
-        raise UserError(f"--gpus-per-node must be 0 or more, not {args.gpus_per_node}")
-    if args.time and not SLURM_TIME.match(args.time):
-        raise UserError(f"--time {args.time!r} is not a Slurm time; give minutes or [D-]HH:MM:SS, e.g. 2:00:00")
+def _check(args: argparse.Namespace, workdir: Path) -> None:
+    check_directives(args, workdir)
+    knobs.check_label(args.label)
     if args.submit and args.script is None:
         raise UserError("--submit needs --script FILE: the script sbatch runs is kept there")
+    if args.force and args.script is None:
+        raise UserError("--force replaces an existing --script FILE: give --script too, or leave out --force")
     if args.submit and shutil.which("sbatch") is None:
         raise UserError("--submit needs sbatch, which is not on PATH here; submit the script from a Slurm login node")
 
 
 def run(args: argparse.Namespace) -> int:
-    _check(args)
-    load_suite(str(args.suite))  # a suite that does not load fails here, not on the cluster
-    script = batch_script(args, Path.cwd())
-    if args.script is None:
+    workdir = Path.cwd()
+    _check(args, workdir)
+    output = None
+    if args.script is not None:
+        output = OutputFile(args.script, "--script", SCRIPT_SIGNATURE.encode(), replace_any=args.force,
+                            how_to_replace="pass --force to replace it")
+        output.check()
+    suite = load_suite(str(args.suite))  # a suite that does not load fails here, not on the cluster
+    select(suite.cases, args.filter, suite.name)  # ... and a filter that matches no case of it
+    script = batch_script(args, workdir)
+    if output is None:
         print(script, end="")
         return 0
-    args.script.write_text(script)
+    output.write(script)
     print(f"batch script: {args.script}")
     if args.submit:
         # sbatch hands the job this environment: the temp folder it names is the system's, not this
