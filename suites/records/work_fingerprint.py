@@ -180,8 +180,8 @@ def _call(name: str, values: Mapping[str, Any] | None) -> str:
 
 def why_not_paired(a: Mapping[str, Any], b: Mapping[str, Any], definitions: Definitions | None = None) -> str:
     """Why records `a` and `b` (stored dicts) are not the same work, in words; "" where they are.
-    Where two records of one model differ in layout or optimizer, it says which recipe the older
-    (by timestamp) ran and which the newer."""
+    Where two records of one model, run at different times, differ in layout or optimizer, it says
+    which recipe the older (by timestamp) ran and which the newer."""
     first, second = work_of(a, definitions), work_of(b, definitions)
     if first.fingerprint == second.fingerprint and first.resolved:
         return ""
@@ -192,9 +192,9 @@ def why_not_paired(a: Mapping[str, Any], b: Mapping[str, Any], definitions: Defi
                 "could not be resolved (no definitions of its version)")
     differing = [name for name in PARTS if first.parts.get(name) != second.parts.get(name)]
     recipe = [name for name in ("layout", "optimizer") if name in differing]
-    if recipe and first.parts.get("model") == second.parts.get("model"):
-        (older, _), (newer, _) = sorted(((first, str(a.get("timestamp", ""))), (second, str(b.get("timestamp", "")))),
-                                        key=lambda pair: pair[1])
+    times = str(a.get("timestamp") or ""), str(b.get("timestamp") or "")
+    if recipe and first.parts.get("model") == second.parts.get("model") and all(times) and times[0] != times[1]:
+        older, newer = (first, second) if times[0] < times[1] else (second, first)
         rest = [name for name in differing if name not in recipe]
         text = f"the older record ran the older {_recipe(older)} (the newer: {_recipe(newer, model=False)})"
         return text + (f"; and they differ in {_differences(first, second, rest)}" if rest else "")
