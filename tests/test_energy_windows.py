@@ -40,13 +40,17 @@ def test_the_shortest_true_window_is_twenty_updates_of_the_counter():
     assert set(ENERGY_FLAGS) == {SHORT_WINDOW, OVER_LIMIT}
 
 
-def test_the_meter_reads_a_short_case_over_two_seconds_of_the_same_step():
+def measured(budget_s: float) -> Measurement:
+    """A 650 W GPU case of 10 ms steps on a 700 W board, timed briefly (converged in ~0.1 s)."""
     clock = FakeClock()
-    nvml = LimitedNvml({3: 1_000_000}, {3: 0})
-    device = PoweredDevice(clock, nvml, watts=650.0, step_s=0.01)
+    device = PoweredDevice(clock, LimitedNvml({3: 1_000_000}, {3: 0}), watts=650.0, step_s=0.01)
     config = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
-                          budget_s=4.0)
-    measurement = measure(device, config, clock)
+                          budget_s=budget_s)
+    return measure(device, config, clock)
+
+
+def test_the_meter_reads_a_short_case_over_two_seconds_of_the_same_step():
+    measurement = measured(budget_s=4.0)
     (reading,) = measurement.energy.devices
     assert measurement.timed_s < 0.5 <= 2.0 <= reading.seconds  # timed briefly, read long enough
     assert measurement.energy.steps * 0.01 == pytest.approx(reading.seconds)  # every step of the window
@@ -59,12 +63,7 @@ def test_the_meter_reads_a_short_case_over_two_seconds_of_the_same_step():
 
 
 def test_a_window_the_budget_cut_short_is_flagged_not_dropped():
-    clock = FakeClock()
-    nvml = LimitedNvml({3: 1_000_000}, {3: 0})
-    device = PoweredDevice(clock, nvml, watts=650.0, step_s=0.01)
-    config = TimingConfig(warmup_s=0.02, min_warmup_steps=1, block_min_s=0.002, min_samples=10, min_time_s=0.04,
-                          budget_s=0.15)
-    energy = measure(device, config, clock).energy
+    energy = measured(budget_s=0.15).energy
     (reading,) = energy.devices
     assert reading.seconds < 2.0 and energy.flags == (SHORT_WINDOW,) and not energy.ratio_ok
     assert energy.joules_per_step == pytest.approx(6.5)  # kept: the figure is there, flagged
