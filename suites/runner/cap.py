@@ -18,7 +18,8 @@ case and its eager twin next to it in the run (`units`) start together or not at
 again only while that fits (`retries_that_fit`).
 
 The margin: a capped run ends within the cap plus `margin_s` (MARGIN_SHARE of the cap, at least
-MIN_MARGIN_S), the error one case's scaled estimate may make. The run's summary stores its
+MIN_MARGIN_S), the error one case's scaled estimate may make, counted from when the command
+starts its work (Python's start-up and imports before it are not in it). The run's summary stores its
 elapsed time beside the cap, so a run past it says so.
 """
 from __future__ import annotations
