@@ -1,4 +1,7 @@
-"""The `parbench` command line. Each subcommand lives in suites/frontends/commands/<name>.py."""
+"""The `parbench` command line. Each subcommand lives in suites/frontends/commands/<name>.py.
+
+This module imports little at its top (no numpy, pandas or rich): a Ctrl-C in the first second
+lands inside `main`, which says it in one line, instead of in an import before `main` began."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +16,6 @@ from suites import knobs
 from suites.errors import UserError
 from suites.measure.scratch import run_temp_dir
 from suites.runner.termination import Terminated, signals_raise
-from suites.workloads.user_model import load_plugins
 
 #: Subcommand modules; each has `SUMMARY`, `KNOBS` (the PARBENCH_* variables it reads, checked
 #: before it starts), `add_arguments(parser)` and `run(args) -> int`.
@@ -54,7 +56,44 @@ def _kept(args: argparse.Namespace) -> str:
     return "every finished record is already stored"
 
 
+#: The standard streams, as (file descriptor, name in `sys`, mode).
+STANDARD_STREAMS = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+
+
+def reopen_closed_streams() -> list[str]:
+    """Each standard stream closed when parbench started (`parbench run >&-`) opened onto the null
+    device: its output is discarded, Python's `sys.stdout` is a file again (None crashed the
+    run after it stored its records), and a file parbench opens later cannot take its number (a
+    framework printing to fd 1 would write into it). The names of those that were closed."""
+    closed = []
+    for fd, name, mode in STANDARD_STREAMS:
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)  # the lowest free number
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, mode, closefd=False))
+            closed.append(name)
+    return closed
+
+
 def main(argv: list[str] | None = None) -> int:
+    closed = reopen_closed_streams()
+    if "stdout" in closed:
+        print("parbench: warning: standard output is closed: what parbench prints there is discarded",
+              file=sys.stderr)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while the command was being read: importing or parsing
+        print("parbench: interrupted before the command began; nothing was run", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    from suites.workloads.user_model import load_plugins
+
     warnings.showwarning = _warning_line  # one line per warning, no source location
     try:
         args = build_parser().parse_args(argv)

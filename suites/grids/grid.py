@@ -77,6 +77,10 @@ def load_suite(name_or_path: str) -> Suite:
         except OSError as error:
             raise UserError(f"grid file {shown} cannot be read ({error.strerror})") from None
         return parse_suite(text, source=str(path), name=path.stem)
+    if name_or_path not in builtin_suite_names() and path.is_dir():
+        raise UserError(f"--suite {shown!r} is a folder, not a suite (a folder of records is read by `parbench "
+                        f"report` or written by --results): give a built-in suite "
+                        f"({', '.join(builtin_suite_names())}) or the path of a .toml grid")
     if name_or_path not in builtin_suite_names():
         raise UserError(f"unknown suite {shown!r}; built-in suites: "
                         f"{', '.join(builtin_suite_names())} (or pass the path of a .toml grid)")

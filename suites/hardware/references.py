@@ -101,11 +101,14 @@ class ReferenceRow:
 
 
 def load_references(user_file: str | None = None) -> tuple[ReferenceRow, ...]:
-    """The user's rows (`user_file`, else $PARBENCH_REFERENCES) first, then the shipped ones."""
+    """The user's rows (`user_file`, given as `--references`, else $PARBENCH_REFERENCES) first, then
+    the shipped ones. A bad file's error names where it was given."""
     rows: list[ReferenceRow] = []
+    given, way_out = ("--references", "fix the file or leave out --references") if user_file else (
+        REFERENCES_ENV, f"fix the file or unset {REFERENCES_ENV}")
     user_file = user_file or knobs.read(REFERENCES_ENV)
     if user_file:
-        data = user_table(user_file, f"reference table ({REFERENCES_ENV})", f"fix the file or unset {REFERENCES_ENV}")
+        data = user_table(user_file, f"reference table ({given})", way_out)
         rows += _rows(data, user_file)
     return tuple(rows + _rows(shipped_table(REFERENCES_FILE), f"suites/{REFERENCES_FILE}"))
 

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 from suites import knobs
-from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.errors import UserError
@@ -34,6 +33,7 @@ from suites.runner.execute import Outcome, execute_in_process, failed
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.runner import watchdog
 from suites.runner.deadline import case_timeout
+from suites.runner.worker_options import case_option, timing_option
 from suites.measure.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.measure.scratch import run_temp_dir
 from suites.runner.spanning import node_provenance
@@ -171,9 +171,7 @@ def run(args: argparse.Namespace) -> None:
     if args.out is None and args.results is None:
         sys.exit("parbench worker: give --out (the outcome as JSON), --results (a stored record), or both")
     try:
-        case = (Case.from_dict(json.loads(args.case)) if args.case.lstrip().startswith("{")
-                else Case.from_id(args.case))
-        timing = TimingConfig.from_mapping(json.loads(args.timing))
+        case, timing = case_option(args.case), timing_option(args.timing)
         load_plugins()  # user models and workloads registered by the parent process
         job = job_for(case)
         # The case's deadline, for what bounds its waits inside this process (a multiworker

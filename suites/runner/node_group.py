@@ -11,7 +11,8 @@ what node 0 decides for them (a case's rendezvous address and port), and meet at
 Every wait polls the store against a deadline, so nothing waits forever; a node that refuses
 leaves its reason in the store (`abort`), so the others stop at their next wait with it instead
 of waiting out their timeout. Failures are `UserError`s of one line naming what is missing and
-the way out: the CLI prints them without a traceback.
+the way out: the CLI prints them without a traceback, and the store's own C++ log of a broken
+connection (a dozen frames of `c10::DistNetworkError`) is kept off the terminal (`QuietStore`).
 
 Keys are namespaced per use (`parbench/<kind>/<name>/<n>`, n counting this node's uses of that
 name), so the same name can be agreed, shared or met at again; every node calls the functions
@@ -31,6 +32,7 @@ from datetime import timedelta
 from typing import Any, Iterator
 
 from suites.errors import UserError
+from suites.runner import native_stderr
 
 #: Every key this module writes starts with it.
 PREFIX = "parbench"
@@ -80,6 +82,33 @@ class NodeGroup:
     def is_first(self) -> bool:
         """Node 0: it hosts the store, decides what is shared and keeps the records."""
         return self.node_rank == 0
+
+
+class QuietStore:
+    """A TCPStore whose calls keep torch's C++ log of a broken connection off the terminal
+    (`suites.runner.native_stderr`): the error they raise says it in one line (`_talking`)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def _quietly(self, method: str, *args: Any) -> Any:
+        with native_stderr.filtered():
+            return getattr(self._store, method)(*args)
+
+    def set(self, key: str, value: str) -> None:
+        self._quietly("set", key, value)
+
+    def get(self, key: str) -> bytes:
+        return self._quietly("get", key)
+
+    def add(self, key: str, amount: int) -> int:
+        return self._quietly("add", key, amount)
+
+    def check(self, keys: list[str]) -> bool:
+        return self._quietly("check", keys)
+
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+        return self._quietly("compare_set", key, expected, desired)
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -233,8 +262,9 @@ def join(endpoint: str, nnodes: int, node_rank: int, timeout_s: float) -> NodeGr
     if not first and not _reachable(where, started + timeout_s):
         raise unreachable
     try:
-        store = TCPStore(where.host, where.port, world_size=nnodes if first else None, is_master=first,
-                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+        with native_stderr.filtered():
+            store = QuietStore(TCPStore(where.host, where.port, world_size=nnodes if first else None,
+                                        is_master=first, timeout=timedelta(seconds=timeout_s), wait_for_workers=False))
     except DistError as error:
         if first:
             raise RendezvousError(f"node 0 cannot host the rendezvous at {where} ({_first_line(error)}): give "

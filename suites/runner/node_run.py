@@ -14,6 +14,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.runner import nodes
 from suites.runner.plan import Plan
 from suites.runner.runner import Runner
+from suites.runner.termination import Terminated
 from suites.strategies.jobs import Job
 
 
@@ -35,21 +36,31 @@ Lead = Callable[[nodes.NodeSpan | None], int]
 def run_on_nodes(where: NodeRun | None, cases: list[Case], plans: list[Plan], timing: TimingConfig,
                  lead: Lead) -> int:
     """`lead(None)` where the run is this machine's alone; else join the group, agree on `cases`
-    and `timing`, and follow (a node other than 0) or `lead` with the group (node 0), which is
-    told how the run ended however it ends: done, or stopped with the error's first line."""
+    and `timing`, and follow (a node other than 0) or `lead` with the group (node 0). A node that
+    stops (an error, Ctrl-C, a signal) tells the others why, so they stop at their next wait with
+    one line naming it; node 0 tells the others when the suite is done."""
     if where is None:
         return lead(None)
     span = nodes.start(where.endpoint, where.nnodes, where.node_rank, where.timeout_s)
     nodes.agree_on_cases(span, cases, timing)
-    if not span.group.is_first:
-        return nodes.follow(span, wait_s=longest_run_s(plans, timing) + where.timeout_s)
     try:
+        if not span.group.is_first:
+            return nodes.follow(span, wait_s=longest_run_s(plans, timing) + where.timeout_s)
         code = lead(span)
     except BaseException as error:
-        nodes.finish(span, error=str(error).splitlines()[0] if str(error) else type(error).__name__)
+        nodes.finish(span, error=why_stopped(error))
         raise
     nodes.finish(span)
     return code
+
+
+def why_stopped(error: BaseException) -> str:
+    """What the other nodes are told of a node that stopped with `error`: one line."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(error, Terminated):
+        return f"stopped by {error}"
+    return str(error).splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def longest_run_s(plans: list[Plan], timing: TimingConfig) -> float:

@@ -194,7 +194,7 @@ def follow(span: NodeSpan, wait_s: float) -> int:
 
 
 def finish(span: NodeSpan, error: str | None = None) -> None:
-    """Node 0 ends the run on every node: the suite is done, or it stopped with `error`."""
+    """End the run on every node: node 0's suite is done, or this node (any) stopped with `error`."""
     if error is not None:
         node_group.abort(span.group, error)
     else:

@@ -68,6 +68,18 @@ class UserModel(ModelSpec):
     def forward_flops_per_sample(self) -> float:
         return self.flops_per_sample
 
+    def build(self, framework: Framework) -> Any:
+        """The model the user's builder for `framework` makes (the caller seeded the framework's
+        RNG); ValueError naming the builder where it makes none (a builder that forgets `return`
+        failed later as "optimizer got an empty parameter list")."""
+        builder = self.builders[framework]
+        model = builder()
+        if model is None:
+            name = getattr(builder, "__qualname__", None) or repr(builder)
+            raise ValueError(f"the model builder of {self.model_name!r} ({framework}={name}) returned None: "
+                             f"return the model it builds")
+        return model
+
     def make_batch(self, batch: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
         if self.data is None:
             return super().make_batch(batch, seed)

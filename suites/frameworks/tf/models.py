@@ -107,7 +107,7 @@ def _keras_model(spec: UserModel, compute_dtype: tf.DType) -> keras.Model:
     keras.config.set_dtype_policy(keras_dtype_policy(compute_dtype))
     try:
         keras.utils.set_random_seed(USER_MODEL_SEED)
-        model = spec.builders[Framework.TF]()
+        model = spec.build(Framework.TF)
         model(np.zeros((1, *spec.input_shape), np.float32))
     finally:
         keras.config.set_dtype_policy(previous)

@@ -209,7 +209,7 @@ class TorchUserModel(TorchModel):
     def __init__(self, spec: UserModel) -> None:
         super().__init__(spec)
         torch.manual_seed(USER_MODEL_SEED)
-        self.inner = spec.builders[Framework.TORCH]()
+        self.inner = spec.build(Framework.TORCH)
 
     def load_canonical(self, weights: dict[str, np.ndarray]) -> None:
         if weights:
