@@ -204,7 +204,7 @@ def test_worker_out_into_a_missing_folder_is_refused_before_the_case_runs(tmp_pa
                                  f"it or choose another path")
 
 
-def test_worker_out_replaces_an_outcome_it_wrote(tmp_path, monkeypatch):
+def test_worker_out_replaces_an_outcome_it_wrote_and_no_other_file(tmp_path, monkeypatch):
     from suites.cases.vocabulary import Status
     from suites.runner import case_process
     from suites.runner.execute import Outcome
@@ -219,6 +219,12 @@ def test_worker_out_replaces_an_outcome_it_wrote(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exited:
         main(["worker", "--case", "matmul/torch/cpu:1/single/fp32/k=64,m=64,n=64", "--out", str(out)])
     assert exited.value.code == 0
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "--case", "matmul/torch/cpu:1/single/fp32/k=64,m=64,n=64", "--out", str(notes)])
+    assert exited.value.code == (f"parbench worker: --out {notes}: exists and parbench did not write it; choose "
+                                 f"another path, or remove it first")
 
 
 def test_gate_save_is_checked_when_the_session_starts_and_a_failed_save_is_said(tmp_path):
@@ -231,6 +237,10 @@ def test_gate_save_is_checked_when_the_session_starts_and_a_failed_save_is_said(
     with pytest.raises(UserError, match=r"^--parbench-gate-save .*folder: is a folder, not a file"):
         (tmp_path / "folder").mkdir()
         GateSession.from_options(None, tmp_path / "folder", None)
+    (tmp_path / "notes.json").write_text('{"mine": true}')
+    with pytest.raises(UserError, match=r"^--parbench-gate-save .*notes.json: exists and parbench did not write it"):
+        GateSession.from_options(None, tmp_path / "notes.json", None)
+    assert (tmp_path / "notes.json").read_text() == '{"mine": true}'
     gate = GateSession.from_options(None, tmp_path / "gate" / "b.json", None)
     gate.measured["c/1"] = RelativeTime(2.0, 0.002, 0.001, 9, "cpu")
     assert gate.save() and (tmp_path / "gate" / "b.json").exists()
