@@ -66,6 +66,40 @@ def test_a_follower_whose_node_0_is_gone_says_one_line_and_no_cpp_stack(capfd):
     assert "frame #" not in capfd.readouterr().err
 
 
+def test_a_follower_reads_why_node_0_stopped_rather_than_a_lost_connection():
+    pytest.importorskip("torch")
+    import threading
+
+    from torch.distributed import TCPStore
+
+    from suites.runner import node_group, nodes
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    where = node_group.Endpoint("127.0.0.1", port)
+    stores = [TCPStore("127.0.0.1", port, world_size=2, is_master=True, timeout=timedelta(seconds=10),
+                       wait_for_workers=False),
+              TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10), wait_for_workers=False)]
+    first, follower = (node_group.NodeGroup(2, rank, where, 10.0, node_group.QuietStore(store))
+                       for rank, store in enumerate(stores))
+    del stores  # node 0's group holds the last reference to its server, as in a run
+    heard: list[str] = []
+
+    def follow() -> None:
+        try:
+            node_group.share(follower, "step", None, timeout_s=10)
+        except node_group.RendezvousError as error:
+            heard.append(str(error))
+        node_group.close(follower)
+
+    waiting = threading.Thread(target=follow)
+    waiting.start()
+    nodes.finish(nodes.NodeSpan(first, ("node0", "node1"), ("127.0.0.1", "127.0.0.1"), 0), error="stopped by SIGTERM")
+    waiting.join(timeout=30)
+    assert heard == ["the run across nodes stopped: node 0: stopped by SIGTERM"]
+
+
 class FakeNodes:
     """`suites.runner.nodes` as `run_on_nodes` uses it: a follower whose steps end as told."""
 

@@ -43,6 +43,9 @@ from suites.strategies.jobs import Job, job_for
 #: Seconds beyond a case's deadline node 0 waits for another node's report (its launcher stops
 #: its ranks at the deadline, then reports).
 REPORT_GRACE_S = 60.0
+#: Seconds node 0, stopping, waits for the other nodes to read why and leave (they look every
+#: `node_group.POLL_S` between steps) before its store goes.
+ABORT_GRACE_S = 2.0
 #: The environment variables that bind gloo's and NCCL's sockets to an interface; set on each
 #: node to the interface of its own address where the user has not (a host name that resolves to
 #: 127.0.0.1 would otherwise have gloo listen where the other nodes cannot reach it).
@@ -199,4 +202,5 @@ def finish(span: NodeSpan, error: str | None = None) -> None:
         node_group.abort(span.group, error)
     else:
         node_group.share(span.group, "step", json.dumps({"done": True}))
-    node_group.close(span.group, timeout_s=0 if error else 30.0)
+    # stopped: node 0 keeps the store up a moment, so the others read why rather than a lost connection
+    node_group.close(span.group, timeout_s=ABORT_GRACE_S if error else 30.0)
