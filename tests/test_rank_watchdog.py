@@ -47,6 +47,38 @@ def test_it_ends_itself_past_its_deadline_by_the_launchers_stopping_time_and_not
                                "launcher did not stop it")
 
 
+def test_a_watch_is_stopped_when_its_case_is_over_and_a_stopped_watch_ends_nothing():
+    alive = Watch(os.getppid())  # no deadline: the thread finds nothing to end meanwhile
+    with watchdog.watching(alive):
+        pass  # the worker's case ended (returned, or raised SystemExit)
+    assert alive.stopped
+    clock = FakeClock()
+    over = Watch(os.getppid(), clock=clock, stopped=True)
+    over.expire_after(1.0)
+    clock.now += 3600.0
+    ended: list[str] = []
+    watchdog.keep(over, end=lambda w, reason: ended.append(reason), sleep=lambda s: None)
+    assert ended == []
+
+
+def test_a_worker_run_inside_another_process_leaves_no_watchdog_behind(monkeypatch, tmp_path):
+    """`parbench worker` run in a test's (or a tool's) process: its watch must not end that process
+    once the case's deadline has passed."""
+    import threading
+
+    from suites.cases.vocabulary import Status
+    from suites.runner import case_process
+    from suites.runner.execute import Outcome
+
+    monkeypatch.setattr(case_process, "_serve_or_execute", lambda job, timing: (False, Outcome(Status.OK, "")))
+    monkeypatch.setattr(case_process, "faulthandler", type("NoStacks", (), {
+        "register": staticmethod(lambda *a, **k: None), "enable": staticmethod(lambda *a, **k: None)}))
+    with pytest.raises(SystemExit) as exited:
+        case_process.main(["--case", "matmul/torch/cpu:1/single/fp32/k=8,m=8,n=8", "--out", str(tmp_path / "o.json")])
+    assert exited.value.code == 0
+    assert wait_for(lambda: all(thread.name != watchdog.THREAD_NAME for thread in threading.enumerate()), 30)
+
+
 def test_a_living_launcher_always_stops_a_hung_process_first_and_keeps_its_stacks():
     """The launcher dumps the stacks, then SIGTERMs, then SIGKILLs after a grace each: all of it
     inside the margin, so a process never ends itself under a launcher that is still there."""
@@ -126,8 +158,7 @@ RANK = textwrap.dedent("""
     import subprocess, sys, time
     from suites.measure.scratch import run_temp_dir
     from suites.runner import watchdog
-    watchdog.start(watchdog.watch_for(watchdog.parse_launcher(sys.argv[2])))
-    with run_temp_dir():
+    with watchdog.watching(watchdog.watch_for(watchdog.parse_launcher(sys.argv[2]))), run_temp_dir():
         child = subprocess.Popen(["sleep", "600"])
         time.sleep(600)
 """)

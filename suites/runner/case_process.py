@@ -156,7 +156,12 @@ def run(args: argparse.Namespace) -> None:
     except UserError as error:
         sys.exit(f"parbench worker: {error}")
     # Ends this process (and its group) once its launcher is gone, or past its case's deadline.
-    watch = watchdog.start(watchdog.watch_for(args.launcher))
+    with watchdog.watching(watchdog.watch_for(args.launcher)) as watch:
+        _run_case(args, watch)
+
+
+def _run_case(args: argparse.Namespace, watch: watchdog.Watch) -> None:
+    """`run`'s case, under `watch`, whose deadline it sets once it knows the case."""
     port_base = knobs.read(SLURM_PORT_ENV)
     if port_base and "TF_CONFIG" in os.environ:  # a TF task of a Slurm step over hosts of their own
         jobs = {job: len(tasks) for job, tasks in json.loads(os.environ["TF_CONFIG"])["cluster"].items()}

@@ -28,6 +28,7 @@ kernel) releases.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import os
 import shutil
@@ -38,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from suites.measure.scratch import PREFIX as RUN_TEMP_PREFIX, run_folder_of
 
@@ -50,6 +51,8 @@ POLL_S = 0.25
 #: itself: the launcher's stopping takes `STACKS_WAIT_S` + `GRACE_S` (SIGTERM) + `GRACE_S`
 #: (SIGKILL) at most, 11 s (`tests/test_rank_watchdog.py` holds the two together).
 SELF_STOP_MARGIN_S = 15.0
+#: The name of the thread that keeps the watch.
+THREAD_NAME = "parbench-watchdog"
 #: The exit status of a process that ended itself (as `timeout` exits), where its group is not its own.
 SELF_STOP_EXIT = 124
 
@@ -81,6 +84,9 @@ class Watch:
     parent_now: Callable[[], int] = os.getppid
     #: The case's deadline in seconds, for the message.
     limit_s: float | None = field(default=None, repr=False)
+    #: Set when the process's case is over (`watching`): a worker run inside another process (a
+    #: test, a tool) must not end that process later.
+    stopped: bool = False
 
     def expire_after(self, limit_s: float) -> None:
         """End the process `limit_s` (the case's deadline) + `SELF_STOP_MARGIN_S` from now."""
@@ -135,14 +141,22 @@ def end_process(watch: Watch, reason: str) -> None:
 
 def keep(watch: Watch, end: Callable[[Watch, str], None] = end_process,
          sleep: Callable[[float], None] = time.sleep) -> None:
-    """Look at the watch every `POLL_S` until it says the process must end, then `end` it."""
-    while (reason := watch.why_end()) is None:
+    """Look at the watch every `POLL_S` until it says the process must end, then `end` it; return
+    once it is stopped."""
+    while not watch.stopped:
+        reason = watch.why_end()
+        if reason is not None and not watch.stopped:
+            end(watch, reason)
+            return
         sleep(POLL_S)
-    end(watch, reason)
 
 
-def start(watch: Watch) -> Watch:
-    """Keep `watch` in a daemon thread (it ends with the process); the watch, whose deadline the
-    caller sets once it knows the case."""
-    threading.Thread(target=keep, args=(watch,), name="parbench-watchdog", daemon=True).start()
-    return watch
+@contextlib.contextmanager
+def watching(watch: Watch) -> Iterator[Watch]:
+    """Keep `watch` in a daemon thread for the block (whose caller sets its deadline once it knows
+    the case); the thread stops when the block ends, however it ends."""
+    threading.Thread(target=keep, args=(watch,), name=THREAD_NAME, daemon=True).start()
+    try:
+        yield watch
+    finally:
+        watch.stopped = True
