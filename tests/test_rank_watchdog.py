@@ -181,3 +181,23 @@ def test_kill_9_of_the_launcher_ends_its_process_and_its_children_and_removes_it
     finally:
         for pid in alive():
             os.kill(pid, signal.SIGKILL)
+
+
+#: A process that hangs past its (shortened) deadline, as a rank whose model hangs under torchrun.
+HANGS = textwrap.dedent("""
+    import time
+    from suites.runner import watchdog
+    watchdog.SELF_STOP_MARGIN_S = 0.0  # the launcher's stopping time, left out here
+    with watchdog.watching(watchdog.watch_for(None)) as watch:
+        watch.expire_after(0.2)
+        time.sleep(600)
+""")
+
+
+def test_past_its_deadline_a_process_keeps_its_stacks_and_ends_itself():
+    hung = subprocess.run([sys.executable, "-c", HANGS], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path.cwd())}, start_new_session=True)
+    assert hung.returncode == -signal.SIGKILL  # its group: itself and what it started
+    assert hung.stderr.startswith("parbench worker: not finished 0 s past its case's 0.2 s limit, and its launcher "
+                                  "did not stop it: ending\n")
+    assert "in <module>" in hung.stderr  # where it hung: its main thread's stack
