@@ -14,7 +14,8 @@ from suites.report.load.parbench import row as record_row
 from suites.report.render.html import render
 from suites.report.analyses.prices import PriceTable
 from suites.report.render.tables import whole
-from suites.report.sections import ReportOptions, build_content
+from suites.report.content import build_content
+from suites.report.sections.base import ReportOptions
 from tests.test_report_analysis import table
 
 

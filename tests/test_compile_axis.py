@@ -222,11 +222,14 @@ def _row(compiler: str, median_s: float, compile_s: float, mode: str | None = No
 
 
 def test_report_pairs_each_compiled_case_with_its_eager_twin_speedup_and_break_even():
+    from suites.report.analyses.comparability import flag
+    from suites.report.analyses.selection import latest
     from suites.report.load.derived import add_throughput
 
     frame = add_throughput(tidy([_row("none", 0.010, 0.001), _row("inductor", 0.008, 3.0),
                                  _row("inductor", 0.012, 5.0, mode="max-autotune")]))
-    pairs = compile_pairs(frame).set_index("compile")
+    flagged = flag(frame)
+    pairs = compile_pairs(flagged, latest(flagged)).set_index("compile")
     assert set(pairs.index) == {"inductor", "inductor (max-autotune)"}
     faster = pairs.loc["inductor"]
     assert faster["speedup"] == pytest.approx(1.25) and faster["median_s_base"] == pytest.approx(0.010)

@@ -10,13 +10,13 @@ from suites.cases.vocabulary import Status
 from suites.records.contention import Contention, CpuReading, judge, read_cpu
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
-from suites.report.analyses.prices import PriceTable, add_costs
-from suites.report.sections import per_problem
+from suites.report.analyses.prices import PriceTable
+from suites.report.sections import problems
 from suites.runner import runner
 from suites.runner.execute import Outcome
 from suites.runner.runner import RunContext, Runner
 from tests.report_support import TINY
-from tests.test_report_analysis import matmul, row, table
+from tests.test_report_analysis import frame_of, matmul, options, row, table
 
 
 def proc_stat(tmp_path: Path, total_but_steal: int, steal: int) -> Path:
@@ -72,10 +72,10 @@ def test_run_case_stores_the_readings_around_the_case_and_the_verdict(tmp_path, 
 
 
 def test_the_report_shades_a_contended_row_and_says_why_in_it():
-    frame = add_costs(table(row(matmul(), 1e-3, "quiet", contended=False),
-                            row(matmul(), 3e-3, "busy", contended=True, contention="load average 4.1 on 2 cores")),
-                      PriceTable.load())
-    (section,) = per_problem(frame, "USD")
+    frame = frame_of(table(row(matmul(), 1e-3, "quiet", contended=False),
+                           row(matmul(), 3e-3, "busy", contended=True, contention="load average 4.1 on 2 cores")),
+                     PriceTable.load())
+    (section,) = problems.build(frame, options(PriceTable.load()))
     (rows,) = [t.rows for t in section.tables]
     column = section.tables[0].headers.index("flags / not comparable")
     by_text = {cells[column].text: cells[0].css for cells in rows}

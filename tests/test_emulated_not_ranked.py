@@ -11,20 +11,21 @@ from suites.cases.case import Case
 from suites.records.metric_registry import METRICS, Work
 from suites.report.analyses.choice import choices
 from suites.report.load.columns import config_label
-from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.frame import ReportFrame
+from suites.report.analyses.prices import PriceTable
 from suites.report.analyses.relative import relative_performance
-from suites.report.sections import per_problem, summary
-from tests.test_report_analysis import matmul, row, table, train
+from suites.report.sections import problems, summary
+from tests.test_report_analysis import frame_of, matmul, options, row, table, train
 
 SMALL_DDP = Case.make("train_step", "torch", "cpu", strategy="ddp", n_devices=2,
                       params={"model": "mlp", "batch": 32, "scaling": "weak"})
 PRICES = PriceTable("USD", {"real-a": 1.0, "real-b": 2.0, "vm": 0.01}, (), None, ("test",))
 
 
-def mixed_frame():
+def mixed_frame() -> ReportFrame:
     """train_step batch 64: two real machines, and an emulated cpu×2 row on a cheap VM that is
     faster than both; matmul: one real configuration; train_step batch 32: only an emulated row."""
-    return add_costs(table(
+    return frame_of(table(
         row(train(1, "weak"), 2e-3, "real-a"), row(train(1, "weak"), 3e-3, "real-b"),
         row(train(2, "weak"), 1e-3, "vm", emulated=True),
         row(matmul(), 1e-3, "real-a"),
@@ -33,18 +34,19 @@ def mixed_frame():
 
 def test_summary_ranks_real_hardware_only_and_names_the_emulated_rows():
     frame = mixed_frame()
-    table = choices(frame).set_index("problem")
+    table = choices(frame.comparable).set_index("problem")
     for column in ("fastest", "runner_up", "cheapest"):
         assert not table[column].dropna().str.contains("vm").any(), column
-    text = " ".join(summary(frame, "USD").text)
+    sentences = summary.build(frame, options(PRICES)).text
+    text = " ".join(sentences)
     assert "real-a · cpu×1 · torch ddp fp32 is fastest" in text
     assert "vm · cpu×2 · torch ddp fp32 (emulated)" in text and "Not ranked on" in text
     assert "Not ranked on train_step batch=32" in text and "no real hardware ran this problem" in text
-    assert not any("vm" in sentence and "fastest" in sentence for sentence in summary(frame, "USD").text)
+    assert not any("vm" in sentence and "fastest" in sentence for sentence in sentences)
 
 
 def test_a_problem_with_one_configuration_gets_no_fastest_sentence():
-    sentences = summary(mixed_frame(), "USD").text
+    sentences = summary.build(mixed_frame(), options(PRICES)).text
     (matmul_sentence,) = [s for s in sentences if s.startswith("On matmul")]
     assert "fastest" not in matmul_sentence and "cheapest" not in matmul_sentence
     assert "only real-a · cpu×1 · torch single fp32 ran on real hardware" in matmul_sentence
@@ -52,7 +54,7 @@ def test_a_problem_with_one_configuration_gets_no_fastest_sentence():
 
 
 def test_emulated_rows_say_so_in_every_label():
-    frame = mixed_frame()
+    frame = mixed_frame().records
     labels = config_label(frame)
     assert all(label.endswith(" (emulated)") == emulated for label, emulated in zip(labels, frame["emulated"]))
 
@@ -94,7 +96,7 @@ def test_relative_performance_compares_real_hardware_only():
 
 
 def test_per_problem_of_fastest_is_against_real_hardware():
-    sections = {section.title: section for section in per_problem(mixed_frame(), "USD")}
+    sections = {section.title: section for section in problems.build(mixed_frame(), options(PRICES))}
     (problem,) = [title for title in sections if title.startswith("train_step") and "batch=64" in title]
     result = sections[problem].tables[0]
     column, label = result.headers.index("of fastest"), result.headers.index("configuration")

@@ -14,12 +14,18 @@ report beside them:
 
 `report` stands beside them: it reads records and needs none of the code that ran a case. A
 module imports only from its own layer and the layers `ALLOWED` names for it, so each layer can be
-read, tested and reused without the ones above.
+read, tested and reused without the ones above. Inside the report, three sub-layers and the page
+on top of them (`REPORT_LAYERS`): loading (records into the tidy table), analyses (pandas in,
+pandas out), rendering (HTML, tables, figures, terminal, exports), then the page: the first
+screen, the sections (one module each, none importing another) and the content they make.
 
-An import is any `suites` import a module makes at run time: at module level or inside a
-function (not under `if TYPE_CHECKING:`), and any module named by a string in code (not a
-docstring): `importlib.import_module("suites.x")`, "suites.x.y:Name" of an implementation
-table. There is no import cycle among `suites` modules, static and dynamic edges together.
+An import is any `suites` import a module makes: at module level, inside a function, or under
+`if TYPE_CHECKING:` (a name a type checker reads is a dependency too: a type-only import that
+points up is a circle a reader must hold in mind), and any module named by a string in code (not
+a docstring): `importlib.import_module("suites.x")`, "suites.x.y:Name" of an implementation
+table. There is no import cycle among `suites` modules, static and dynamic edges together (the
+imports Python runs; within a layer two modules may name each other's types, as a job holds its
+strategy plugin and a plugin's hook takes the job).
 """
 from __future__ import annotations
 
@@ -61,6 +67,37 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 
 
+#: The report's sub-layers, bottom to top -> the module prefixes in each (the longest decides).
+REPORT_LAYERS: dict[str, tuple[str, ...]] = {
+    "load": ("suites.report.load",),
+    "analyses": ("suites.report.analyses",),
+    "render": ("suites.report.render",),
+    "page": ("suites.report", "suites.report.content", "suites.report.overview", "suites.report.sections"),
+}
+#: report sub-layer -> the sub-layers below it that it may import (its own is always allowed).
+REPORT_ALLOWED: dict[str, frozenset[str]] = {
+    "load": frozenset(),
+    "analyses": frozenset({"load"}),
+    "render": frozenset({"load"}),
+    "page": frozenset({"load", "analyses", "render"}),
+}
+
+
+def _longest_prefix(module: str, layers: dict[str, tuple[str, ...]], top: str) -> str | None:
+    best = max(((len(prefix), layer) for layer, prefixes in layers.items() for prefix in prefixes
+                if module == prefix or (prefix != top and module.startswith(prefix + "."))),
+               default=None)
+    return best[1] if best else None
+
+
+def report_layer_of(module: str) -> str:
+    """The report sub-layer of `module` (a module of `suites.report`)."""
+    layer = _longest_prefix(module, REPORT_LAYERS, "suites.report")
+    if layer is None:
+        raise AssertionError(f"{module} is in no report sub-layer: add it to REPORT_LAYERS")
+    return layer
+
+
 def layer_of(module: str) -> str:
     """The layer of the longest prefix of `module` (a top-level module not named is vocabulary)."""
     best = max(((len(prefix), layer) for layer, prefixes in LAYERS.items() for prefix in prefixes
@@ -89,25 +126,26 @@ def resolve(name: str, modules: frozenset[str] = KNOWN_MODULES) -> str | None:
 
 
 def imports_of(tree: ast.AST, modules: frozenset[str] = KNOWN_MODULES) -> list[tuple[int, str, str]]:
-    """(line, module, "static" or "dynamic") of each `suites` module `tree` imports at run time:
-    import statements at any depth outside `if TYPE_CHECKING:`, and strings in code (not
-    docstrings) that are a module path."""
+    """(line, module, "static", "type-only" or "dynamic") of each `suites` module `tree` imports:
+    import statements at any depth (under `if TYPE_CHECKING:`: "type-only"), and strings in code
+    (not docstrings) that are a module path."""
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr)
                   and isinstance(node.body[0].value, ast.Constant)}
+    type_only = {id(inner) for node in ast.walk(tree)
+                 if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+                 for statement in node.body for inner in ast.walk(statement)}
     found: list[tuple[int, str, str]] = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            pending += node.orelse
-            continue
         names: list[tuple[str, str]] = []
+        kind = "type-only" if id(node) in type_only else "static"
         if isinstance(node, ast.Import):
-            names = [(alias.name, "static") for alias in node.names]
+            names = [(alias.name, kind) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [(f"{node.module}.{alias.name}", "static") for alias in node.names]
+            names = [(f"{node.module}.{alias.name}", kind) for alias in node.names]
         elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
               and MODULE_STRING.fullmatch(node.value)):
             names = [(node.value.partition(":")[0], "dynamic")]
@@ -120,9 +158,10 @@ def imports_of(tree: ast.AST, modules: frozenset[str] = KNOWN_MODULES) -> list[t
 
 
 def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """module -> the modules it imports (static and dynamic), for {module: source text}."""
+    """module -> the modules it imports when it runs (static and dynamic), for {module: source text}."""
     modules = frozenset(sources)
-    return {module: {target for _, target, _ in imports_of(ast.parse(text), modules) if target != module}
+    return {module: {target for _, target, kind in imports_of(ast.parse(text), modules)
+                     if target != module and kind != "type-only"}
             for module, text in sources.items()}
 
 
@@ -167,11 +206,49 @@ def upward(module: str, tree: ast.AST) -> list[str]:
             if layer_of(target) != layer_of(module) and layer_of(target) not in ALLOWED[layer_of(module)]]
 
 
+def upward_in_report(module: str, tree: ast.AST) -> list[str]:
+    """The imports of a report module that point up (or sideways) among the report's sub-layers."""
+    mine = report_layer_of(module)
+    return [f"line {line}: {target} ({kind}, {report_layer_of(target)})" for line, target, kind in imports_of(tree)
+            if layer_of(target) == "report" and report_layer_of(target) != mine
+            and report_layer_of(target) not in REPORT_ALLOWED[mine]]
+
+
 @pytest.mark.parametrize("path", MODULES, ids=module_name)
 def test_imports_point_down(path):
     module = module_name(path)
     found = upward(module, ast.parse(path.read_text()))
     assert not found, f"{module} ({layer_of(module)}) imports from a layer it may not: {found}"
+
+
+REPORT_MODULES = [path for path in MODULES if layer_of(module_name(path)) == "report"]
+
+
+@pytest.mark.parametrize("path", REPORT_MODULES, ids=module_name)
+def test_report_imports_point_down_its_sub_layers(path):
+    module = module_name(path)
+    found = upward_in_report(module, ast.parse(path.read_text()))
+    assert not found, f"{module} ({report_layer_of(module)}) imports from a report sub-layer it may not: {found}"
+
+
+SECTION_PACKAGE = "suites.report.sections"
+
+
+@pytest.mark.parametrize("path", [path for path in REPORT_MODULES if module_name(path).startswith(SECTION_PACKAGE + ".")
+                                  and module_name(path) != f"{SECTION_PACKAGE}.base"], ids=module_name)
+def test_a_section_imports_no_other_section(path):
+    """A section reads the analyses and the section base; the ordered list (the package) alone
+    knows every section."""
+    module = module_name(path)
+    others = [target for _, target, _ in imports_of(ast.parse(path.read_text()))
+              if target.startswith(SECTION_PACKAGE) and target not in (module, f"{SECTION_PACKAGE}.base")]
+    assert not others, f"{module} imports other sections: {others}"
+
+
+def test_the_report_sub_layers_form_a_dag():
+    assert set(REPORT_ALLOWED) == set(REPORT_LAYERS)
+    assert not cycles({layer: set(allowed) for layer, allowed in REPORT_ALLOWED.items()})
+    assert "analyses" not in REPORT_ALLOWED["render"] and "render" not in REPORT_ALLOWED["analyses"]
 
 
 def test_the_layers_form_a_dag():
@@ -215,9 +292,19 @@ def test_the_checker_sees_an_upward_dynamic_import():
         "line 5: suites.frameworks.torch.kernels (dynamic, frameworks and strategies)"]
 
 
-def test_the_checker_leaves_type_only_imports_out():
-    typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import suites.measure.runnable\n")
-    assert imports_of(typed) == []
+def test_the_checker_sees_a_type_only_import():
+    typed = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import suites.measure.runnable\n"
+                      "else:\n    import suites.records.store\n")
+    assert imports_of(typed) == [(3, "suites.measure.runnable", "type-only"), (5, "suites.records.store", "static")]
+    assert upward("suites.records.check", typed) == ["line 3: suites.measure.runnable (type-only, measuring)"]
+
+
+def test_the_checker_places_report_modules_in_their_sub_layer():
+    tree = ast.parse("from suites.report.sections.summary import build\nfrom suites.report.load.columns import tidy\n")
+    assert report_layer_of("suites.report.render.figures") == "render"
+    assert report_layer_of("suites.report.sections.summary") == "page"
+    assert upward_in_report("suites.report.analyses.choice", tree) == [
+        "line 1: suites.report.sections.summary (static, page)"]
 
 
 def test_the_checker_finds_a_cycle_through_a_dynamic_import():

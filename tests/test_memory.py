@@ -30,12 +30,14 @@ from suites.report.load.columns import case_fields, environment_fields, tidy
 from suites.report.load.derived import add_throughput, fill_metrics
 from suites.report.render.terminal import memory as memory_cell
 from suites.report.render.terminal import record_table, size
-from suites.report.analyses.prices import PriceTable, add_costs
-from suites.report.sections import MEMORY_TEXT, per_problem
+from suites.report.analyses.prices import PriceTable
+from suites.report.sections import problems
+from suites.report.sections.problems import MEMORY_TEXT
 from suites.measure import memory_probes as run_memory
 from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, ResidentSetSampler, gather_peaks
 from suites.measure.runnable import Runnable
 from suites.measure.timing import measure
+from tests.test_report_analysis import frame_of, options
 from tests.test_timing import FAST, FakeClock, PretendDevice, constant
 
 MiB = 2**20
@@ -373,7 +375,7 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
         report_row(Case.make("train_step", "torch", "gpu", precision="bf16", params={"model": "mlp", "batch": 8}),
                    "<b>box</b>", H100),
     ]), case_work))
-    (section,) = per_problem(add_costs(measured, PriceTable.load()), PriceTable.load().currency)
+    (section,) = problems.build(frame_of(measured, PriceTable.load()), options(PriceTable.load()))
     result = whole(section.tables[0])
     headers = result.headers
     assert {"peak memory", "peak reserved", "training state", "device memory", "fits"} <= set(headers)
@@ -386,7 +388,7 @@ def test_a_problem_shows_memory_columns_and_chart_only_where_rows_measured_memor
     assert MEMORY_TEXT in section.text and not section.figures  # no chart repeats the table
 
     older = add_throughput(fill_metrics(tidy([report_row(TRAIN, "box", SMALL_BOX)]), case_work))
-    (plain,) = per_problem(add_costs(older, PriceTable.load()), PriceTable.load().currency)
+    (plain,) = problems.build(frame_of(older, PriceTable.load()), options(PriceTable.load()))
     assert "peak memory" not in whole(plain.tables[0]).headers and MEMORY_TEXT not in plain.text
 
 

@@ -19,7 +19,8 @@ from suites.report.load.columns import COLUMNS, FLOAT_COLUMNS, case_fields, tidy
 from suites.report.load.derived import add_throughput, fill_metrics
 from suites.report.render.html import render
 from suites.report.analyses.prices import PriceTable
-from suites.report.sections import ReportOptions, build_content
+from suites.report.content import build_content
+from suites.report.sections.base import ReportOptions
 
 MEDIAN_S = 0.002
 #: Block times spread around MEDIAN_S; their median is MEDIAN_S exactly.

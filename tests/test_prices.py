@@ -75,12 +75,11 @@ def test_a_users_row_wins_over_a_more_specific_shipped_one(tmp_path, monkeypatch
 
 
 def test_the_summary_says_no_price_and_why_for_a_board_without_one():
-    from suites.report.analyses.prices import add_costs
     from suites.report.sections import summary
-    from tests.test_report_analysis import matmul, row, table
+    from tests.test_report_analysis import frame_of, matmul, options, row, table
 
-    frame = add_costs(table(row(matmul(device="gpu"), 1e-4, "box", device_name="NVIDIA L40S"),
-                            row(matmul(device="gpu"), 2e-4, "box2", device_name="NVIDIA L4")), PriceTable.load())
-    text = summary(frame, "USD").text
+    frame = frame_of(table(row(matmul(device="gpu"), 1e-4, "box", device_name="NVIDIA L40S"),
+                           row(matmul(device="gpu"), 2e-4, "box2", device_name="NVIDIA L4")), PriceTable.load())
+    text = summary.build(frame, options(PriceTable.load())).text
     assert "No price for gpu NVIDIA L40S on box: no on-demand list price for an L40S was cited" in " ".join(text)
     assert not any("L40S" in line and "cheapest" in line for line in text)

@@ -231,7 +231,7 @@ def test_the_report_reads_a_check_left_undone_as_no_check_not_a_fail(tmp_path):
 
 def test_the_reports_flags_say_a_figure_was_not_checked():
     import pandas as pd
-    from suites.report.sections import badges
+    from suites.report.sections.problems import badges
 
     frame = pd.DataFrame({"check_metric": [NOT_CHECKED, "grad_rel_l2_err"], "noisy": [False, True],
                           "why_not_text": ["", ""]})

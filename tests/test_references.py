@@ -11,7 +11,9 @@ from suites.cases.case import Case
 from suites.errors import UserError
 from suites.frontends.cli import main
 from suites.hardware.references import REFERENCES_ENV, UNITS, ReferenceRow, load_references
-from suites.report.analyses.references import matches, reference_tables, why_unmatched
+from suites.report.analyses.references import matches, why_unmatched
+from suites.report.analyses.selection import latest, usable
+from suites.report.sections.references import reference_tables
 from suites.workloads.training import default_sizes
 
 A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A100 80GB", precision="tf32",
@@ -22,6 +24,11 @@ A100_TF32 = ReferenceRow(model="resnet50", match="A100 80GB", device="NVIDIA A10
 SIZES = default_sizes()
 DLE_RESNET = "NVIDIA DeepLearningExamples, ResNet50 v1.5 for PyTorch"
 LAMBDA = "Lambda, deeplearning-benchmark"
+
+
+def runs_of(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the section reads: the latest usable ones."""
+    return usable(latest(frame))
 
 
 def figures_of(rows, source: str, model: str = "resnet50") -> dict[tuple[str, str, int], float]:
@@ -76,7 +83,7 @@ def test_the_shipped_table_holds_the_transformer_figures_in_tokens_per_second_at
 def test_an_h100_run_stands_beside_the_shipped_rows_of_other_boards_in_their_units():
     run = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", param_seq=8192.0,
                  samples_per_s=6.0, tokens_per_s=48_000.0)  # 6,000 tokens/s per GPU
-    tables = reference_tables(pd.DataFrame([run]), load_references(), SIZES)
+    tables = reference_tables(runs_of(pd.DataFrame([run])), load_references(), SIZES)
     others = [[cell.text for cell in row] for row in tables[-1].rows]
     (beside,) = [row for row in others if row[0] == "llama_block (seq=8192)"]
     assert beside[5:9] == ["6,000", "NVIDIA H100 96GB HBM2e SXM, 500 W (Meta Grand Teton)", "5,762 tokens/s/GPU",
@@ -141,7 +148,7 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
                           run_row(case_id="bad", check_passed=False, samples_per_s=5000.0, throughput=5000.0)])
     v100 = ReferenceRow(model="resnet50", match="V100 16GB", device="V100", precision="fp32", n_devices=1,
                         samples_per_s=367.0, source="s")
-    matched, unmatched = reference_tables(frame, [A100_TF32, v100], SIZES)
+    matched, unmatched = reference_tables(runs_of(frame), [A100_TF32, v100], SIZES)
     texts = [[cell.text for cell in row] for row in matched.rows]
     assert texts[0][-3:] == ["box: torch single, gpu×1, batch 256/device", "900", "0.96×"]
     assert texts[1][-3:] == ["no matching run", "–", "–"]  # nothing invented for the V100 row
@@ -153,7 +160,7 @@ def test_the_section_sets_matching_runs_beside_their_row_and_lists_the_rest_with
 def test_a_run_on_another_accelerator_stands_beside_the_a100_row_with_the_ratio():
     h100 = run_row(device_name="NVIDIA H100 80GB HBM3", samples_per_s=2514.0, throughput=2514.0)
     small = run_row(case_id="small", device_name="NVIDIA H100 80GB HBM3", param_image=64.0)
-    _, unmatched, others = reference_tables(pd.DataFrame([h100, small]), [A100_TF32], SIZES)
+    _, unmatched, others = reference_tables(runs_of(pd.DataFrame([h100, small])), [A100_TF32], SIZES)
     (texts,) = [[cell.text for cell in row] for row in others.rows]  # the smaller model has no row
     assert texts[2:9] == ["NVIDIA H100 80GB HBM3", "tf32", "1", "2,514", "NVIDIA A100 80GB", "938 img/s", "2.68×"]
     assert len(unmatched.rows) == 2  # neither matches the A100 row itself
@@ -192,7 +199,7 @@ def test_a_tokens_per_second_row_stands_beside_the_runs_tokens_per_second_not_it
     run = lm_run(device_name="NVIDIA H100 80GB HBM3", tokens_per_s=2_000_000.0)
     assert GPT2_A100.run_figure(run) == 2_000_000.0 and not matches(GPT2_A100, run, SIZES)  # another board
     assert matches(GPT2_A100, lm_run(device_name="NVIDIA A100-SXM4-80GB"), SIZES)
-    _, _, others = reference_tables(pd.DataFrame([run]), [GPT2_A100], SIZES)
+    _, _, others = reference_tables(runs_of(pd.DataFrame([run])), [GPT2_A100], SIZES)
     (texts,) = [[cell.text for cell in row] for row in others.rows]
     assert texts[5:9] == ["2,000,000", "A100 80GB", "1,000,000 tokens/s", "2.00×"]
     # a record without a token count has no figure in tokens/s: it matches no tokens/s row
@@ -205,7 +212,7 @@ def test_a_per_gpu_row_divides_the_runs_figure_by_its_devices_and_matches_only_a
     at_8192 = lm_run(param_model="llama_block", device_name="NVIDIA H100 80GB HBM3", param_seq=8192.0,
                      tokens_per_s=96_000.0)
     assert matches(LLAMA_H100, at_8192, SIZES) and LLAMA_H100.run_figure(at_8192) == 12_000.0
-    (matched,) = reference_tables(pd.DataFrame([at_8192]), [LLAMA_H100], SIZES)
+    (matched,) = reference_tables(runs_of(pd.DataFrame([at_8192])), [LLAMA_H100], SIZES)
     texts = [cell.text for cell in matched.rows[0]]
     assert texts[0] == "llama_block (seq=8192)" and texts[-2:] == ["12,000", "1.20×"]
     for sizes, why in (({}, "not llama_block at its published size: its defaults (the rows are at seq=8192)"),

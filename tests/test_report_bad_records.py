@@ -23,10 +23,11 @@ from suites.cases.vocabulary import Status
 from suites.frontends.cli import main
 from suites.records.check import Check
 from suites.records.measurement import Measurement
-from suites.records.record import Record
+from suites.records.record import SCHEMA_VERSION, Record
 from suites.records.store import ResultsStore, ResultsWarning
-from suites.report.analyses.comparison import noise_columns, speedup
+from suites.report.analyses.comparison import noise_columns
 from suites.report.load.files import load_results
+from tests.test_report_analysis import pairs_of
 
 H100_SAMPLES = Path("/work/shared/sample-records/h100-2026-11-24")
 ONE_GPU_ALLREDUCE = "r5-launched-world1.jsonl"  # holds allreduce/torch/gpu:1 records: busbw 0
@@ -60,7 +61,7 @@ BAD_LINES = {
     "metric a list": bad(lambda d: d["metrics"].update(tflops=[1.0])),
     "100,000-deep JSON": "[" * 100_000 + "]" * 100_000,
     "not JSON": '{"schema": 2, "case": {"workl',
-    "a schema version not read": bad(lambda d: d.update(schema=3)),
+    "a schema version not read": bad(lambda d: d.update(schema=SCHEMA_VERSION + 1)),
     "no schema version": bad(lambda d: d.pop("schema")),
     "version 2 without a field": bad(lambda d: d.pop("contention")),
 }
@@ -152,7 +153,7 @@ def test_a_throughput_of_zero_gets_no_ratio_and_no_crash(tmp_path, capsys):
     store.append(one_gpu_allreduce("b", offset=1e-6))
     frame = load_results(results)
     assert frame["throughput"].tolist() == [0.0, 0.0]
-    pairs = speedup(frame, {"machine": "a"})
+    pairs = pairs_of(frame, {"machine": "a"})
     assert len(pairs) == 1 and pd.isna(pairs["speedup"].iloc[0]) and pairs["noise_test"].iloc[0] == "-"
     assert main(["report", str(results), "-o", str(tmp_path / "out")]) == 0
     assert main(["compare", "a", "b", "--results", str(results)]) == 0

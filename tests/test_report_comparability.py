@@ -25,23 +25,23 @@ from suites.records.record import Record
 from suites.records.store import ResultsStore
 from suites.report.analyses.choice import choices
 from suites.report.analyses.comparability import flag
-from suites.report.analyses.comparison import speedup
 from suites.report.analyses.compilation import compile_pairs
 from suites.report.render.html import render
 from suites.report.render.tables import whole
 from suites.report.load.files import load_results
-from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.prices import PriceTable
 from suites.report.analyses.relative import relative_performance
-from suites.report.sections import (ReportOptions, build_content, limits_section, peak_section, per_problem,
-                                    precision_section, summary, versus_baseline)
-from tests.test_report_analysis import matmul, row, table
+from suites.report.content import build_content
+from suites.report.sections import baseline, limits, peak, precision, problems, summary
+from suites.report.sections.base import ReportOptions
+from tests.test_report_analysis import NO_PRICES, frame_of, matmul, options, pairs_of, row, table
 
 CONTENTION = "others took 60% of its 2 cores"
 
 
 def page(frame, prices: PriceTable | None = None) -> str:
     """The rendered report's text, tags and entities stripped."""
-    html = render(build_content(frame, ReportOptions(prices or PriceTable("USD", {}, (), None, ()))), "t", 1, [])
+    html = render(build_content(frame, ReportOptions(prices or NO_PRICES)), "t", 1, [])
     html = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", html)
     text = re.sub(r"<[^>]+>", " ", html)
     return re.sub(r"\s+", " ", text.replace("&#39;", "'").replace("&amp;", "&").replace("&lt;", "<")
@@ -68,11 +68,11 @@ def cells(section, header: str, where: dict[str, str]) -> list[str]:
 def test_a_contended_pair_gives_no_ratio_and_the_page_says_why():
     frame = table(row(matmul(), 2e-3, "box"),
                   row(matmul(precision="bf16"), 1e-3, "box", contended=True, contention=CONTENTION))
-    pairs = speedup(frame, {"precision": "fp32"})
+    pairs = pairs_of(frame, {"precision": "fp32"})
     (pair,) = pairs.itertuples()
     assert np.isnan(pair.speedup) and pair.pairing == ""  # 2.00x on paper: never drawn
     assert pair.no_ratio.startswith("no ratio: the bf16 row is contended") and CONTENTION in pair.no_ratio
-    section = precision_section(frame)
+    section = precision.build(frame_of(frame), options())
     assert cells(section, "speedup vs fp32", {"precision": "bf16"}) == ["–"]
     assert not section.figures  # no bar drawn for a pair without a ratio
     text = page(frame)
@@ -82,14 +82,15 @@ def test_a_contended_pair_gives_no_ratio_and_the_page_says_why():
 def test_a_contended_eager_twin_gives_no_compile_speedup():
     eager = row(matmul(), 2e-3, "box", contended=True, contention=CONTENTION, compile_s=0.0)
     compiled = row(matmul(compile="inductor"), 1e-3, "box", compile_s=3.0)
-    (pair,) = compile_pairs(table(eager, compiled)).itertuples()
+    frame = frame_of(table(eager, compiled))
+    (pair,) = compile_pairs(frame.records, frame.latest).itertuples()
     assert np.isnan(pair.speedup) and pair.break_even == ""
     assert pair.no_ratio.startswith("no ratio: the eager row is contended")
 
 
 def test_a_bimodal_pair_gives_no_ratio_and_the_page_says_why():
     frame = table(row(matmul(), 2e-3, "box", bimodal=True), row(matmul(precision="bf16"), 1e-3, "box"))
-    (pair,) = speedup(frame, {"precision": "fp32"}).itertuples()
+    (pair,) = pairs_of(frame, {"precision": "fp32"}).itertuples()
     assert np.isnan(pair.speedup)
     assert pair.no_ratio.startswith("no ratio: the fp32 row is bimodal: its step times fall in two clusters")
     assert "no ratio: the fp32 row is bimodal" in page(frame)
@@ -98,9 +99,9 @@ def test_a_bimodal_pair_gives_no_ratio_and_the_page_says_why():
 def test_a_contended_row_is_in_no_cross_machine_ratio_or_crown():
     """The contended machine's row is the faster one on paper: it wins nothing."""
     frame = table(row(matmul(), 2e-3, "quiet"), row(matmul(), 1e-3, "busy", contended=True, contention=CONTENTION))
-    pairs = speedup(frame, {"machine": "quiet"})
+    pairs = pairs_of(frame, {"machine": "quiet"})
     assert np.isnan(pairs["speedup"].iloc[0]) and "the busy row is contended" in pairs["no_ratio"].iloc[0]
-    (sentence,) = [line for line in summary(add_costs(frame, PriceTable("USD", {}, (), None, ())), "USD").text
+    (sentence,) = [line for line in summary.build(frame_of(frame), options()).text
                    if line.startswith("On matmul")]
     assert "only quiet" in sentence and "busy" not in sentence.split(";")[0] and "1 contended" in sentence
 
@@ -117,7 +118,7 @@ def test_a_row_whose_record_says_starved_or_bimodal_loads_as_not_comparable(tmp_
         store.append(Record(case=case, status=Status.OK, run_id="r1", timestamp="2026-01-01T00:00:00+00:00",
                             suite="t", environment={"machine": "box"}, measurement=Measurement(samples=samples),
                             metrics={"tflops": 1.0}, contention=contention))
-    flags = load_results(tmp_path).set_index("precision")[["comparable", "pairable", "why_not"]]
+    flags = flag(load_results(tmp_path)).set_index("precision")[["comparable", "pairable", "why_not"]]
     assert flags.loc["fp32"].tolist() == [True, True, ""]
     assert flags.loc["bf16"].tolist() == [False, False, "bimodal"]
     assert flags.loc["fp16"].tolist() == [False, False, "starved"]
@@ -129,16 +130,16 @@ def test_a_pair_prefers_its_own_run_over_a_later_one():
     frame = table(row(matmul(), 2e-3, "box", run="r1", time="2025-01-01T00:00:00+00:00"),
                   row(matmul(precision="bf16"), 1e-3, "box", run="r1", time="2025-01-01T00:00:00+00:00"),
                   row(matmul(), 4e-3, "box", run="r2", time="2025-02-01T00:00:00+00:00"))
-    (pair,) = speedup(frame, {"precision": "fp32"}).itertuples()
+    (pair,) = pairs_of(frame, {"precision": "fp32"}).itertuples()
     assert pair.pairing == "same run" and pair.run_id_base == "r1" and pair.speedup == pytest.approx(2.0)
 
 
 def test_a_pair_across_runs_of_one_environment_is_labelled_so():
     frame = table(row(matmul(), 2e-3, "box", run="r1", libraries="torch 2.5"),
                   row(matmul(precision="bf16"), 1e-3, "box", run="r2", libraries="torch 2.5"))
-    (pair,) = speedup(frame, {"precision": "fp32"}).itertuples()
+    (pair,) = pairs_of(frame, {"precision": "fp32"}).itertuples()
     assert pair.pairing == "across runs" and pair.speedup == pytest.approx(2.0)
-    section = precision_section(frame)
+    section = precision.build(frame_of(frame), options())
     assert cells(section, "paired", {"precision": "bf16"}) == ["across runs"]
     assert "across runs" in page(frame)
 
@@ -146,7 +147,7 @@ def test_a_pair_across_runs_of_one_environment_is_labelled_so():
 def test_a_pair_across_environments_gives_no_ratio():
     frame = table(row(matmul(), 2e-3, "box", run="r1", libraries="torch 2.5"),
                   row(matmul(precision="bf16"), 1e-3, "box", run="r2", libraries="torch 2.6"))
-    (pair,) = speedup(frame, {"precision": "fp32"}).itertuples()
+    (pair,) = pairs_of(frame, {"precision": "fp32"}).itertuples()
     assert np.isnan(pair.speedup)
     assert pair.no_ratio.startswith("no ratio: the only fp32 row is from another environment (run r1)")
 
@@ -154,7 +155,7 @@ def test_a_pair_across_environments_gives_no_ratio():
 def test_a_baseline_that_failed_its_check_is_named_not_dropped():
     frame = table(row(matmul(), 2e-3, "box", check_passed=False, check_metric="max_rel_err", check_value=0.5),
                   row(matmul(precision="bf16"), 1e-3, "box"))
-    (pair,) = speedup(frame, {"precision": "fp32"}).itertuples()
+    (pair,) = pairs_of(frame, {"precision": "fp32"}).itertuples()
     assert np.isnan(pair.speedup)
     assert pair.no_ratio == "no ratio: the fp32 row failed its numerics check (max_rel_err 0.5)"
 
@@ -165,20 +166,20 @@ def test_nothing_above_the_peak_is_ranked_and_the_page_says_the_peak_is_wrong():
     """The row at 150% of its peak table is the fastest on paper: it is ranked nowhere."""
     frame = table(row(matmul(), 1e-3, "wrong-peak", pct_peak_table=150.0),
                   row(matmul(), 2e-3, "a", pct_peak_table=60.0), row(matmul(), 3e-3, "b", pct_peak_table=40.0))
-    costed = add_costs(frame, PriceTable("USD", {}, (), None, ()))
-    choice = choices(costed).iloc[0]
+    costed = frame_of(frame)
+    choice = choices(costed.comparable).iloc[0]
     assert choice["fastest"].startswith("a ·") and choice["runner_up"].startswith("b ·")
-    best, reference = relative_performance(frame, None)
+    best, reference = relative_performance(costed, None)
     assert "wrong-peak" not in " ".join(best["hardware"]) and not reference.startswith("wrong-peak")
-    (problem,) = per_problem(costed, "USD")
+    (problem,) = problems.build(costed, options())
     assert cells(problem, "of fastest", {"machine": "wrong-peak"}) == ["–"]
     assert cells(problem, "of fastest", {"machine": "a"}) == ["1.00×"]
     (why,) = cells(problem, "flags / not comparable", {"machine": "wrong-peak"})
     assert why == "above the peak (150% of the peak table)"
-    peak = peak_section(frame)
-    assert [cells[0].text for cells in peak.tables[0].rows][-1] == "wrong-peak"  # listed last, not first
-    assert cells(peak, "note", {"machine": "wrong-peak"}) == ["above the peak: the peak table is wrong for this device"]
-    assert any("the peak table is wrong for this device" in line for line in peak.text)
+    ours = peak.build(costed, options())
+    assert [cells[0].text for cells in ours.tables[0].rows][-1] == "wrong-peak"  # listed last, not first
+    assert cells(ours, "note", {"machine": "wrong-peak"}) == ["above the peak: the peak table is wrong for this device"]
+    assert any("the peak table is wrong for this device" in line for line in ours.text)
     text = page(frame)
     assert "above the peak" in text and "the peak table is wrong for this device" in text
     assert "wrong-peak · cpu×1 · torch single fp32 is fastest" not in text
@@ -193,39 +194,39 @@ def illustrative_cpu(source: str) -> PriceTable:
 def test_an_illustrative_price_crowns_nothing():
     # two machines of 2 and 8 cores: two hourly prices, but both from the illustrative per-core price
     frame = table(row(matmul(), 1e-3, "small", cores=2), row(matmul(), 0.9e-3, "big", cores=8))
-    costed = add_costs(frame, illustrative_cpu("illustrative: about a cloud vCPU's price"))
-    choice = choices(costed).iloc[0]
+    prices = illustrative_cpu("illustrative: about a cloud vCPU's price")
+    costed = frame_of(frame, prices)
+    choice = choices(costed.comparable).iloc[0]
     assert choice["cheapest"] is None or choice["cheapest"] != choice["cheapest"]
     assert choice["no_cheapest"].startswith("the only prices are illustrative")
-    assert set(costed["price_rule"].str.endswith("(illustrative)")) == {True}
-    sentences = [line for line in summary(costed, "USD").text if line.startswith("On matmul")]
+    assert set(costed.records["price_rule"].str.endswith("(illustrative)")) == {True}
+    sentences = [line for line in summary.build(costed, options(prices)).text if line.startswith("On matmul")]
     assert "is cheapest" not in sentences[0] and "no cheapest: the only prices are illustrative" in sentences[0]
     # the same prices, sourced, do crown the cheaper one
-    sourced = choices(add_costs(frame, illustrative_cpu("as listed on a provider's page"))).iloc[0]
+    sourced = choices(frame_of(frame, illustrative_cpu("as listed on a provider's page")).comparable).iloc[0]
     assert sourced["cheapest"].startswith("small ·")
 
 
 def test_the_shipped_cpu_price_is_illustrative_and_crowns_nothing():
     frame = table(row(matmul(), 1e-3, "small", cores=2), row(matmul(), 0.9e-3, "big", cores=8))
-    costed = add_costs(frame, PriceTable.load())
-    assert not costed["price_sourced"].any()
+    costed = frame_of(frame, PriceTable.load())
+    assert not costed.records["price_sourced"].any()
     assert "is cheapest" not in page(frame, PriceTable.load())
 
 
 def test_one_hourly_price_for_every_candidate_crowns_no_cheapest():
     """Two machines at one price per hour: cost order is speed order, so 'cheapest' says nothing."""
     prices = PriceTable("USD", {"a": 3.0, "b": 3.0}, (), None, ())
-    choice = choices(add_costs(table(row(matmul(), 1e-3, "a"), row(matmul(), 2e-3, "b")), prices)).iloc[0]
+    choice = choices(frame_of(table(row(matmul(), 1e-3, "a"), row(matmul(), 2e-3, "b")), prices).comparable).iloc[0]
     assert choice["fastest"].startswith("a ·") and choice["cheapest"] is None
     assert "cost order is speed order" in choice["no_cheapest"]
 
 
 def test_a_leader_within_noise_of_its_runner_up_is_not_crowned():
-    frame = add_costs(table(row(matmul(), 1.00e-3, "a", spread=0.2), row(matmul(), 1.01e-3, "b", spread=0.2)),
-                      PriceTable("USD", {}, (), None, ()))
-    choice = choices(frame).iloc[0]
+    frame = frame_of(table(row(matmul(), 1.00e-3, "a", spread=0.2), row(matmul(), 1.01e-3, "b", spread=0.2)))
+    choice = choices(frame.comparable).iloc[0]
     assert choice["fastest"] is None and "within noise" in choice["no_fastest"]
-    (sentence,) = [line for line in summary(frame, "USD").text if line.startswith("On matmul")]
+    (sentence,) = [line for line in summary.build(frame, options()).text if line.startswith("On matmul")]
     assert " ≈ " in sentence and "no fastest" in sentence and "is fastest" not in sentence
 
 
@@ -238,17 +239,17 @@ def test_an_emulated_row_is_never_crowned_nor_in_a_cross_machine_ratio():
     frame = table(row(single, 2e-3, "real-a", energy_watts=100.0), row(single, 3e-3, "real-b", energy_watts=90.0),
                   row(ddp, 1e-3, "vm", emulated=True, energy_watts=10.0))
     prices = PriceTable("USD", {"real-a": 1.0, "real-b": 2.0, "vm": 0.01}, (), None, ())
-    costed = add_costs(frame, prices)
-    choice = choices(costed).iloc[0]
+    costed = frame_of(frame, prices)
+    choice = choices(costed.comparable).iloc[0]
     for crown in ("fastest", "cheapest", "most_efficient", "runner_up"):
         assert "vm" not in str(choice[crown]), crown
     assert choice["fastest"].startswith("real-a")
-    pairs = speedup(frame, {"machine": "real-a"}).set_index("machine")
+    pairs = pairs_of(frame, {"machine": "real-a"}).set_index("machine")
     assert np.isnan(pairs.loc["vm", "speedup"]) and "the vm row is emulated" in pairs.loc["vm", "no_ratio"]
-    (problem,) = per_problem(costed, "USD")
+    (problem,) = problems.build(costed, options(prices))
     assert cells(problem, "of fastest", {"machine": "vm"}) == ["–"]
     assert cells(problem, "cost (USD)", {"machine": "vm"}) == ["–"]  # no price for what is not comparable
-    section = versus_baseline(costed, {"machine": "real-a"}, [])
+    section = baseline.build(costed, options(prices, baseline={"machine": "real-a"}))
     assert cells(section, "speedup", {"configuration": "vm · cpu×2 · torch ddp fp32 (emulated)"}) == ["–"]
 
 
@@ -256,8 +257,8 @@ def test_a_launch_bound_row_is_left_out_of_ranks_and_relative_performance():
     launch = BoundBy("launch", "the GPU was busy 5% of each step")
     frame = table(row(matmul(), 1e-3, "host-bound", bound_by=launch.verdict), row(matmul(), 2e-3, "a"),
                   row(matmul(), 3e-3, "b"))
-    assert choices(add_costs(frame, PriceTable("USD", {}, (), None, ()))).iloc[0]["fastest"].startswith("a ·")
-    best, _ = relative_performance(frame, None)
+    assert choices(frame_of(frame).comparable).iloc[0]["fastest"].startswith("a ·")
+    best, _ = relative_performance(frame_of(frame), None)
     assert not best["hardware"].str.startswith("host-bound").any()
 
 
@@ -267,7 +268,7 @@ def test_a_one_rank_allreduce_is_na_never_best():
     assert set(frame["why_not"]) == {"no-work"}
     assert set(frame["why_not_text"]) == {"n/a (1 rank): a step does no work to divide by (a one-rank all-reduce "
                                           "moves no bytes)"}
-    assert choices(add_costs(frame, PriceTable("USD", {}, (), None, ()))).empty
+    assert choices(frame_of(frame).comparable).empty
     assert "n/a (1 rank)" in page(frame)
 
 
@@ -281,13 +282,13 @@ def test_a_record_without_bound_by_is_listed_as_not_recorded(tmp_path):
         store.append(Record(case=matmul(), status=Status.OK, run_id=f"run-{machine}",
                             timestamp="2026-01-01T00:00:00+00:00", suite="t", environment={"machine": machine},
                             measurement=Measurement(samples=samples), metrics={"tflops": 1.0}, bound_by=bound))
-    frame = load_results(tmp_path)
-    section = limits_section(frame)
+    frame = frame_of(load_results(tmp_path))
+    section = limits.build(frame, options())
     assert sorted(cells(section, "bound by", {})) == ["compute", "not recorded"]
     assert cells(section, "bound by", {"machine": "old"}) == ["not recorded"]
     assert any("1 of 2 rows have no bound_by verdict: not recorded" in line and "old" in line
                for line in section.text)
-    assert frame.set_index("machine").loc["old", "comparable"]  # not recorded is not guilty
+    assert frame.records.set_index("machine").loc["old", "comparable"]  # not recorded is not guilty
 
 
 def test_no_fastest_where_what_limits_a_gpu_candidate_was_not_recorded(tmp_path):
@@ -302,7 +303,7 @@ def test_no_fastest_where_what_limits_a_gpu_candidate_was_not_recorded(tmp_path)
                             timestamp="2026-01-01T00:00:00+00:00", suite="t", environment={"machine": machine},
                             measurement=Measurement(samples=samples), metrics={"tflops": 1.0 / step_s},
                             bound_by=bound))
-    crowns = choices(add_costs(load_results(tmp_path), PriceTable.load())).iloc[0]
+    crowns = choices(frame_of(load_results(tmp_path), PriceTable.load()).comparable).iloc[0]
     assert crowns["fastest"] is None
     assert "was not recorded" in crowns["no_fastest"] and "old-gpu" in crowns["no_fastest"]
 

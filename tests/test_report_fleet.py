@@ -58,16 +58,22 @@ def test_records_loaded_in_batches_make_the_same_table_as_loaded_at_once(tmp_pat
     assert {"param_m", "param_model"} <= set(batched.columns)
 
 
-def test_latest_is_made_once_per_table_and_a_callers_edit_stays_its_own():
-    from suites.report.analyses.selection import latest
+def test_a_view_of_the_report_frame_is_made_once_and_a_callers_edit_stays_its_own(monkeypatch):
+    """Every section asks the frame for the same views; at a fleet's size each is a copy of most of
+    the table, so it is made once, and a section's edit to its copy reaches no other section."""
+    from suites.report.analyses import selection
+    from suites.report.analyses.frame import ReportFrame
 
-    frame = pd.DataFrame({"machine": ["a", "a", "b"], "case_id": ["x", "x", "x"], "value": [1.0, 2.0, 3.0],
-                          "timestamp": pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-01"], utc=True)})
-    first = latest(frame)
+    made = []
+    real = selection.latest
+    monkeypatch.setattr(selection, "latest", lambda rows: made.append(len(rows)) or real(rows))
+    times = pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-01"], utc=True)
+    frame = ReportFrame(pd.DataFrame({"machine": ["a", "a", "b"], "case_id": ["x", "x", "x"], "value": [1.0, 2.0, 3.0],
+                                      "timestamp": times}))
+    first = frame.latest
     assert list(first["value"]) == [2.0, 3.0]
     first["value"] = 0.0
     first["extra"] = 1
-    again = latest(frame)
+    again = frame.latest
     assert list(again["value"]) == [2.0, 3.0] and "extra" not in again
-    changed = frame.assign(value=[1.0, 5.0, 3.0])
-    assert list(latest(changed)["value"]) == [5.0, 3.0]  # another table: answered anew
+    assert made == [3]  # one selection over the three records, however often it is asked

@@ -6,17 +6,19 @@ import pytest
 
 from suites.cases.case import Case
 from suites.report.render.html import render
-from suites.report.overview import BEST, build_overview, device_type, fmt_ratio
-from suites.report.analyses.prices import PriceTable, add_costs
-from suites.report.sections import ReportOptions, build_content
-from tests.test_report_analysis import matmul, row, table
+from suites.report.analyses.device_types import BEST, device_type
+from suites.report.analyses.prices import PriceTable
+from suites.report.content import build_content
+from suites.report.overview import build_overview, fmt_ratio
+from suites.report.sections.base import ReportOptions
+from tests.test_report_analysis import frame_of, matmul, row, table
 
 NO_PRICES = PriceTable("USD", {}, (), None, ())
 XEON, EPYC = {"cpu_model": "Xeon", "cores": 4}, {"cpu_model": "EPYC", "cores": 2}
 
 
 def overview(frame, prices: PriceTable = NO_PRICES, reference: str | None = None):
-    return build_overview(add_costs(frame, prices), reference, "prices: test")
+    return build_overview(frame_of(frame, prices), reference, "prices: test")
 
 
 def speed_cell(result, device: str, family: str, precision: str = "best") -> str:

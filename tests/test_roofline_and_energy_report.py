@@ -11,9 +11,11 @@ from suites.records.metric_registry import METRICS, Work
 from suites.strategies.jobs import case_work
 from suites.report.render.tables import whole
 from suites.report.render.html import render
-from suites.report.analyses.prices import PriceTable, add_costs
-from suites.report.sections import ReportOptions, build_content, per_problem, roofline_section
-from tests.test_report_analysis import matmul, row, table
+from suites.report.analyses.prices import PriceTable
+from suites.report.content import build_content
+from suites.report.sections import problems, roofline
+from suites.report.sections.base import ReportOptions
+from tests.test_report_analysis import frame_of, matmul, options, row, table
 
 XSS = "<b>box</b>"
 
@@ -55,7 +57,7 @@ def kernel_row(precision: str, median: float, machine: str, **extra) -> dict:
 
 def test_one_roofline_chart_per_device_with_the_achieved_fractions():
     frame = table(kernel_row("fp32", 1e-4, XSS), kernel_row("bf16", 2e-4, XSS), kernel_row("fp32", 5e-5, "other"))
-    section = roofline_section(frame)
+    section = roofline.build(frame_of(frame), options())
     assert len(section.figures) == 2  # two machines' CPUs
     assert all(alt.startswith("roofline of ") for _, alt in section.figures)
     (rows,) = [t.rows for t in section.tables]
@@ -67,7 +69,7 @@ def test_one_roofline_chart_per_device_with_the_achieved_fractions():
 
 def test_a_kernel_without_a_roof_is_counted_not_drawn():
     frame = table(row(matmul(), 1e-4, "a", tflops=0.005))
-    section = roofline_section(frame)
+    section = roofline.build(frame_of(frame), options())
     assert section.figures == [] and any("have no roof" in line for line in section.text)
 
 
@@ -77,7 +79,7 @@ def test_energy_columns_beside_cost_and_why_a_row_has_none():
     unread = row(conv, 0.02, XSS, energy_reason="no CPU energy counter: /sys/class/powercap does not exist")
     frame = table(measured, unread)
     assert frame.set_index("machine").loc["gpu-box", "throughput_per_watt"] == pytest.approx(800 / 200)
-    (section,) = per_problem(add_costs(frame, PriceTable.load()), "USD")
+    (section,) = problems.build(frame_of(frame, PriceTable.load()), options(PriceTable.load()))
     headers = whole(section.tables[0]).headers
     assert {"energy / step", "power", "samples/J", "samples/s per W", "cost (USD)"} <= set(headers)
     assert any("Energy not measured for 1 of 2 rows" in line and "powercap does not exist" in line

@@ -9,11 +9,13 @@ from typing import Iterable
 
 import pandas as pd
 
+from suites.report.analyses.comparability import flag
 from suites.report.load import files as loading
 from suites.strategies.jobs import case_work
 
 
 def load_results(paths: str | Path | Iterable[str | Path] = loading.DEFAULT_PATHS) -> pd.DataFrame:
     """One tidy row per stored measurement (or unavailable/failed case) found under `paths`
-    (`suites.report.load.files.load_results`, with each case's analytic work)."""
-    return loading.load_results(paths, case_work)
+    (`suites.report.load.files.load_results`, with each case's analytic work), each with its
+    comparability flags (`suites.report.analyses.comparability.flag`)."""
+    return flag(loading.load_results(paths, case_work))

@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from suites.frameworks.tf.distribute import Lockstep
-    from suites.frameworks.torch.distributed import ProcessGroup
-    from suites.strategies.jobs import Job
+    from suites.measure.job_contract import JobContract
 
 
 # --- rules and launching (both frameworks) ---------------------------------------------------
@@ -37,10 +35,10 @@ class SplitsKernels(Protocol):
     """A strategy that splits a kernel case's work over several devices (`towers`: the
     matmul's K); a kernel of any other strategy runs whole on the case's device."""
 
-    def kernel_devices(self, job: "Job") -> list[Any]:
+    def kernel_devices(self, job: "JobContract") -> list[Any]:
         """The devices the kernel's work is split over (TF device names, or torch devices)."""
 
-    def kernel_cache_shares(self, job: "Job") -> int:
+    def kernel_cache_shares(self, job: "JobContract") -> int:
         """Over how many device caches the kernel's inputs are split: each of n devices holds
         1/n of them in its L2, so the cold-cache rotation is sized on that share (1 where the
         parts share one device)."""
@@ -51,7 +49,7 @@ class NeedsIsolatedEnvironment(Protocol):
     """A strategy whose fresh process (`Launch.ISOLATED`) needs variables the parent process
     keeps out of itself (`tpu`: libtpu may load there)."""
 
-    def isolated_env(self, job: "Job") -> dict[str, str]:
+    def isolated_env(self, job: "JobContract") -> dict[str, str]:
         """What the fresh process gets on top of the parent's environment."""
 
 
@@ -60,7 +58,7 @@ class ServesCluster(Protocol):
     """A strategy some of whose processes only serve the others (a parameter-server cluster's
     workers and parameter servers, which its chief drives)."""
 
-    def serve(self, job: "Job") -> bool:
+    def serve(self, job: "JobContract") -> bool:
         """In a serving process, serve until the case is over and return True (raise if the
         case's processes never met); in the process that runs the case, return False at once."""
 
@@ -70,7 +68,7 @@ class ServesCluster(Protocol):
 class PipelineBubble(Protocol):
     """A strategy whose devices idle for part of each step by construction (a pipeline)."""
 
-    def bubble_fraction(self, job: "Job") -> float:
+    def bubble_fraction(self, job: "JobContract") -> float:
         """The share of a step each device idles, in theory; stored as the metric
         `pipeline_bubble` beside the measured step."""
 
@@ -81,8 +79,9 @@ class CoordinatesWorkers(Protocol):
     """A TF strategy whose processes meet (barrier, rank 0's value, every rank's value) through
     its `tf.distribute` strategy; a case of any other keeps one process's trivial lockstep."""
 
-    def lockstep(self, job: "Job", strategy: "tf.distribute.Strategy | None") -> "Lockstep":
-        """How the case's processes meet."""
+    def lockstep(self, job: "JobContract", strategy: "tf.distribute.Strategy | None") -> Any:
+        """How the case's processes meet (a `suites.frameworks.tf.distribute.Lockstep`: the
+        framework's own type, which this layer below it does not import)."""
 
 
 # --- training mechanism: PyTorch -------------------------------------------------------------
@@ -108,13 +107,14 @@ class StepsItself(Protocol):
         """The strategy's step: `wrapped` is what `wrap` returned, `optimizer` and `scaler`
         (fp16's loss scaling) the runnable's."""
 
-    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_job: "Job") -> Any:
+    def check_wrap(self, wrapped: Any, model: "nn.Module", device: "torch.device", check_job: "JobContract") -> Any:
         """What the numerics check steps at its own, smaller batch (`suites.strategies.jobs.Job.check_job`): a wrapper
         of the same model built for that batch (a schedule is built for one batch shape)."""
 
-    def global_loss(self, group: "ProcessGroup | None", loss: float) -> float:
+    def global_loss(self, group: Any, loss: float) -> float:
         """The step's loss over the global batch, on every process, from this process's `loss`
-        (elsewhere the runnable takes the mean of the ranks' equal shards)."""
+        (elsewhere the runnable takes the mean of the ranks' equal shards); `group` is the rank's
+        `suites.frameworks.torch.distributed.ProcessGroup`, or None."""
 
 
 @runtime_checkable

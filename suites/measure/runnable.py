@@ -12,8 +12,8 @@ from suites.measure.telemetry_sampler import NoSampler, TelemetrySampler, sample
 
 if TYPE_CHECKING:
     from suites.records.memory_breakdown import MemoryBreakdown
+    from suites.measure.job_contract import JobContract
     from suites.measure.memory_probes import MemoryProbe
-    from suites.strategies.jobs import Job
 
 
 #: A barrier + broadcast per timed block costs ~1 ms between processes on loopback: blocks of
@@ -39,9 +39,9 @@ class Runnable(ABC):
     #: may leave the ranks' weights apart, so nothing is timed or checked after it.
     local_step: Callable[[], None] | None = None
 
-    def __init__(self, job: "Job") -> None:
-        #: The case resolved (`suites.strategies.jobs.Job`): its workload, strategy plugin and
-        #: options, compiler.
+    def __init__(self, job: "JobContract") -> None:
+        #: The case resolved (a `suites.strategies.jobs.Job`: its workload, strategy plugin and
+        #: options, compiler), read here through its contract (`JobContract`).
         self.job = job
         self.workload = job.workload
         self.case = job.case

@@ -1,10 +1,6 @@
 """The report's first screen (report-guide.md §2): which device type, for which workloads, how sure.
 
-- A *device type* is the hardware a figure ran on, machines pooled: a GPU's name × how many of
-  them the case used (a 1-GPU and an 8-GPU system are different rows, as on Lambda's page), a
-  CPU's model × its usable cores (several ranks on one CPU are the same CPU).
-- A *family* is a column: each standard model, the small training steps, and each kernel
-  workload (matmul, conv2d, allreduce, ...).
+- A row is a *device type* and a column a workload *family* (`analyses.device_types`).
 - A *cell* of the device-type × family matrix is the geometric mean, over the family's problems
   both types measured, of the type's figure over the reference type's (rule C8). A type's figure
   on a problem is its best comparable configuration (framework, strategy, compile) on each
@@ -20,106 +16,26 @@ Nothing here writes HTML: `build_overview` returns data the template renders.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from suites.report.analyses.choice import cost_per_unit
-from suites.report.analyses.comparability import counts_text, flagged
-from suites.report.analyses.selection import comparable, latest, pairable, usable
+from suites.report.analyses.comparability import counts_text
+from suites.report.analyses.device_types import (BEST, host_type, limits_unknown, ordered_families,
+                                                 paired_ratios, pick_reference_type, type_figures)
+from suites.report.analyses.frame import ReportFrame
+from suites.report.analyses.selection import pairable
+from suites.report.render.page import Grid, GridCell, Overview
 
-#: Families in the order a buyer reads them: standard models first, kernels last.
-STANDARD_MODELS = {"resnet50": "ResNet-50", "bert_base": "BERT-base", "gpt2_small": "GPT-2 small",
-                   "llama_block": "Llama block"}
-SMALL_TRAINING = "train steps (small)"
-FAMILY_ORDER = [*STANDARD_MODELS.values(), SMALL_TRAINING, "conv2d", "matmul", "allreduce"]
 #: Columns of the matrix: the device type, at most this many families, and "machines".
 MAX_FAMILIES = 9
 #: Below this many common problems a cell lists its single ratios instead of a mean (C8).
 MIN_PROBLEMS_FOR_MEAN = 3
-BEST = "best"
 METRICS = {"speed": "speed", "cost": "cost per unit of work", "energy": "work per joule"}
 #: The strategies whose plugin runs one device (`Rules.one_device`; the report reads
 #: records, not plugins, and a test holds the two equal). A one-device run of any other strategy
 #: measures its wrapper's overhead (C11).
 ONE_DEVICE_STRATEGIES = frozenset({"single"})
-
-
-@dataclass(frozen=True)
-class Cell:
-    text: str
-    title: str = ""
-    css: str = ""
-    note: str = ""
-
-
-@dataclass
-class Grid:
-    """A small matrix: a header row and rows of cells (the first cell the row's label)."""
-    key: str
-    title: str
-    headers: list[str]
-    rows: list[list[Cell]]
-    caption: str = ""
-
-
-@dataclass
-class Overview:
-    header: list[str]
-    verdict: list[str]
-    reference: str | None
-    matrices: list[Grid] = field(default_factory=list)
-    metric_choices: list[tuple[str, str]] = field(default_factory=list)
-    precision_choices: list[tuple[str, str]] = field(default_factory=list)
-    no_matrix: str = ""
-    strategy_grids: list[Grid] = field(default_factory=list)
-    not_comparable: str = ""
-
-
-def short_gpu_name(name: str) -> str:
-    return name.removeprefix("NVIDIA ").strip() or "GPU"
-
-
-def device_type(frame: pd.DataFrame) -> pd.Series:
-    """'H100 80GB HBM3 ×1', 'AMD EPYC · 2 cores': per row (see the module)."""
-    name = frame["device_name"].fillna("").astype(str)
-    cpu_model = frame["cpu_model"].fillna("").astype(str) if "cpu_model" in frame else name
-    cores = frame["cpu_cores"] if "cpu_cores" in frame else pd.Series(np.nan, index=frame.index)
-    count = frame["n_devices"].fillna(1).astype(int).astype(str)
-    labels = []
-    for device, dev_name, model, core_count, n in zip(frame["device"].astype(str), name, cpu_model, cores, count):
-        if device == "cpu":
-            cpu = (model or dev_name or "CPU").strip()
-            labels.append(f"{cpu} · {int(core_count)} cores" if pd.notna(core_count) else cpu)
-        elif device == "gpu":
-            labels.append(f"{short_gpu_name(dev_name)} ×{n}")
-        else:
-            labels.append(f"{dev_name or device.upper()} ×{n}")
-    return pd.Series(labels, index=frame.index, dtype=object)
-
-
-def host_type(frame: pd.DataFrame) -> pd.Series:
-    """A machine's hardware without the device count, for the strategy grids: 'H100 80GB HBM3 GPUs'."""
-    types = device_type(frame)
-    gpu = frame["device"].astype(str).eq("gpu")
-    return types.where(~gpu, frame["device_name"].fillna("").astype(str).map(short_gpu_name) + " GPUs")
-
-
-def family(frame: pd.DataFrame) -> pd.Series:
-    model = frame["param_model"].astype(object) if "param_model" in frame else pd.Series(None, index=frame.index)
-    out = []
-    for workload, name in zip(frame["workload"].astype(str), model):
-        if workload == "train_step":
-            out.append(STANDARD_MODELS.get(str(name), SMALL_TRAINING))
-        else:
-            out.append(workload)
-    return pd.Series(out, index=frame.index, dtype=object)
-
-
-def _ordered(families: set[str]) -> list[str]:
-    known = [name for name in FAMILY_ORDER if name in families]
-    return known + sorted(families - set(known))
 
 
 def fmt_ratio(value: float) -> str:
@@ -137,70 +53,11 @@ def fmt_ratio(value: float) -> str:
 
 # --- the matrix ---------------------------------------------------------------------------------
 
-def _figure_columns(rows: pd.DataFrame, metric: str) -> pd.Series:
-    """The per-row figure of `metric`, higher is better (NaN where it does not apply)."""
-    if metric == "speed":
-        return rows["throughput"]
-    if metric == "cost":
-        cost, _ = cost_per_unit(rows)
-        sourced = rows["price_sourced"].astype("boolean").fillna(False).astype(bool) if "price_sourced" in rows \
-            else pd.Series(False, index=rows.index)
-        return (1.0 / cost).where(sourced & cost.gt(0))
-    per_joule = rows["samples_per_joule"].where(rows["samples_per_joule"].notna(), rows["gflop_per_joule"])
-    return per_joule.where(per_joule.gt(0))
-
-
-def type_figures(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per device type, family, problem and precision (plus BEST): the median over machines of
-    each machine's best comparable figure, its min and max, how many machines, and which
-    configuration gave the best one."""
-    rows = comparable(latest(frame))
-    if rows.empty:
-        return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
-                                     "config", "scope"])
-    rows = rows.assign(type=device_type(rows), family=family(rows), value=_figure_columns(rows, metric),
-                       scope=rows["energy_scope"].fillna("").astype(str) if metric == "energy" else "")
-    rows = rows[rows["value"].notna()]
-    if rows.empty:
-        return pd.DataFrame(columns=["type", "family", "problem", "precision", "value", "low", "high", "machines",
-                                     "config", "scope"])
-    keys = ["type", "family", "problem", "precision", "scope"]
-    config = (rows["framework"].astype(str) + " " + rows["strategy"].astype(str) + " " + rows["precision"].astype(str)
-              + rows["compile"].astype(str).map(lambda c: "" if c in ("none", "", "nan") else f" +{c}"))
-    rows = rows[[*keys, "machine", "value"]].assign(config=config)  # only what is pooled: a fleet's rows are many
-    best_precision = rows.assign(precision=BEST)
-    both = pd.concat([rows, best_precision], ignore_index=True)
-    per_machine = (both.sort_values("value", ascending=False, kind="stable")
-                   .drop_duplicates(subset=[*keys, "machine"], keep="first"))
-    pooled = per_machine.groupby(keys, as_index=False, sort=False).agg(
-        value=("value", "median"), low=("value", "min"), high=("value", "max"), machines=("machine", "nunique"),
-        config=("config", "first"))
-    return pooled
-
-
-def pick_reference_type(figures: pd.DataFrame, frame: pd.DataFrame, wanted: str | None) -> str | None:
-    """`wanted` (a device type, or a machine label: that machine's best-covered type), else the
-    type that measured the most problems; ties alphabetical."""
-    if figures.empty:
-        return None
-    coverage = figures[figures["precision"].ne(BEST)].groupby("type")["problem"].nunique()
-    if wanted:
-        if wanted in coverage.index:
-            return wanted
-        machine_rows = frame[frame["machine"].eq(wanted)]
-        if not machine_rows.empty:
-            types = set(device_type(machine_rows))
-            mine = coverage[coverage.index.isin(types)]
-            if not mine.empty:
-                return sorted(mine.index, key=lambda label: (-mine[label], label))[0]
-    return sorted(coverage.index, key=lambda label: (-coverage[label], label))[0]
-
-
-def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> Cell:
+def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> GridCell:
     if reference:
-        return Cell("1.00×", f"the reference: {reference_problems} problem(s)", "ref")
+        return GridCell("1.00×", f"the reference: {reference_problems} problem(s)", "ref")
     if ratios.empty:
-        return Cell("–", "no problem of this family measured by both this type and the reference", "none")
+        return GridCell("–", "no problem of this family measured by both this type and the reference", "none")
     k = len(ratios)
     lines = [f"{problem}: {fmt_ratio(r)} ({config}; {int(m)} machine(s))"
              for problem, r, config, m in zip(ratios["problem"], ratios["ratio"], ratios["config"],
@@ -216,7 +73,7 @@ def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> Cel
     else:
         text = ", ".join(fmt_ratio(r) for r in ratios["ratio"])
         title = f"{k} problem(s), too few for a mean: " + "; ".join(lines)
-    return Cell(text, title + (f"; {spread}" if spread else ""), "", f"{k}/{reference_problems}" +
+    return GridCell(text, title + (f"; {spread}" if spread else ""), "", f"{k}/{reference_problems}" +
                 (f" · {spread}" if spread else ""))
 
 
@@ -233,15 +90,15 @@ def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, f
     types = sorted(set(view["type"]), key=lambda t: (t != reference, t))
     rows = []
     for device in types:
-        cells = [Cell(device, f"{machines.get(device, 0)} machine(s)", "label")]
+        cells = [GridCell(device, f"{machines.get(device, 0)} machine(s)", "label")]
         for name in families:
             reference_problems = int(ref[ref["family"].eq(name)]["problem"].nunique())
             if reference_problems == 0:
-                cells.append(Cell("–", "the reference measured no problem of this family", "none"))
+                cells.append(GridCell("–", "the reference measured no problem of this family", "none"))
                 continue
             mine = merged[merged["type"].eq(device) & merged["family"].eq(name)]
             cells.append(_cell(mine, reference_problems, device == reference))
-        cells.append(Cell(str(machines.get(device, 0)), "", "num"))
+        cells.append(GridCell(str(machines.get(device, 0)), "", "num"))
         rows.append(cells)
     label = "best passing precision" if precision == BEST else precision
     return Grid(f"{metric}-{precision}", f"{METRICS[metric]} · {label}", ["device type", *families, "machines"],
@@ -251,16 +108,6 @@ def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, f
 
 
 # --- the verdict --------------------------------------------------------------------------------
-
-def _limits_unknown(frame: pd.DataFrame) -> dict[str, set[str]]:
-    """family -> the GPU device types whose comparable rows of it carry no `bound_by` verdict."""
-    rows = comparable(latest(frame))
-    rows = rows[rows["device"].astype(str).eq("gpu") & rows["bound_by"].fillna("").astype(str).eq("")]
-    if rows.empty:
-        return {}
-    rows = rows.assign(type=device_type(rows), family=family(rows))
-    return {name: set(group["type"]) for name, group in rows.groupby("family")}
-
 
 def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str],
                       limits_unknown: dict[str, set[str]]) -> list[str]:
@@ -292,17 +139,17 @@ def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str]
     return out
 
 
-def _precision_sentence(frame: pd.DataFrame) -> str | None:
+def _precision_sentence(frame: ReportFrame) -> str | None:
     """On the machine with the most training rows: the best precision against fp32 on one
     training problem, paired within one run (C5), or why there is no fp32 baseline."""
-    rows = pairable(latest(frame))
+    rows = frame.pairable
     training = rows[rows["workload"].eq("train_step") & rows["strategy"].eq("single")
                     & rows["compile"].astype(str).isin(["none", "", "nan"])]
     if training.empty:
         return None
     machine = training["machine"].value_counts().index[0]
     mine = training[training["machine"].eq(machine)]
-    types = device_type(mine)
+    types = frame.device_types
     for problem, group in sorted(mine.groupby("problem"), key=lambda item: -len(item[1])):
         fp32 = group[group["precision"].eq("fp32")]
         others = group[group["precision"].ne("fp32")]
@@ -310,7 +157,7 @@ def _precision_sentence(frame: pd.DataFrame) -> str | None:
             continue
         best = others.loc[others["throughput"].idxmax()]
         if fp32.empty:
-            all_fp32 = latest(frame)
+            all_fp32 = frame.latest
             all_fp32 = all_fp32[all_fp32["machine"].eq(machine) & all_fp32["problem"].eq(problem)
                                 & all_fp32["precision"].eq("fp32") & all_fp32["strategy"].eq("single")]
             why = ("failed its numerics check" if (all_fp32["check_passed"].eq(False)).any()
@@ -326,16 +173,16 @@ def _precision_sentence(frame: pd.DataFrame) -> str | None:
     return None
 
 
-def _cheapest_sentence(figures: pd.DataFrame, frame: pd.DataFrame, families: list[str]) -> str | None:
+def _cheapest_sentence(figures: pd.DataFrame, frame: ReportFrame, families: list[str]) -> str | None:
     """Only where at least two types have sourced prices that differ (C9): else cost order is
     speed order, or nothing is priced, and no crown is given."""
-    rows = comparable(latest(frame))
+    rows = frame.comparable
     if "price_sourced" not in rows:
         return None
     priced = rows[rows["price_sourced"].astype("boolean").fillna(False).astype(bool)]
     if priced.empty:
         return None
-    prices = priced.assign(type=device_type(priced)).groupby("type")["price_per_hour"].first()
+    prices = priced.assign(type=frame.device_types).groupby("type")["price_per_hour"].first()
     if len(prices) < 2 or prices.nunique() < 2:
         return None
     view = figures[figures["precision"].eq(BEST)]
@@ -355,32 +202,12 @@ def _cheapest_sentence(figures: pd.DataFrame, frame: pd.DataFrame, families: lis
 
 # --- strategy × precision grids -----------------------------------------------------------------
 
-def _eager(compile_column: pd.Series) -> pd.Series:
-    return compile_column.astype(str).isin(["none", "", "nan"])
-
-
-def _paired_ratios(good: pd.DataFrame) -> pd.DataFrame:
-    """Each usable training row beside its machine's single-device fp32 eager row of the same
-    framework and problem, from the same run where one exists (C5): one row per usable row that
-    has a baseline, with `log_ratio`, `across` (another run) and `emulated`."""
-    base = good[good["strategy"].eq("single") & good["precision"].eq("fp32") & _eager(good["compile"])
-                & good["n_devices"].eq(1)]
-    keys = ["machine", "framework", "problem"]
-    pairs = good.reset_index().merge(base[[*keys, "run_id", "throughput"]], on=keys, suffixes=("", "_base"))
-    if pairs.empty:
-        return pairs.assign(log_ratio=[], across=[])
-    pairs["across"] = pairs["run_id"].ne(pairs["run_id_base"])
-    pairs = pairs.sort_values("across", kind="stable").drop_duplicates("index", keep="first")
-    pairs["log_ratio"] = np.log(pairs["throughput"] / pairs["throughput_base"])
-    return pairs
-
-
-def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
+def strategy_grids(frame: ReportFrame, max_columns: int = 11) -> list[Grid]:
     """Per host type: rows framework · strategy × devices, columns precision (+compile); a cell is
     the speedup over the same machine's `single` fp32 eager run of the same framework, geometric
     mean over training problems, paired within one run where one exists (C5). Built from group
     aggregates, so a fleet's thousands of rows cost one merge, not a search per cell."""
-    current = latest(frame)
+    current = frame.latest
     training = current[current["workload"].eq("train_step") & current["status"].isin(["ok", "failed"])].copy(deep=False)
     if training.empty:
         return []
@@ -393,7 +220,7 @@ def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
     # mean here: they measure the host, so a precision or strategy "speedup" from them is not one.
     good = pairable(training)
     good = good[good["why_not"].isin(["", "emulated"])]
-    pairs = _paired_ratios(good)
+    pairs = paired_ratios(good)
     summary = (pairs.groupby(["host", "row", "column"]).agg(log=("log_ratio", "mean"), n=("log_ratio", "size"),
                                                             across=("across", "any"),
                                                             emulated=("emulated", "any")).to_dict("index")
@@ -406,7 +233,7 @@ def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
         cells_of = dict(tuple(group.groupby(["row", "column"])))
         rows = []
         for row_label in row_order:
-            cells = [Cell(row_label, "", "label")]
+            cells = [GridCell(row_label, "", "label")]
             for column in columns:
                 key = (host, row_label, column)
                 cells.append(_strategy_cell(cells_of.get((row_label, column)), summary.get(key),
@@ -421,40 +248,41 @@ def strategy_grids(frame: pd.DataFrame, max_columns: int = 11) -> list[Grid]:
     return grids
 
 
-def _strategy_cell(cell_rows: pd.DataFrame | None, paired: dict | None, usable: bool) -> Cell:
+def _strategy_cell(cell_rows: pd.DataFrame | None, paired: dict | None, usable: bool) -> GridCell:
     if cell_rows is None or cell_rows.empty:
-        return Cell("", "", "none")
+        return GridCell("", "", "none")
     strategy, devices = str(cell_rows["strategy"].iloc[0]), int(cell_rows["n_devices"].iloc[0])
     if devices == 1 and strategy not in ONE_DEVICE_STRATEGIES:
-        return Cell("1 device", "1 device: overhead only; never a strategy's win", "grey")
+        return GridCell("1 device", "1 device: overhead only; never a strategy's win", "grey")
     if cell_rows["status"].eq("ok").all() and cell_rows["check_passed"].eq(False).all():
-        return Cell("FAIL", "failed its numerics check", "fail")
+        return GridCell("FAIL", "failed its numerics check", "fail")
     if cell_rows["status"].eq("failed").all():
-        return Cell("failed", "; ".join(sorted(set(cell_rows["reason"].fillna("").astype(str))))[:300], "fail")
+        return GridCell("failed", "; ".join(sorted(set(cell_rows["reason"].fillna("").astype(str))))[:300], "fail")
     if not usable:
         reasons = "; ".join(sorted(set(cell_rows["why_not_text"].fillna("").astype(str)) - {""})) or \
             "; ".join(sorted(set(cell_rows["status"].astype(str))))
-        return Cell("–", reasons[:300], "none")
+        return GridCell("–", reasons[:300], "none")
     if not paired:
-        return Cell("–", "no single-device fp32 eager baseline of this framework on this machine", "none")
+        return GridCell("–", "no single-device fp32 eager baseline of this framework on this machine", "none")
     across, emulated = bool(paired["across"]), bool(paired["emulated"])
     text = fmt_ratio(math.exp(paired["log"])) + ("†" if across else "") + (" emu" if emulated else "")
-    return Cell(text, f"{int(paired['n'])} problem(s)" + ("; across runs" if across else "") +
+    return GridCell(text, f"{int(paired['n'])} problem(s)" + ("; across runs" if across else "") +
                 ("; emulated: measures the emulation" if emulated else ""), "emu" if emulated else "")
 
 
 # --- the whole first screen ---------------------------------------------------------------------
 
-def header_line(frame: pd.DataFrame, current: pd.DataFrame, prices: str) -> list[str]:
-    real = usable(current)
+def header_line(frame: ReportFrame, prices: str) -> list[str]:
+    records, current = frame.records, frame.latest
+    real = frame.usable
     real = real[~real["emulated"].fillna(False).astype(bool)]
-    types = device_type(real) if not real.empty else pd.Series(dtype=object)
+    types = frame.device_types.loc[real.index]
     counts = current["status"].value_counts()
-    parts = [f"{frame['machine'].nunique()} machine(s)", f"{types.nunique()} device type(s)",
+    parts = [f"{records['machine'].nunique()} machine(s)", f"{types.nunique()} device type(s)",
              f"{current['problem'].nunique()} problems",
-             f"{len(frame)} records: " + ", ".join(f"{int(counts.get(s, 0))} {s}"
+             f"{len(records)} records: " + ", ".join(f"{int(counts.get(s, 0))} {s}"
                                                    for s in ("ok", "unavailable", "failed"))
-             + (f", {len(frame) - len(current)} superseded" if len(frame) > len(current) else ""),
+             + (f", {len(records) - len(current)} superseded" if len(records) > len(current) else ""),
              prices]
     return parts
 
@@ -466,16 +294,16 @@ def not_comparable_line(current: pd.DataFrame) -> str:
     return f"Not comparable, so in no cell, ratio, rank, price or crown: {counts_text(left_out)}."
 
 
-def build_overview(frame: pd.DataFrame, reference: str | None, prices: str) -> Overview:
-    frame = flagged(frame)
-    current = latest(frame)
-    speed = type_figures(frame, "speed")
-    chosen = pick_reference_type(speed, frame, reference)
-    overview = Overview(header=header_line(frame, current, prices), verdict=[], reference=chosen,
+def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Overview:
+    current, rows = frame.latest, frame.comparable
+    types, families_of = frame.device_types, frame.families
+    figures = {metric: type_figures(rows, types, families_of, metric) for metric in METRICS}
+    speed = figures["speed"]
+    chosen = pick_reference_type(speed, frame.records["machine"], types, reference)
+    overview = Overview(header=header_line(frame, prices), verdict=[], reference=chosen,
                         not_comparable=not_comparable_line(current))
-    families = _ordered(set(speed["family"]))[:MAX_FAMILIES] if not speed.empty else []
-    machines = (comparable(current).assign(type=lambda f: device_type(f)).groupby("type")["machine"].nunique()
-                .to_dict() if not comparable(current).empty else {})
+    families = ordered_families(set(speed["family"]))[:MAX_FAMILIES] if not speed.empty else []
+    machines = rows.assign(type=types).groupby("type")["machine"].nunique().to_dict() if not rows.empty else {}
     if chosen is None:
         overview.no_matrix = "No comparable figure on any device type, so no device can be compared; see why below."
     elif speed["type"].nunique() < 2:
@@ -489,16 +317,15 @@ def build_overview(frame: pd.DataFrame, reference: str | None, prices: str) -> O
         overview.precision_choices = [(f"p{index}", "best passing" if p == BEST else p)
                                       for index, p in enumerate(precisions)]
         for metric in METRICS:
-            figures = speed if metric == "speed" else type_figures(frame, metric)
-            if figures.empty or chosen not in set(figures["type"]):
+            if figures[metric].empty or chosen not in set(figures[metric]["type"]):
                 continue
             overview.metric_choices.append((metric, METRICS[metric]))
             for index, precision in enumerate(precisions):
-                grid = matrix(figures, chosen, precision, metric, families, machines)
+                grid = matrix(figures[metric], chosen, precision, metric, families, machines)
                 grid.key = f"{metric}-p{index}"
                 overview.matrices.append(grid)
-        overview.verdict += _family_sentences(speed, chosen, families, _limits_unknown(frame))
-        cheapest = _cheapest_sentence(type_figures(frame, "cost"), frame, families)
+        overview.verdict += _family_sentences(speed, chosen, families, limits_unknown(rows, types, families_of))
+        cheapest = _cheapest_sentence(figures["cost"], frame, families)
         if cheapest:
             overview.verdict.append(cheapest)
     precision = _precision_sentence(frame)

@@ -38,7 +38,8 @@ class Compiler:
 
 @dataclass(frozen=True, eq=False)
 class Job:
-    """One case, resolved: what it computes, how it is spread, how it is compiled."""
+    """One case, resolved: what it computes, how it is spread, how it is compiled. The measuring
+    layer below reads it as a `suites.measure.job_contract.JobContract` (its case and workload)."""
 
     case: Case
     workload: Workload

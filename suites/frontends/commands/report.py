@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from suites.report.render.html import render, write
     from suites.report.load.files import load_files, result_files
     from suites.report.analyses.prices import PriceTable
-    from suites.report.sections import ReportOptions, build_content
+    from suites.report.content import build_content
+    from suites.report.sections.base import ReportOptions
     from suites.hardware.references import load_references
     from suites.strategies.jobs import case_work
     from suites.workloads.training import default_sizes

@@ -16,9 +16,7 @@ import numpy as np
 import pandas as pd
 
 from suites.report.load.columns import config_label
-from suites.report.analyses.comparability import flagged
 from suites.report.analyses.comparison import noise_columns
-from suites.report.analyses.selection import comparable, latest, usable
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
 
@@ -30,15 +28,9 @@ def cost_per_unit(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return cost, unit.where(cost.notna(), "")
 
 
-def candidates(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows that may be chosen: the latest, `comparable` (usable, real hardware, none
-    contended, starved, bimodal, launch- or host-bound, or above a peak)."""
-    return comparable(latest(flagged(frame))).copy(deep=False)
-
-
-def emulated_configs(frame: pd.DataFrame) -> dict[str, list[str]]:
-    """Per problem, the labels of its usable emulated rows (left out of `choices`)."""
-    rows = usable(latest(frame))
+def emulated_configs(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """Per problem, the labels of its usable emulated rows among `rows` (the latest usable ones;
+    left out of `choices`)."""
     rows = rows[rows["emulated"].fillna(False).astype(bool)]
     return {str(problem): sorted(config_label(group)) for problem, group in rows.groupby("problem", sort=True)}
 
@@ -116,11 +108,12 @@ def _limit_not_recorded(group: pd.DataFrame) -> list[str]:
     return sorted(set(group.loc[verdict.eq("") & accelerator, "config"]))
 
 
-def choices(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per problem with a comparable row: the leader and runner-up with the noise
+def choices(candidates: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem among `candidates`, the rows that may be chosen (the latest
+    `comparable` ones: `ReportFrame.comparable`): the leader and runner-up with the noise
     verdict, and the crowns (fastest, cheapest, most per watt), each given only beyond noise of
     its runner-up (rule C4) and otherwise None with `no_<crown>` saying why. Needs cost columns."""
-    rows = candidates(frame)
+    rows = candidates.copy(deep=False)
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
     rows["config"] = config_label(rows)

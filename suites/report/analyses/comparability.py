@@ -19,8 +19,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suites.report.load.columns import FLAGS as FLAG_COLUMNS
-
 #: code -> (how the text begins after "the X row ", the reason in words). In priority order:
 #: C2 (the row is not a usable measurement), then C3 (a measurement that cannot be ranked).
 CODES: dict[str, tuple[str, str]] = {
@@ -134,12 +132,6 @@ def flag(frame: pd.DataFrame) -> pd.DataFrame:
     frame["comparable"] = frame["comparable"].astype(bool)
     frame["pairable"] = frame["pairable"].astype(bool)
     return frame
-
-
-def flagged(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` as loaded carries the flags (`loading.load_files`); a table built some other way
-    (a test's, a caller's own) gets them here, by the same rule."""
-    return frame if all(column in frame for column in FLAG_COLUMNS) else flag(frame)
 
 
 def sentence(code: str, text: str) -> str:

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from suites.report.load.columns import ENVIRONMENT, IDENTITY
-from suites.report.analyses.comparability import flagged, sentence
+from suites.report.analyses.comparability import sentence
 from suites.report.analyses.noise import verdicts
-from suites.report.analyses.selection import latest, usable
+from suites.report.analyses.selection import usable
 
 #: Columns kept from the baseline row (suffixed `_base`).
 BASE_COLUMNS = ["throughput", "median_s", "samples_s", "q1_s", "q3_s", "noisy", "emulated", *IDENTITY]
@@ -122,9 +122,11 @@ def _same_environment(pairs: pd.DataFrame) -> pd.Series:
     return same
 
 
-def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str] = ()) -> pd.DataFrame:
-    """Every usable row with its baseline row: `speedup` where the pair may be made, else
-    `no_ratio` saying why; `pairing` says how it was made; the noise verdict beside it.
+def speedup(frame: pd.DataFrame, current: pd.DataFrame, baseline: Mapping[str, Any],
+            free: Sequence[str] = ()) -> pd.DataFrame:
+    """Every usable row of `current` (the latest of `frame`: `ReportFrame.latest`) with its baseline
+    row: `speedup` where the pair may be made, else `no_ratio` saying why; `pairing` says how it
+    was made; the noise verdict beside it. Both frames carry the comparability flags.
 
     `free` names identity columns that may also differ from the baseline row (comparing a
     strategy with `single` also frees `n_devices`). The baseline rows themselves are left out.
@@ -136,11 +138,9 @@ def speedup(frame: pd.DataFrame, baseline: Mapping[str, Any], free: Sequence[str
     emulated one pairs only within its machine, labelled "emulation". A row whose baseline case
     exists but gives no pair is kept, with `speedup` NaN and the reason in `no_ratio`.
     """
-    frame = flagged(frame)
     across_machines = "machine" in baseline
     differing = [*baseline, *free]
     keys = [c for c in IDENTITY if c not in baseline and c not in free]
-    current = latest(frame)
     targets = usable(current[~matches(current, baseline)])
     pool = current if across_machines else frame
     bases = pool[matches(pool, baseline)]

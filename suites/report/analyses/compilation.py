@@ -40,15 +40,21 @@ def break_even_text(steps: float | None) -> str:
     return f"{int(-(-steps // 1)):,}"
 
 
-def compile_pairs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each usable compiled row with its eager twin (`_base` columns), `speedup` (throughput
-    ratio, the noise verdict beside it), `break_even_steps` and its text `break_even`; the
-    compiler's mode stays visible in `compile` (e.g. 'inductor (max-autotune)')."""
+def _with_mode(frame: pd.DataFrame) -> pd.DataFrame:
+    """`compile` with the compiler's mode beside its name (e.g. 'inductor (max-autotune)'), and
+    the rows' params and problem without it, as their eager twins have them."""
     mode = frame.get("param_compile_mode")
     labelled = frame.assign(compile=frame["compile"] if mode is None else [
         f"{name} ({value})" if isinstance(value, str) and value not in ("", "default") else name
         for name, value in zip(frame["compile"], mode.astype(object).where(mode.notna(), ""))])
-    pairs = speedup(_without_compiler_params(labelled), {"compile": "none"})
+    return _without_compiler_params(labelled)
+
+
+def compile_pairs(frame: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Each usable compiled row of `current` (the latest of `frame`) with its eager twin (`_base`
+    columns), `speedup` (throughput ratio, the noise verdict beside it), `break_even_steps` and
+    its text `break_even`; the compiler's mode stays visible in `compile` (e.g. 'inductor (max-autotune)')."""
+    pairs = speedup(_with_mode(frame), _with_mode(current), {"compile": "none"})
     if pairs.empty:
         return pairs.assign(break_even_steps=pd.Series(dtype=float), break_even=pd.Series(dtype=str))
     metric = METRICS["compile_break_even_steps"]

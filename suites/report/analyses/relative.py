@@ -15,14 +15,16 @@ import numpy as np
 import pandas as pd
 
 from suites.report.analyses.comparability import counts_text
-from suites.report.analyses.selection import comparable, latest, not_comparable
+from suites.report.analyses.frame import ReportFrame
+
 
 def hardware_label(frame: pd.DataFrame) -> pd.Series:
     return frame["machine"] + " · " + frame["device"] + "×" + frame["n_devices"].astype(str)
 
 
-def best_per_problem(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = comparable(latest(frame)).assign(hardware=lambda f: hardware_label(f))
+def best_per_problem(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per machine's hardware, precision and problem, the best throughput of `rows` (the comparable ones)."""
+    rows = rows.assign(hardware=lambda f: hardware_label(f))
     return rows.groupby(["machine", "hardware", "precision", "problem"], as_index=False)["throughput"].max()
 
 
@@ -34,16 +36,16 @@ def _named(labels: pd.Series, wanted: str) -> pd.Series:
     return (labels == wanted) | labels.str.startswith(f"{wanted} · ")
 
 
-def pick_reference(best: pd.DataFrame, wanted: str | None, frame: pd.DataFrame | None = None) -> str | None:
+def pick_reference(best: pd.DataFrame, wanted: str | None, left_out: pd.DataFrame | None = None) -> str | None:
     """`wanted` as a hardware label, or a machine label (its best-covered hardware); by default
     the hardware that measured the most problems (ties: alphabetical). ValueError where `wanted`
-    has no usable results; NotComparableReference where it has some, none comparable."""
+    has no usable results; NotComparableReference where it has some (among `left_out`, the usable
+    rows that are not comparable), none comparable."""
     coverage = best.groupby("hardware")["problem"].nunique()
     if wanted:
         candidates = coverage[_named(coverage.index.to_series(), wanted).to_numpy()]
         if candidates.empty:
-            left_out = not_comparable(latest(frame)) if frame is not None else pd.DataFrame()
-            if not left_out.empty and _named(hardware_label(left_out), wanted).any():
+            if left_out is not None and not left_out.empty and _named(hardware_label(left_out), wanted).any():
                 rows = left_out[_named(hardware_label(left_out), wanted)]
                 raise NotComparableReference(f"reference {wanted!r} has no comparable row ({counts_text(rows)}), "
                                              f"so no ratio can be taken against it")
@@ -54,10 +56,10 @@ def pick_reference(best: pd.DataFrame, wanted: str | None, frame: pd.DataFrame |
     return sorted(coverage.index, key=lambda label: (-coverage[label], label))[0]
 
 
-def relative_performance(frame: pd.DataFrame, reference: str | None = None) -> tuple[pd.DataFrame, str | None]:
+def relative_performance(frame: ReportFrame, reference: str | None = None) -> tuple[pd.DataFrame, str | None]:
     """(table: hardware x precision -> geomean of throughput ratios and problem count, reference)."""
-    best = best_per_problem(frame)
-    chosen = pick_reference(best, reference, frame)
+    best = best_per_problem(frame.comparable)
+    chosen = pick_reference(best, reference, frame.not_comparable)
     if chosen is None:
         return pd.DataFrame(columns=["machine", "hardware", "precision", "relative", "problems"]), None
     ref = best[best["hardware"].eq(chosen)][["precision", "problem", "throughput"]]
@@ -68,3 +70,13 @@ def relative_performance(frame: pd.DataFrame, reference: str | None = None) -> t
     table["relative"] = np.exp(table["log_mean"])
     table = table.drop(columns="log_mean").sort_values(["precision", "relative"], ascending=[True, False])
     return table.reset_index(drop=True), chosen
+
+
+def reference_machine(frame: ReportFrame, reference: str | None = None) -> str | None:
+    """The machine label of the relative performance's reference (None where there is none, or
+    where the wanted one has no comparable row)."""
+    try:
+        table, chosen = relative_performance(frame, reference)
+    except NotComparableReference:
+        return None
+    return table.loc[table["hardware"].eq(chosen), "machine"].iloc[0] if chosen else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suites.report.analyses.comparability import flagged
 from suites.report.analyses.selection import pairable, usable
 
 #: A scaling series: one curve, all from one run on one machine.
@@ -44,6 +43,6 @@ def scaling(frame: pd.DataFrame) -> pd.DataFrame:
 def left_out(frame: pd.DataFrame) -> pd.DataFrame:
     """Usable rows kept out of a curve they would be a point of (not `pairable`): their series
     measured at least two device counts."""
-    rows = usable(flagged(frame))
+    rows = usable(frame)
     counts = rows.groupby(SERIES)["n_devices"].transform("nunique")
     return rows[counts.ge(2) & ~rows["pairable"].astype(bool)]

@@ -19,7 +19,6 @@ import pandas as pd
 from suites.records.store import ResultsStore, ResultsWarning
 from suites.report.load import asv, parbench, pytest_benchmark
 from suites.report.load.columns import retidy, tidy
-from suites.report.analyses.comparability import flag
 from suites.report.load.derived import WorkOf, add_throughput, fill_metrics
 
 #: JSON files in results folders that describe results but hold none.
@@ -96,8 +95,9 @@ def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS,
     Columns and their meaning: `suites.report.load.columns.COLUMNS`. Results of many machines and
     all three front ends load together; the same record reached twice counts once. `work_of`
     gives a case's analytic work, from which asv and pytest-benchmark rows' metrics are
-    recomputed (`suites.report.load.derived.fill_metrics`); `suites.load_results` gives it. Each row's
-    `comparable` / `why_not` flags are decided here, once (`suites.report.analyses.comparability`).
+    recomputed (`suites.report.load.derived.fill_metrics`); `suites.load_results` gives it, and
+    adds each row's `comparable` / `why_not` flags (`suites.report.analyses.comparability.flag`),
+    as a report's `ReportFrame` does.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -109,7 +109,7 @@ def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataF
     list too searches the paths, and warns about a missing one, only once."""
     frame = _tidy_in_batches(files)
     frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
-    frame = flag(add_throughput(fill_metrics(frame, work_of)))
+    frame = add_throughput(fill_metrics(frame, work_of))
     return frame.sort_values(["workload", "params", "machine", "timestamp"], kind="stable").reset_index(drop=True)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from suites.report.render.exports import write_whole
-from suites.report.sections import ReportContent
+from suites.report.render.page import ReportContent
 
 TEMPLATE = "report.html.j2"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import pandas as pd
 
@@ -36,6 +36,13 @@ class Table:
 
 
 Format = Callable[[Any], str]
+
+
+class Column(NamedTuple):
+    """A table's column declared as data: its header, the tidy column it shows, how a value reads."""
+    header: str
+    key: str
+    format: Format
 
 
 def whole(table: Table) -> Table:
@@ -144,15 +151,15 @@ MAX_ROWS = 200
 MAX_COLUMNS = 12
 
 
-def build(frame: pd.DataFrame, spec: list[tuple[str, str, Format]], caption: str = "",
+def tabulate(frame: pd.DataFrame, spec: list[Column], caption: str = "",
           css: Callable[[pd.Series], str] | None = None, max_rows: int = MAX_ROWS) -> Table:
-    """spec: (header, column, formatter). `css` gives a class per row (e.g. 'emulated'). Only the
+    """spec: the table's columns. `css` gives a class per row (e.g. 'emulated'). Only the
     first `max_rows` rows are formatted and kept; the caption says how many were left out."""
     if len(spec) > MAX_COLUMNS:
         head, rest = spec[:MAX_COLUMNS], spec[MAX_COLUMNS:]
-        table = build(frame, head, caption, css, max_rows)
+        table = tabulate(frame, head, caption, css, max_rows)
         step = MAX_COLUMNS - 1
-        table.more.extend(build(frame, [spec[0], *rest[start:start + step]], "", css, max_rows)
+        table.more.extend(tabulate(frame, [spec[0], *rest[start:start + step]], "", css, max_rows)
                           for start in range(0, len(rest), step))
         return table
     if len(frame) > max_rows:
