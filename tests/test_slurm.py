@@ -1,5 +1,6 @@
 """A suite across a Slurm allocation, on a real 2-node cluster started on this machine
-(tests/slurm_cluster.py): `salloc -N 2 parbench run --suite GRID` runs each case whose ranks span
+(tests/slurm_cluster.py): `salloc -N 2 srun -N1 -n1 --overlap parbench run --suite GRID` (on the
+allocation's first node) runs each case whose ranks span
 nodes as one srun step, every other case where parbench runs, and a case needing more nodes than
 the allocation has is unavailable with the count."""
 from __future__ import annotations
@@ -12,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from suites.runner import slurm
-from suites.runner.spanning import NODE_ENV, rank_env_on_nodes
+from suites.runner.spanning import GPU_SLOT_ENV, NODE_ENV, rank_env_on_nodes
 from tests.slurm_cluster import missing, two_node_cluster
 
 pytest.importorskip("torch")
+
+#: salloc runs its command where it was typed; parbench must run on the allocation's first node.
+ON_FIRST_NODE = ("srun", "-N1", "-n1", "--overlap")
 
 def suite_toml(description: str, budget_s: float, *cases: tuple[str, str, int]) -> str:
     """A suite file of mlp training steps, one (framework, strategy or [strategies], devices) each."""
@@ -54,8 +58,8 @@ def test_a_suite_in_a_two_node_allocation_spans_the_nodes(cluster, tmp_path, our
     grid = tmp_path / "slurm.toml"
     grid.write_text(GRID)
     results = tmp_path / "results"
-    run = subprocess.run(["salloc", "-N", "2", sys.executable, "-m", "suites", "run", "--suite", str(grid),
-                          "--results", str(results), "--label", "slurm-test"],
+    run = subprocess.run(["salloc", "-N", "2", *ON_FIRST_NODE, sys.executable, "-m", "suites", "run",
+                          "--suite", str(grid), "--results", str(results), "--label", "slurm-test"],
                          cwd=tmp_path, env={**__import__("os").environ, **cluster}, capture_output=True,
                          text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -96,7 +100,7 @@ def test_ranks_are_placed_on_the_steps_nodes():
     placed = rank_env_on_nodes({"TF_CONFIG": json.dumps(tf_config), "CUDA_VISIBLE_DEVICES": "1"}, 2, 2, where)
     assert json.loads(placed["TF_CONFIG"])["cluster"] == {
         "chief": ["10.0.0.1:5000"], "worker": ["10.0.0.1:5001", "10.0.0.2:5002"]}
-    assert placed["CUDA_VISIBLE_DEVICES"] == "0"
+    assert placed[GPU_SLOT_ENV] == "0" and "CUDA_VISIBLE_DEVICES" not in placed  # node2's own first GPU, there
     assert slurm._gpus_per_node({"SLURM_GPUS_PER_NODE": "h100:8"}) == 8
     assert slurm._gpus_per_node({}) == 0
 
@@ -149,8 +153,8 @@ def test_a_node_that_dies_mid_case_fails_that_case_and_the_suite_goes_on(cluster
     started = time.monotonic()
     temp = tmp_path / "tmp"  # this run's temp folder: what its processes leave there is theirs
     temp.mkdir()
-    run = subprocess.Popen(["salloc", "-N", "2", sys.executable, "-m", "suites", "run", "--suite", str(grid),
-                            "--results", str(results), "--label", "slurm-test"],
+    run = subprocess.Popen(["salloc", "-N", "2", *ON_FIRST_NODE, sys.executable, "-m", "suites", "run",
+                            "--suite", str(grid), "--results", str(results), "--label", "slurm-test"],
                            cwd=tmp_path, env={**os.environ, **cluster, "TMPDIR": str(temp)}, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     victim = None

@@ -131,6 +131,12 @@ class PeakTable:
         entry = self.entry_for(device)
         return float(entry["bandwidth_gbs"]) if entry and entry.get("bandwidth_gbs") else None
 
+    def clock_mhz(self, device: DeviceInfo) -> float | None:
+        """The SM clock the GPU entry's tensor figures assume (its `clock_mhz`): the clock a peak
+        is scaled from (`suites.records.bound_by`); None where the entry gives none."""
+        entry = self.entry_for(device)
+        return float(entry["clock_mhz"]) if entry and entry.get("clock_mhz") else None
+
     def entry_for(self, device: DeviceInfo) -> dict[str, Any] | None:
         """The GPU or TPU entry for the device's (first) name; None for a CPU or no match."""
         if not device.names or device.kind not in (DeviceKind.GPU, DeviceKind.TPU):

@@ -10,7 +10,8 @@ The verdicts, tried in this order (the first whose evidence holds wins):
   thermal clock-event reason seen (NVML: sw_power_cap, hw_slowdown, ...).
 - ``compute`` / ``memory``: near (>= `NEAR_ROOF` of) the roofline's bound at the case's
   arithmetic intensity, the compute roof scaled to the SM clock the GPU actually ran at
-  (table peak x median SM clock / max SM clock); which roof by the side of the ridge point the
+  (table peak x median SM clock / the clock the peak assumes: its peaks.toml row's `clock_mhz`,
+  else NVML's max SM clock); which roof by the side of the ridge point the
   intensity is on. A case without a byte count (training steps) is `compute` when near the
   clock-scaled peak.
 - ``unknown``, with the reason: none of the above holds, or the evidence is missing.
@@ -75,6 +76,8 @@ class Signals:
     exchange_share: float | None = None
     kernel_s_per_step: float | None = None
     gpus: Sequence[GpuTelemetry] = ()
+    #: The SM clock the GPU's peak assumes (peaks.toml `clock_mhz`); None: NVML's max SM clock.
+    peak_clock_mhz: float | None = None
 
 
 def _pct(fraction: float) -> str:
@@ -88,8 +91,12 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 def _clock_share(signals: Signals) -> float | None:
-    """The lowest median SM clock / max SM clock over the case's GPUs (the slowest sets the step)."""
-    shares = [gpu.sm_clock_share for gpu in signals.gpus if gpu.sm_clock_share is not None]
+    """The lowest median SM clock / the clock the peak assumes over the case's GPUs (the slowest
+    sets the step): the peaks table's clock, else NVML's max SM clock (`GpuTelemetry.sm_clock_share`)."""
+    if signals.peak_clock_mhz:
+        shares = [gpu.sm_clock_mhz.median / signals.peak_clock_mhz for gpu in signals.gpus if gpu.sm_clock_mhz]
+    else:
+        shares = [gpu.sm_clock_share for gpu in signals.gpus if gpu.sm_clock_share is not None]
     return min(shares) if shares else None
 
 
@@ -105,6 +112,8 @@ def _gpu_evidence(signals: Signals) -> Evidence:
                "utilization_pct": _median([gpu.utilization_pct.median if gpu.utilization_pct else None
                                            for gpu in gpus])}
     evidence.update({name: value for name, value in figures.items() if value is not None})
+    if signals.peak_clock_mhz:
+        evidence["peak_clock_mhz"] = signals.peak_clock_mhz  # what the clock share is of
     reasons = sorted({reason for gpu in gpus for reason in gpu.reasons})
     if reasons:
         evidence["clock_events"] = reasons
@@ -141,7 +150,8 @@ def diagnose(signals: Signals) -> BoundBy:
     if clock_share is not None:
         evidence["sm_clock_share"] = clock_share
         if limits and clock_share < CLOCK_SHARE:
-            return BoundBy("power", f"clocks held at {_pct(clock_share)} of their maximum with "
+            of = "the clock its peak assumes" if signals.peak_clock_mhz else "their maximum"
+            return BoundBy("power", f"clocks held at {_pct(clock_share)} of {of} with "
                            f"{', '.join(limits)} seen: the {signals.device} ran into its power or thermal limit",
                            evidence)
     return _roofline(signals, clock_share or 1.0, evidence)
@@ -186,6 +196,7 @@ def signals_of(case: Case, measurement: Measurement, metrics: dict[str, float | 
     """A record's signals: its measurement's telemetry and exchange share, its derived metrics."""
     pct = metrics.get("pct_peak_table") or metrics.get("pct_peak_measured")
     telemetry = measurement.telemetry
+    gpus = telemetry.gpus if telemetry else ()
     return Signals(device=str(case.device), n_devices=case.n_devices, median_s=measurement.median,
                    tflops=metrics.get("tflops"), peak_fraction=None if pct is None else pct / 100.0,
                    arithmetic_intensity=metrics.get("arithmetic_intensity"),
@@ -193,4 +204,12 @@ def signals_of(case: Case, measurement: Measurement, metrics: dict[str, float | 
                    roof_bandwidth_gbs=metrics.get("roof_bandwidth_gbs"),
                    exchange_share=measurement.exchange_share,
                    kernel_s_per_step=telemetry.kernel_s_per_step if telemetry else None,
-                   gpus=telemetry.gpus if telemetry else ())
+                   gpus=gpus, peak_clock_mhz=peak_clock_mhz(case) if gpus else None)
+
+
+def peak_clock_mhz(case: Case) -> float | None:
+    """The SM clock the peak of the case's GPU assumes (`PeakTable.clock_mhz`), or None."""
+    from suites.hardware.devices import discover
+    from suites.hardware.peaks import PeakTable
+
+    return PeakTable.load().clock_mhz(discover(case.framework, case.device))

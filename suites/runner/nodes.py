@@ -19,13 +19,10 @@ that started it.
 """
 from __future__ import annotations
 
-import array
-import fcntl
 import json
 import math
 import os
 import socket
-import struct
 from dataclasses import asdict, dataclass, field
 
 from suites.cases.case import Case
@@ -35,9 +32,10 @@ from suites.hardware.devices import discover
 from suites.runner import launchers, node_group
 from suites.runner.deadline import case_timeout
 from suites.runner.execute import FAILED_AT, Outcome
+from suites.runner.interfaces import interface_of
 from suites.runner.node_group import NodeGroup
 from suites.runner.rank_outcomes import NODES, failures, merge
-from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
+from suites.runner.spanning import gpu_of_slot, nodes_details, nodes_needed, ranks_per_node
 from suites.strategies.jobs import Job, job_for
 
 #: Seconds beyond a case's deadline node 0 waits for another node's report (its launcher stops
@@ -46,10 +44,12 @@ REPORT_GRACE_S = 60.0
 #: Seconds node 0, stopping, waits for the other nodes to read why and leave (they look every
 #: `node_group.POLL_S` between steps) before its store goes.
 ABORT_GRACE_S = 2.0
-#: The environment variables that bind gloo's and NCCL's sockets to an interface; set on each
-#: node to the interface of its own address where the user has not (a host name that resolves to
-#: 127.0.0.1 would otherwise have gloo listen where the other nodes cannot reach it).
-SOCKET_INTERFACE_ENVS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+#: The environment variables that bind a rank's sockets to an interface; set on each node to the
+#: interface of its own address where the user has not (a host name that resolves to 127.0.0.1 would
+#: otherwise have gloo listen where the other nodes cannot reach it). Gloo's only: NCCL picks its
+#: own (its IB/RoCE data path, or the fastest NIC), and forcing it pins NCCL's traffic to the NIC
+#: that holds the node's address, often a management one (issue 48 item 7).
+SOCKET_INTERFACE_ENVS = ("GLOO_SOCKET_IFNAME",)
 
 
 @dataclass
@@ -95,8 +95,9 @@ class NodeSpan:
         return self._outcome_of_nodes(job, local, reports[1:needed])
 
     def bound_here(self, env: dict[str, str]) -> dict[str, str]:
-        """A rank's environment with gloo's and NCCL's sockets on this node's interface, where the
-        user set none."""
+        """A rank's environment on this node: its GPU slot made one of this node's GPUs
+        (`spanning.gpu_of_slot`), gloo's sockets on this node's interface where the user set none."""
+        env = gpu_of_slot(env, os.environ.get("CUDA_VISIBLE_DEVICES"))
         if not self.interface:
             return env
         return {**{name: self.interface for name in SOCKET_INTERFACE_ENVS if name not in os.environ}, **env}
@@ -126,20 +127,6 @@ def _blame_order(outcome: Outcome | None) -> tuple[bool, float]:
     return (outcome is not None, (outcome.details.get(FAILED_AT) or math.inf) if outcome else 0.0)
 
 
-def _interface_of(address: str) -> str | None:
-    """The network interface that holds `address` on this machine (Linux), or None."""
-    for _, name in socket.if_nameindex():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            request = array.array("B", struct.pack("256s", name.encode()[:15]))
-            try:
-                fcntl.ioctl(probe.fileno(), 0x8915, request)  # SIOCGIFADDR: the interface's IPv4 address
-            except OSError:
-                continue
-            if socket.inet_ntoa(request.tobytes()[20:24]) == address:
-                return name
-    return None
-
-
 def _own_address(group: NodeGroup) -> str:
     """The address this node reaches node 0 from (node 0: the endpoint's host)."""
     if group.is_first:
@@ -165,7 +152,7 @@ def start(endpoint: str, nnodes: int, node_rank: int, timeout_s: float) -> NodeS
     shared = json.loads(node_group.share(group, "nodes", json.dumps(
         [json.loads(text) for text in everyone if text] if everyone else None)))
     return NodeSpan(group, tuple(f"node{rank}" for rank in range(nnodes)), tuple(node["address"] for node in shared),
-                    min(node["gpus"] for node in shared), _interface_of(address) or "")
+                    min(node["gpus"] for node in shared), interface_of(address) or "")
 
 
 def agree_on_cases(span: NodeSpan, cases: list[Case], timing: TimingConfig) -> None:

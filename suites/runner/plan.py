@@ -12,6 +12,7 @@ from suites.hardware.devices import framework_installed, not_installed_reason
 from suites.measure.launch import Launch
 from suites.runner import availability
 from suites.runner.spanning import Nodes, too_few_nodes
+from suites.strategies.base import placing_on
 from suites.strategies.jobs import Job, job_for
 from suites.strategies.registry import NoSuchStrategy
 from suites.workloads import workload_class
@@ -49,7 +50,8 @@ def unavailable_reason(planned: Plan, nodes: Nodes | None = None) -> str | None:
     `nodes` than there are, or do not divide over them (`suites.runner.spanning.too_few_nodes`)."""
     if isinstance(planned, Unresolved):
         return planned.reason
-    reason = availability.machine_reason(planned)
+    with placing_on(nodes):  # a node holds its share of ranks that span nodes, not all of them
+        reason = availability.machine_reason(planned)
     if reason or nodes is None or launch_mode(planned) is not Launch.RANKS:
         return reason
     return too_few_nodes(planned, nodes, planned.strategy.processes(planned))

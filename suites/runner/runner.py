@@ -25,6 +25,7 @@ from suites.runner.execute import Outcome
 from suites.runner.plan import Plan, Unresolved, launch_mode, plan, unavailable_reason
 from suites.runner.recording import RunContext, keeps_cores_busy, store_outcome
 from suites.runner.spanning import Nodes
+from suites.strategies.base import placing_on
 from suites.strategies.jobs import Job
 
 __all__ = ["Plan", "RunContext", "Runner", "Unresolved", "plan"]
@@ -111,7 +112,10 @@ class Runner:
         and would say the same again."""
         if self.context is None:
             raise ValueError("this runner stores no records: build it with Runner.storing(context)")
-        planned = plan(planned) if isinstance(planned, Case) else planned
+        with placing_on(self.nodes):  # its backend and `emulated` as its ranks are placed on the nodes
+            return self._run(plan(planned) if isinstance(planned, Case) else planned)
+
+    def _run(self, planned: Plan) -> Record:
         reason = unavailable_reason(planned, self.nodes)
         if reason:
             return self._store(planned, Outcome(Status.UNAVAILABLE, reason))

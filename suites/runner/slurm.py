@@ -25,7 +25,9 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Mapping
 
 from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import DeviceKind
 from suites.errors import UserError
 from suites.measure.scratch import TMPDIR_ENV
 from suites.frameworks.tf.slurm_resolver import SLURM_PORT_ENV, resolver_order_holds
@@ -40,7 +43,7 @@ from suites.runner.deadline import case_timeout
 from suites.runner.execute import Outcome
 from suites.runner.launchers import worker_command
 from suites.runner.rank_outcomes import RANKS, failures, merge, outcome_file, read_outcomes
-from suites.runner.spanning import nodes_details, nodes_needed, ranks_per_node
+from suites.runner.spanning import GPU_SLOT_ENV, SLURM_NODE_ENV, nodes_details, nodes_needed, ranks_per_node
 from suites.strategies.jobs import Job
 
 #: Seconds srun has to stop its tasks after SIGTERM before it is killed.
@@ -56,6 +59,13 @@ class Allocation:
     nodes: tuple[str, ...]
     addresses: tuple[str, ...]
     gpus_per_node: int
+    #: CPUs the allocation gives each node (SLURM_CPUS_ON_NODE) and each task, where it asked for
+    #: some (SLURM_CPUS_PER_TASK); 0 where Slurm does not say.
+    cpus_per_node: int = 0
+    cpus_per_task: int = 0
+    #: Whether parbench itself runs in a step (`srun -N1 -n1 --overlap parbench run`): its steps then
+    #: overlap that one's CPU, or would wait for it.
+    in_step: bool = False
 
     launcher = "slurm"
 
@@ -117,6 +127,12 @@ def _node_address(node: str) -> str:
     return node
 
 
+def _count(env: Mapping[str, str], name: str) -> int:
+    """Slurm's count in `name` ('16', or '16(x2)' per node), 0 where it is not one."""
+    value = env.get(name, "").split("(")[0]
+    return int(value) if value.isdigit() else 0
+
+
 def _gpus_per_node(env: Mapping[str, str]) -> int:
     """SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE ('8' or 'h100:8'); 0 where neither says."""
     for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"):
@@ -153,13 +169,63 @@ def allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
     if key not in _KNOWN:
         nodes = tuple(_scontrol("show", "hostnames", env["SLURM_JOB_NODELIST"]).split())
         _KNOWN[key] = Allocation(env["SLURM_JOB_ID"], nodes, tuple(_node_address(node) for node in nodes),
-                                 _gpus_per_node(env))
-    return _KNOWN[key]
+                                 _gpus_per_node(env), _count(env, "SLURM_CPUS_ON_NODE"),
+                                 _count(env, "SLURM_CPUS_PER_TASK"), env.get("SLURM_STEP_ID", "").isdigit())
+    where = _KNOWN[key]
+    if env.get(SLURM_NODE_ENV) != where.nodes[0]:
+        raise UserError(off_the_first_node(where, env.get(SLURM_NODE_ENV)))
+    return where
 
 
-def _rank_script(command: list[str], env: Mapping[str, str]) -> str:
+def off_the_first_node(where: Allocation, node: str | None) -> str:
+    """Why parbench does not run here: it places ranks from the allocation's first node, and this
+    process is elsewhere (`salloc -N 2 parbench run` runs it on the host salloc was typed on, where
+    every GPU case would be "no gpu" and CPU cases timed on a login node)."""
+    here = f"on its node {node}" if node else f"on {socket.gethostname()}, outside its nodes"
+    return (f"this process runs in {where.name()} but {here}, not on its first node {where.nodes[0]} (salloc runs "
+            f"its command where it was typed): run it there, `srun -N1 -n1 --overlap parbench run ...` inside "
+            f"the allocation, or submit it with `parbench slurm --submit`")
+
+
+#: The rank's GPU slot made its node's own GPU, on the node (`suites.runner.spanning.gpu_of_slot`'s rule):
+#: the slot-th entry of the CUDA_VISIBLE_DEVICES srun gives the task there, else GPU `slot`.
+GPU_OF_SLOT = f"""gpu=$(printf '%s,' "${{CUDA_VISIBLE_DEVICES-}}" | cut -d, -f$(({GPU_SLOT_ENV} + 1)))
+export CUDA_VISIBLE_DEVICES="${{gpu:-${GPU_SLOT_ENV}}}"
+unset {GPU_SLOT_ENV}
+"""
+
+
+#: Gloo's sockets on the interface of the node's address, found on the node (`suites.runner.interfaces`),
+#: where the user set none; NCCL's are left to NCCL (issue 48 item 7).
+GLOO_ON_NODE = """if [ -z "${{GLOO_SOCKET_IFNAME-}}" ]; then
+  interface=$({python} -m suites.runner.interfaces {address})
+  [ -z "$interface" ] || export GLOO_SOCKET_IFNAME="$interface"
+fi
+"""
+
+
+def _rank_script(command: list[str], env: Mapping[str, str], node_address: str | None = None) -> str:
+    """A rank's shell script, run by srun on its node: its environment, its GPU slot made one of the
+    node's GPUs, gloo's sockets on the interface of `node_address`, then its command."""
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
-    return f"#!/bin/sh\n{exports}exec {shlex.join(command)}\n"
+    own_gpu = GPU_OF_SLOT if GPU_SLOT_ENV in env else ""
+    gloo = (GLOO_ON_NODE.format(python=shlex.quote(sys.executable), address=shlex.quote(node_address))
+            if node_address else "")
+    return f"#!/bin/sh\n{exports}{own_gpu}{gloo}exec {shlex.join(command)}\n"
+
+
+#: NCCL's log of its transport, kept from a GPU step's rank logs (`nccl_transport`), asked for
+#: where the user set no NCCL_DEBUG: "NCCL INFO Using network IB" (or Socket).
+NCCL_LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+NCCL_NETWORK = re.compile(r"NCCL INFO Using network (?P<network>\S+)")
+
+
+def nccl_transport(logs: list[Path]) -> str | None:
+    """The network NCCL used between nodes, as the ranks' logs say ("IB", "Socket"; several
+    joined by "/" where ranks differ); None where no log says."""
+    said = sorted({match["network"] for log in logs if log.exists()
+                   for match in NCCL_NETWORK.finditer(log.read_text(errors="replace"))})
+    return "/".join(said) or None
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -174,33 +240,61 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def resource_flags(job: Job, where: Allocation) -> list[str]:
+    """What each task of the case's step gets, said to srun: since Slurm 22.05 a step inherits no
+    --cpus-per-task (each rank would get one CPU: the allocation's per task, else its node's share
+    of the node's CPUs), and a GPU rank sees every GPU of its node (--gpus-per-node, --gpu-bind=none:
+    under an allocation's --gpus-per-task=1 each would see one while LOCAL_WORLD_SIZE is 8, and fall
+    to gloo, emulated); the rank takes its own by LOCAL_RANK (torch) or its slot (TF)."""
+    per_node = where.ranks_per_node(job)
+    cpus = where.cpus_per_task or (where.cpus_per_node // per_node if per_node else 0)
+    flags = [f"--cpus-per-task={cpus}"] if cpus else []
+    if job.device is DeviceKind.GPU and where.gpus_per_node:
+        flags += [f"--gpus-per-node={where.gpus_per_node}", "--gpu-bind=none"]
+    return flags
+
+
+#: srun's input variables that would give each task of a GPU step one GPU, whatever its flags say.
+PER_TASK_GPU_ENV = ("SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK")
+
+
+def srun_command(job: Job, where: Allocation, processes: int, folder: Path) -> list[str]:
+    """The step's srun command line: the case's ranks over the nodes they need, each its own
+    command line (`--multi-prog`), the resources each task gets (`resource_flags`)."""
+    return ["srun", f"--nodes={nodes_needed(job, where, processes)}", f"--ntasks={processes}",
+            f"--ntasks-per-node={where.ranks_per_node(job)}", *resource_flags(job, where),
+            *(["--overlap"] if where.in_step else []), "--kill-on-bad-exit=1",
+            f"--output={folder}/rank%t.log", f"--error={folder}/rank%t.log",
+            "--multi-prog", str(folder / "multi-prog.conf")]
+
+
 def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: Allocation) -> Outcome:
     """The case's ranks as one srun step over the nodes they need, rank r with `envs[r]` (placed on
     its node: `suites.runner.spanning.rank_env_on_nodes`), each writing its outcome into the
     step's folder. Rank 0's outcome (the first failure, where a rank failed), with every rank's
     node in `details.nodes`."""
     processes = len(envs)
-    per_node = where.ranks_per_node(job)
     deadline_s = case_timeout(timing, job)
-    nodes = nodes_needed(job, where, processes)
     folder = Path.cwd() / f".parbench-slurm-{where.job_id}-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
     try:
         lines = []
+        per_node = where.ranks_per_node(job)
+        nccl_log = NCCL_LOG_ENV if job.device is DeviceKind.GPU and "NCCL_DEBUG" not in os.environ else {}
         for rank, env in enumerate(envs):
             command = worker_command(job, timing, outcome_file(folder, rank))
             script = folder / f"rank{rank}.sh"
             # the rank's temp folder inside the step's, removed with it even where srun killed the rank
-            env = {**with_tf_resolver(env, where), TMPDIR_ENV: str(folder)}
-            script.write_text(_rank_script(command, env))
+            env = {**nccl_log, **with_tf_resolver(env, where), TMPDIR_ENV: str(folder)}
+            script.write_text(_rank_script(command, env, where.addresses[rank // per_node]))
             lines.append(f"{rank} sh {script}")
         (folder / "multi-prog.conf").write_text("\n".join(lines) + "\n")
         with open(folder / "srun.log", "wb") as log:
-            step = subprocess.Popen(
-                ["srun", f"--nodes={nodes}", f"--ntasks={processes}", f"--ntasks-per-node={per_node}",
-                 "--kill-on-bad-exit=1", f"--output={folder}/rank%t.log", f"--error={folder}/rank%t.log",
-                 "--multi-prog", str(folder / "multi-prog.conf")],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            srun_env = {name: value for name, value in os.environ.items()
+                        if job.device is not DeviceKind.GPU or name not in PER_TASK_GPU_ENV}
+            step = subprocess.Popen(srun_command(job, where, processes, folder), env=srun_env,
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
             started = time.monotonic()
             try:
                 step.wait(timeout=deadline_s)
@@ -238,9 +332,13 @@ def _outcome_of_step(folder: Path, processes: int, timed_out: bool, returncode: 
             return f"rank {rank} did not finish within {deadline_s:.0f} s (the srun step was stopped)"
         return f"rank {rank} ended without reporting (srun exited with code {returncode} after {took_s:.0f} s)"
 
+    shared = nodes_details(nodes, "slurm")
+    transport = nccl_transport([folder / f"rank{rank}.log" for rank in range(processes)])
+    if transport:
+        shared["nccl_transport"] = transport
     return merge(outcomes, blamed, unreported, RANKS,
                  lambda rank: {"output_tail": _tail(folder / f"rank{rank}.log") or _tail(folder / "srun.log")},
-                 nodes_details(nodes, "slurm"))
+                 shared)
 
 
 #: srun's line for a task that ended badly: "srun: error: node2: task 1: Killed".

@@ -28,6 +28,10 @@ from suites.strategies.jobs import Job
 #: `SLURMD_NODENAME`, which is read where this is not set).
 NODE_ENV = "PARBENCH_NODE"
 SLURM_NODE_ENV = "SLURMD_NODENAME"
+#: A GPU rank's place among its own node's GPUs (its local rank, or a TF worker's), set where its
+#: ranks span nodes: the node resolves it into CUDA_VISIBLE_DEVICES from its own visible set
+#: (`gpu_of_slot`), which the placing process cannot see.
+GPU_SLOT_ENV = "PARBENCH_GPU_SLOT"
 
 
 class Nodes(Protocol):
@@ -99,8 +103,22 @@ def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: N
         placed["LOCAL_WORLD_SIZE"] = str(per_node)
     if "TF_CONFIG" in placed:
         placed["TF_CONFIG"] = json.dumps(_tf_config_on_nodes(json.loads(placed["TF_CONFIG"]), per_node, where))
-        if placed.get("CUDA_VISIBLE_DEVICES"):  # a worker's GPU: one per rank on its node
-            placed["CUDA_VISIBLE_DEVICES"] = str(rank % per_node)
+        if placed.get("CUDA_VISIBLE_DEVICES"):  # a worker's GPU: its rank's place on its node, among the node's own
+            del placed["CUDA_VISIBLE_DEVICES"]
+            placed[GPU_SLOT_ENV] = str(rank % per_node)
+    return placed
+
+
+def gpu_of_slot(env: Mapping[str, str], node_visible: str | None) -> dict[str, str]:
+    """A rank's environment on its node, its GPU slot (`GPU_SLOT_ENV`) made that node's own GPU:
+    the slot-th entry of the node's CUDA_VISIBLE_DEVICES (Slurm's, a user's), else GPU `slot`.
+    `suites.runner.slurm` does the same in the rank's shell script, on the node."""
+    if GPU_SLOT_ENV not in env:
+        return dict(env)
+    placed = dict(env)
+    slot = int(placed.pop(GPU_SLOT_ENV))
+    visible = [gpu.strip() for gpu in node_visible.split(",")] if node_visible else []
+    placed["CUDA_VISIBLE_DEVICES"] = visible[slot] if slot < len(visible) else str(slot)
     return placed
 
 
@@ -124,6 +142,10 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
             seen[str(node.get("node"))] = node
     listed = list(seen.values())
     details: dict[str, object] = {"launcher": launcher, "nodes": listed}
+    ranks = sorted(({key: node.get(key) for key in RANK_PLACEMENT} for node in nodes
+                    if isinstance(node, dict) and "rank" in node), key=lambda rank: int(rank["rank"] or 0))
+    if ranks:  # each rank's cores and GPUs: what srun or the node gave it
+        details["ranks"] = ranks
     hosts = {node.get("hostname") for node in listed}
     if len(listed) > 1 and len(hosts) == 1:
         details["nodes_share_a_host"] = (f"the {len(listed)} nodes are one physical host "
@@ -131,10 +153,25 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
     return details
 
 
+#: What `details.ranks` keeps of each rank's node entry: where it ran, on which cores and GPUs.
+RANK_PLACEMENT = ("rank", "node", "cpus", "visible_gpus")
+
+
+def cpu_ranges(cpus: set[int]) -> str:
+    """{0, 1, 2, 5} -> "0-2,5", as taskset and Slurm write CPU lists."""
+    spans: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if spans and cpu == spans[-1][1] + 1:
+            spans[-1][1] = cpu
+        else:
+            spans.append([cpu, cpu])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
+
+
 def node_provenance() -> dict[str, object] | None:
     """What a rank says of its node, where a launcher placed it on one: the node's name (and its
     Slurm name), host name and CPU model (the record's provenance is the first node's; this keeps
-    every node's)."""
+    every node's), and the cores and GPUs this rank was given there."""
     name = knobs.read(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
     if not name:
         return None
@@ -142,4 +179,5 @@ def node_provenance() -> dict[str, object] | None:
 
     slurm = {"slurm_node": os.environ[SLURM_NODE_ENV]} if os.environ.get(SLURM_NODE_ENV) else {}
     return {"node": name, **slurm, "hostname": socket.gethostname(), "cpu": cpu_model(),
-            "python": sys.version.split()[0], "machine": platform.machine()}
+            "python": sys.version.split()[0], "machine": platform.machine(),
+            "cpus": cpu_ranges(os.sched_getaffinity(0)), "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}

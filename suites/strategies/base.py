@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, ClassVar, Mapping, final
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, ClassVar, Iterator, Mapping, Protocol, final
 
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
+from suites.measure.launch import Launch
 from suites.strategies.options import NoOptions, params_of
 from suites.strategies.requirements import Requirement, first_reason, repeated_names, requirement
 from suites.strategies.rules import Rules
@@ -167,13 +170,44 @@ def on_shared_gpus(job: "Job", gpus: int) -> bool:
     return job.device is DeviceKind.GPU and 0 < gpus < devices_on_this_node(job)
 
 
+class RunNodes(Protocol):
+    """The nodes a run places a case's ranks on, as the process that places them sees them
+    (`suites.runner.spanning.Nodes`: a Slurm allocation, a `--nnodes` group)."""
+
+    nodes: tuple[str, ...]
+
+    def ranks_per_node(self, job: "Job") -> int: ...
+
+
+#: The run's nodes while the process that places ranks on them decides a case (None: this
+#: machine alone). Set by `placing_on`; a rank knows its node from its launcher's environment.
+_RUN_NODES: ContextVar[RunNodes | None] = ContextVar("run_nodes", default=None)
+
+
+@contextmanager
+def placing_on(nodes: RunNodes | None) -> Iterator[None]:
+    """Decide cases (availability, backend, `emulated`) as placed on `nodes`: the parent of a
+    2 x 8-GPU run has no WORLD_SIZE, and would otherwise compare 16 ranks with its 8 GPUs."""
+    token = _RUN_NODES.set(nodes)
+    try:
+        yield
+    finally:
+        _RUN_NODES.reset(token)
+
+
 def devices_on_this_node(job: "Job") -> int:
-    """The case's devices on this machine: all of them, except under a multi-node launch
-    (torchrun on several nodes: WORLD_SIZE is the case's devices, LOCAL_WORLD_SIZE this node's
-    share), where a node holds only its ranks: 2 nodes x 8 GPUs put 8 on each, not 16."""
+    """The case's devices on this machine: all of them, except where its ranks span nodes, and
+    a node holds only its share: 2 nodes x 8 GPUs put 8 on each, not 16. A rank knows it from its
+    launcher (torchrun, parbench's placing: WORLD_SIZE is the case's devices, LOCAL_WORLD_SIZE
+    this node's share); the process placing the ranks from the run's nodes (`placing_on`)."""
     world, local = os.environ.get("WORLD_SIZE", ""), os.environ.get("LOCAL_WORLD_SIZE", "")
     if world.isdigit() and local.isdigit() and int(world) == job.n_devices and 0 < int(local) < int(world):
         return int(local)
+    nodes = _RUN_NODES.get()
+    if nodes is not None and job.strategy.rules.launch is Launch.RANKS:
+        per_node = nodes.ranks_per_node(job)
+        if 0 < per_node < job.strategy.processes(job):
+            return min(per_node, job.n_devices)
     return job.n_devices
 
 

@@ -13,7 +13,7 @@ from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.errors import UserError
 from suites.frameworks.tf.cluster import CLUSTER_JOBS, read_tf_config, tasks_beside, tasks_of, tf_config_rank
 from suites.measure.launch import Launch
-from suites.strategies.base import StrategyPlugin, split_reason, too_few_gpus_reason
+from suites.strategies.base import StrategyPlugin, devices_on_this_node, split_reason, too_few_gpus_reason
 from suites.strategies.requirements import Requirement, requirement
 from suites.strategies.rules import Rules, rule
 from suites.measure.capabilities import CoordinatesWorkers
@@ -225,16 +225,18 @@ class ClusterStrategy(DistributeStrategy):
 
     def rank_env(self, job: "Job", rank: int, world_size: int, ports: list[int]) -> dict[str, str]:
         """TF_CONFIG naming every task and this one; on GPUs, one GPU per worker, none elsewhere."""
-        case = job.case
+        case, gpus_here = job.case, devices_on_this_node(job)
         addresses = iter(f"127.0.0.1:{port}" for port in ports)
         cluster = {job: [next(addresses) for _ in range(count)]
                    for job, count in self.cluster_jobs(job).items() if count}
         job, index = self.task_of(job, rank)
         env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})}
         if case.device is DeviceKind.GPU:
+            # a worker's GPU among this node's: over several nodes, the launcher makes its slot
+            # its own node's GPU (`suites.runner.spanning.rank_env_on_nodes`)
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
             gpus = visible.split(",") if visible else [str(i) for i in range(case.n_devices)]
-            env["CUDA_VISIBLE_DEVICES"] = gpus[index].strip() if job == "worker" else ""
+            env["CUDA_VISIBLE_DEVICES"] = gpus[index % gpus_here].strip() if job == "worker" else ""
         return env
 
     def this_rank(self, job: "Job") -> int:

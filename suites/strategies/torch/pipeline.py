@@ -39,7 +39,7 @@ from suites.strategies.stages import (MICROBATCHES_HELP, bubble, layer_names, la
                                       microbatches_divide_batch, microbatches_of, per_device_state, rank_stages,
                                       split_layers)
 from suites.measure import faults
-from suites.strategies.base import deep_enough
+from suites.strategies.base import deep_enough, devices_on_this_node
 from suites.strategies.torch.base import RankHooks, RankProcesses
 from suites.strategies.exchange_model import Collective, ExchangeModel
 from suites.workloads.training import Mlp
@@ -82,8 +82,9 @@ class PipelineOptions:
 
 @requirement("a GPU case has a visible GPU per stage: send/recv cannot share one (gloo has none for CUDA tensors)")
 def gpu_per_stage(job: "Job", device: "DeviceInfo") -> str | None:
-    if job.device is DeviceKind.GPU and device.count < job.n_devices:
-        return (f"a pipeline over {job.n_devices} GPUs needs {job.n_devices} visible GPUs; {device.count} "
+    here = devices_on_this_node(job)  # over several nodes, each holds its own stages
+    if job.device is DeviceKind.GPU and device.count < here:
+        return (f"a pipeline over {job.n_devices} GPUs needs {here} visible GPUs on this machine; {device.count} "
                 "visible (its stages send activations with send/recv, which gloo does not do for CUDA "
                 "tensors and NCCL refuses between ranks sharing a GPU)")
     return None
