@@ -3,7 +3,6 @@ bands and inputs, the CLI's one-line errors and JSON, the validation scoring, an
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -77,8 +76,11 @@ def test_every_data_parallel_plugin_declares_its_gradient_exchange():
         model = find_plugin(Framework(framework), Strategy(strategy)).exchange
         assert [(c.op, c.payload) for c in model.collectives] == [("all_reduce", "gradients")], strategy
     fsdp = find_plugin(Framework.TORCH, Strategy.FSDP).exchange
-    assert [(c.op, c.payload, c.dtype, c.per_step) for c in fsdp.collectives] == [
-        ("all_gather", "parameters", "compute", 2), ("reduce_scatter", "gradients", "state", 1)]
+    assert [(c.op, c.payload, c.dtype, c.overlap, c.exposed_unit) for c in fsdp.collectives] == [
+        ("all_gather", "parameters", "compute", "forward", "first"),
+        ("all_gather", "parameters", "compute", "backward", "last"),
+        ("reduce_scatter", "gradients", "state", "backward", "first")]
+    assert all(c.per_unit and c.issue == "stream" for c in fsdp.collectives)
     assert find_plugin(Framework.TORCH, Strategy.PIPELINE).exchange.bubble
     assert find_plugin(Framework.TORCH, Strategy.MODEL_PARALLEL).exchange.serial
     assert find_plugin(Framework.TF, Strategy.PARAMETER_SERVER).exchange.collectives[0].op == "push_pull"
@@ -96,13 +98,57 @@ def test_ddp_hides_its_all_reduce_behind_backward_except_the_last_bucket():
     assert exchange.worst == pytest.approx(total)  # nothing hidden at the band's slow end
 
 
-def test_fsdp_gathers_parameters_twice_in_the_compute_dtype_and_reduce_scatters_fp32_gradients():
-    workload = resolve_workload("gpt2_small", {}, "bf16", "fsdp")
-    exchange = exchange_seconds(workload.plugin.exchange, workload, 8, 0.0, nvlink8(), nvlink8())
-    gather, scatter = exchange.terms
-    assert (gather["bytes"], gather["calls"]) == (workload.parameters * 2, 2)
-    assert scatter["bytes"] == workload.parameters * 4
-    assert exchange.point == pytest.approx(exchange.total)  # no compute to hide behind
+#: The namespace study's mlp (hidden 1024, depth 4): its FSDP units are its 5 dense layers.
+MLP_UNITS = (256 * 1024 + 1024, 1024 * 1024 + 1024, 1024 * 1024 + 1024, 1024 * 1024 + 1024, 1024 * 10 + 10)
+
+
+def gloo_link(alpha: float = 1e-3, gbit: float = 1.0) -> Topology:
+    """2 ranks, one per namespace, over a link of `gbit` Gbit/s and `alpha` s a message (gloo)."""
+    return Topology(1, 2, 1e6, gbit / 8, alpha, alpha, 0.0, alpha, alpha, 0.0, 1.0, 1.0, backend="gloo")
+
+
+def test_fsdp_on_gloo_pays_every_unit_s_gathers_and_an_all_reduce_per_reduce_scatter_unhidden():
+    workload = resolve_workload("mlp", {"hidden": 1024, "depth": 4}, "fp32", "fsdp")
+    assert workload.units == MLP_UNITS
+    alpha, beta = 1e-3, 0.125e9  # 1 Gbit/s
+    params = sum(MLP_UNITS)
+    gather = 5 * alpha + 0.5 * 4 * params / beta  # a latency per unit; (n-1)/n of the fp32 parameters
+    scatter = 5 * 2 * alpha + 4 * params / beta  # gloo all-reduces for a reduce-scatter: 2 steps, all bytes
+    exchange = exchange_seconds(workload.plugin.exchange, workload, 128, 10.0, gloo_link(), gloo_link())
+    assert exchange.total == pytest.approx(2 * gather + scatter)
+    assert exchange.point == pytest.approx(2 * gather + scatter)  # blocking calls: 10 s of compute hides none
+    assert [term["calls"] for term in exchange.terms] == [5, 5, 5]
+
+
+def test_fsdp_on_nccl_hides_all_but_the_units_each_pass_starts_or_ends_with():
+    workload = resolve_workload("mlp", {"hidden": 1024, "depth": 4}, "fp32", "fsdp")
+    link = nvlink8()
+    first, last = (unit * 4 for unit in (MLP_UNITS[0], MLP_UNITS[-1]))
+    exposed = (ring_seconds("all_gather", first, link) + ring_seconds("all_gather", last, link)
+               + ring_seconds("reduce_scatter", first, link))
+    plenty = exchange_seconds(workload.plugin.exchange, workload, 128, 10.0, link, link)
+    assert plenty.point == pytest.approx(exposed)
+    none = exchange_seconds(workload.plugin.exchange, workload, 128, 0.0, link, link)
+    assert none.point == pytest.approx(none.total) and none.total > plenty.point
+
+
+def test_collectives_sharing_the_backward_window_share_its_seconds():
+    workload = resolve_workload("mlp", {"hidden": 1024, "depth": 4}, "fp32", "fsdp")
+    link = nvlink8()
+    none = exchange_seconds(workload.plugin.exchange, workload, 128, 0.0, link, link)
+    forward, backward = none.terms[0]["seconds"], none.terms[1]["seconds"] + none.terms[2]["seconds"]
+    compute = 3 * (backward - 1e-6) / 2  # the backward window falls 1 us short of the backward collectives
+    some = exchange_seconds(workload.plugin.exchange, workload, 128, compute, link, link)
+    assert some.point == pytest.approx(max(forward - compute / 3, ring_seconds("all_gather", MLP_UNITS[0] * 4, link))
+                                       + max(1e-6, ring_seconds("all_gather", MLP_UNITS[-1] * 4, link)
+                                             + ring_seconds("reduce_scatter", MLP_UNITS[0] * 4, link)))
+
+
+def test_gloo_has_no_tree_and_runs_a_reduce_scatter_as_an_all_reduce():
+    link = gloo_link()
+    assert collective_seconds("reduce_scatter", 2**24, link)[0] == pytest.approx(
+        ring_seconds("all_reduce", 2**24, link))
+    assert collective_seconds("all_reduce", 1024, link)[1] == "ring"
 
 
 def test_tensor_parallel_all_reduces_each_layers_activations_four_times():
@@ -254,17 +300,65 @@ def test_score_is_per_policy_and_leaves_incomparable_rows_out():
     assert summary["worst_abs_error"] == pytest.approx(0.3) and summary["band_coverage"] == pytest.approx(2 / 3)
 
 
-def test_a_gloo_namespace_row_is_predicted_from_the_one_rank_figure_and_the_link(catalogue):
-    row = {"id": "ddp-1gbit", "framework": "torch", "strategy": "ddp", "workload": "train_step", "model": "mlp",
-           "sizes": {}, "precision": "fp32", "scaling": "weak", "per_device_batch": 32, "base_devices": 1,
-           "base_nodes": 1, "base_samples_per_s": 3200.0, "target_devices": 2, "target_nodes": 2,
-           "measured_samples_per_s": 3000.0, "link_gbit_per_s": 1.0, "link_latency_s": 1e-4,
-           "link_source": "measured: iperf3", "gradient_bytes": 4_000_000}
-    out = validation.gloo_row(row, catalogue)
-    compute = 32 / 3200.0
-    all_reduce = 2e-4 + 4_000_000 / 125e6  # 2 steps of latency, 2(n-1)/n = 1 x bytes over 1 Gbit/s
-    exposed = max(ring_seconds("all_reduce", min(4_000_000, 25 * 2**20), Topology(
-        1, 2, 1e6, 0.125, 1e-4, 1e-4, 0.0)), all_reduce - 2 / 3 * compute)
-    assert out["predicted"] == pytest.approx(64 / (compute + exposed))
-    assert out["band_low"] == pytest.approx(64 / (compute + all_reduce) * 0.9)
-    assert math.isfinite(out["error"])
+def test_contended_rows_stay_out_of_the_headline_and_are_scored_beside_it():
+    rows = [{"policy": "namespace", "error": 0.1, "inside": True, "contended": True},
+            {"policy": "namespace", "error": -0.3, "inside": False, "contended": True},
+            {"policy": "weak", "error": 0.05, "inside": True}]
+    summary = validation.score(rows)
+    assert summary["namespace"]["rows"] == 0 and summary["namespace"]["median_abs_error"] is None
+    assert summary["namespace"]["contended_rows"] == 2
+    assert summary["namespace"]["with_contended"]["worst_abs_error"] == pytest.approx(0.3)
+    assert "with_contended" not in summary["weak"]
+
+
+def namespace_row(strategy: str, **extra) -> dict:
+    return {"id": f"{strategy}-1gbit", "framework": "torch", "strategy": strategy, "workload": "train_step",
+            "model": "mlp", "sizes": {"hidden": 1024, "depth": 4}, "precision": "fp32", "per_device_batch": 128,
+            "base_devices": 1, "base_samples_per_s": 1000.0, "target_devices": 2, "target_nodes": 2,
+            "measured_samples_per_s": 700.0, "link_gbit_per_s": 1.0, "link_latency_s": 1e-3, **extra}
+
+
+def test_a_namespace_row_is_the_one_rank_step_plus_the_exchange_over_the_measured_link():
+    from suites.predict.namespace_rows import namespace_row as score_row
+
+    params = sum(MLP_UNITS)
+    compute = 128 / 1000.0
+    ddp = score_row(namespace_row("ddp"), [], 0.1)
+    all_reduce = 2e-3 + 4 * params / 0.125e9  # fits DDP's last 25 MiB bucket: nothing hidden
+    assert ddp["predicted"] == pytest.approx(256 / (compute + all_reduce))
+    assert ddp["band_low"] == pytest.approx(256 / (compute + all_reduce) * 0.9)
+    fsdp = score_row(namespace_row("fsdp"), [], 0.1)
+    exchange = 2 * (5e-3 + 2 * params / 0.125e9) + 10e-3 + 4 * params / 0.125e9
+    assert fsdp["predicted"] == pytest.approx(256 / (compute + exchange)) and fsdp["predicted"] < ddp["predicted"]
+    assert fsdp["section"] == "this machine, 2 namespaces, gloo" and not fsdp["contended"]
+    assert "records not found" in fsdp["note"]
+
+
+def test_the_base_run_to_run_spread_widens_both_sides_of_the_band():
+    from suites.predict.namespace_rows import namespace_row as score_row
+
+    alone = score_row(namespace_row("ddp"), [], 0.0)
+    spread = score_row(namespace_row("ddp"), [800.0, 1250.0], 0.0)
+    assert spread["predicted"] == pytest.approx(alone["predicted"])
+    assert spread["band_low"] < alone["band_low"] and spread["band_high"] > alone["band_high"]
+    compute, exposed = 0.128, alone["exchange_exposed_s"]
+    assert spread["band_high"] == pytest.approx(256 / (compute / 1.25 + exposed))
+
+
+def test_the_shipped_namespace_rows_read_threads_and_contention_from_their_records(catalogue):
+    rows = [row for row in validation.validate(catalogue) if row["policy"] == "namespace"]
+    assert len(rows) == 12 and all(row["contended"] for row in rows)
+    assert all("threads: base 1, each rank 1" in row["note"] for row in rows)
+    by_run = {}
+    for row in rows:
+        by_run.setdefault(row["base_record"].split("/")[3], {})[row["strategy"]] = row["predicted"]
+    assert all(run["fsdp"] < run["ddp"] for run in by_run.values())  # fsdp exchanges about twice ddp's bytes
+    assert all(row["band_low"] < row["predicted"] < row["band_high"] for row in rows)
+
+
+def test_the_validation_text_heads_each_section_and_marks_contended_rows(catalogue):
+    from suites.frontends.commands.predict import validation_text
+
+    text = validation_text(validation.validate(catalogue))
+    assert "-- this machine, 2 namespaces, gloo" in text and "-- weak scaling" in text
+    assert text.count(" CONTENDED") == 12 and "namespace with its 12 contended rows:" in text

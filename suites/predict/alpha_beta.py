@@ -7,6 +7,13 @@ ring step, on NVLink, PCIe or the network; a multi-node ring all-reduce's latenc
 bus bandwidth is that of its slowest hop: a GPU's intra-node link, and across nodes all of a node's
 NICs (one ring per NIC, each carrying its share through the node); the tree all-reduce runs at 0.9
 of it and crosses log2(nodes) network hops. NCCL picks the faster of the two; so does this.
+
+A topology whose `backend` is "gloo" (host tensors over TCP) has no tree, and prices a reduce-scatter
+as the all-reduce gloo runs for it (torch's ProcessGroupGloo::reduce_scatter_tensor_coalesced
+all-reduces a copy of the input and keeps its rank's chunk: a 2-rank gloo reduce-scatter of 16 MiB
+moved 32 MiB over loopback here, as many as an all-reduce, against 16 MiB for an all-gather). Gloo
+runs no device streams, so a collective a strategy issues as a blocking call (FSDP2's) hides
+behind nothing (`Topology.streams`).
 """
 from __future__ import annotations
 
@@ -39,10 +46,17 @@ class Topology:
     tree_base_s: float = 0.0
     ring_plateau: float = 1.0
     tree_bandwidth: float = 0.9
+    backend: str = "nccl"
 
     @property
     def ranks(self) -> int:
         return self.per_node * self.nodes
+
+    @property
+    def streams(self) -> bool:
+        """Whether collectives run on device streams beside the compute (NCCL), so that a blocking
+        call returns at once; a host backend (gloo) blocks the compute thread until it is done."""
+        return self.backend == "nccl"
 
     @property
     def bus_gbs(self) -> float:
@@ -88,9 +102,12 @@ def tree_seconds(nbytes: float, topology: Topology) -> float:
 
 
 def collective_seconds(op: str, nbytes: float, topology: Topology) -> tuple[float, str]:
-    """(seconds, algorithm) of one collective of `nbytes` per rank; all-reduce the faster of ring and tree."""
+    """(seconds, algorithm) of one collective of `nbytes` per rank; all-reduce the faster of ring and tree
+    (NCCL; gloo has only the ring, and runs a reduce-scatter as an all-reduce)."""
+    if topology.backend == "gloo" and op == "reduce_scatter":
+        return ring_seconds("all_reduce", nbytes, topology), "ring (gloo: all-reduce)"
     ring = ring_seconds(op, nbytes, topology)
-    if op != "all_reduce" or topology.ranks == 1:
+    if op != "all_reduce" or topology.ranks == 1 or topology.backend == "gloo":
         return ring, "ring"
     tree = tree_seconds(nbytes, topology)
     return (tree, "tree") if tree < ring else (ring, "ring")

@@ -4,8 +4,9 @@ same model and catalogue as a user's projection, beside what was measured.
 Rows: `[[row]]` throughput pairs (published 1 -> N GPU and node rows, one board from another, our own
 H100 -> H200 records), `[[collective]]` nccl-tests bus bandwidths, `[[memory]]` recorded fits and OOMs,
 and, when the file is there, namespace_gloo.toml: a two-namespace gloo run over a rate-limited veth,
-predicted from a one-rank record and the measured link. The summary per policy: median and worst
-absolute error, and the share of rows whose measured figure lies in the band.
+predicted from a one-rank record and the measured link (`namespace_rows`, a section of its own). The
+summary per section: median and worst absolute error and the share of rows whose measured figure lies
+in the band, over the rows measured without contention (the headline), and over every row beside it.
 """
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any
 
-from suites.predict.alpha_beta import Topology, collective_seconds
+from suites.predict.alpha_beta import collective_seconds
 from suites.predict.base import Base, parse_base
 from suites.predict.catalogue import Catalogue
-from suites.predict.exchange import exchange_seconds
 from suites.predict.memory import memory_per_device
+from suites.predict.namespace_rows import namespace_rows
 from suites.predict.projection import HOST_MARGIN, Options, parse_target, project, topology
 from suites.predict.workload import resolve_workload
 
@@ -48,7 +49,7 @@ def validate(catalogue: Catalogue) -> list[dict[str, Any]]:
     tables = load_rows()
     return ([throughput_row(row, catalogue) for row in tables["row"]]
             + [collective_row(row, catalogue) for row in tables["collective"]]
-            + [gloo_row(row, catalogue) for row in tables["gloo"]]
+            + namespace_rows(tables["gloo"], HOST_MARGIN)
             + [memory_row(row, catalogue) for row in tables["memory"]])
 
 
@@ -94,38 +95,6 @@ def collective_row(row: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
             "note": f"busbw GB/s, {algorithm}, {row['bytes'] / 2**20:,.0f} MiB", "comparable": True}
 
 
-def gloo_row(row: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
-    """A gloo run over network namespaces: compute from the one-rank record, the exchange over the
-    measured link (its bandwidth and latency, each rank on a node of its own)."""
-    workload = resolve_workload(row["model"], dict(row.get("sizes", {})), row["precision"], row["strategy"],
-                                row["framework"], row.get("optimizer"))
-    devices, nodes = int(row["target_devices"]), int(row["target_nodes"])
-    batch = int(row["per_device_batch"])
-    per_node = max(1, devices // nodes)
-    link_gbs = float(row["link_gbit_per_s"]) / 8
-    latency = float(row["link_latency_s"])
-    links = Topology(per_node, nodes, link_gbs if nodes == 1 else 1e6, link_gbs, latency, latency, 0.0,
-                     latency, latency, 0.0, 1.0, 1.0)
-    compute = batch * int(row.get("base_devices", 1)) / float(row["base_samples_per_s"])
-    if row.get("gradient_bytes"):
-        workload = _with_parameters(workload, int(row["gradient_bytes"]) // 4)
-    exchange = exchange_seconds(workload.plugin.exchange, workload, batch, compute, links, links)
-    fast, slow = compute + exchange.best, compute + exchange.total
-    samples = batch * devices
-    out = scored({**row, "measured": float(row["measured_samples_per_s"])}, samples / (compute + exchange.point),
-                 samples / slow * (1 - HOST_MARGIN), samples / fast)
-    return {**out, "policy": str(row.get("scaling", "weak")), "base": float(row["base_samples_per_s"]),
-            "target": f"{devices} ranks / {nodes} namespaces, {row['link_gbit_per_s']} Gbit/s", "comparable": True,
-            "note": f"gloo over a veth; link {row.get('link_source', '')}"}
-
-
-def _with_parameters(workload, parameters: int):  # noqa: ANN001, ANN202
-    """The workload with its parameter count set to what the record says was all-reduced."""
-    clone = replace(workload)
-    clone.__dict__["parameters"] = parameters
-    return clone
-
-
 def memory_row(row: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
     workload = resolve_workload(row["model"], dict(row.get("sizes", {})), row["precision"], row["strategy"],
                                 "torch", row.get("optimizer"))
@@ -150,15 +119,24 @@ def memory_row(row: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
                     f"({(needed or 0) / 2**30:.1f} of {device.memory_bytes / 2**30:.1f} GiB)"}
 
 
+def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    errors = [abs(r["error"]) for r in rows if r.get("error") is not None]
+    banded = [r["inside"] for r in rows if r.get("inside") is not None]
+    return {"rows": len(rows),
+            "median_abs_error": statistics.median(errors) if errors else None,
+            "worst_abs_error": max(errors) if errors else None,
+            "band_coverage": sum(banded) / len(banded) if banded else None}
+
+
 def score(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per policy: rows, median_abs_error, worst_abs_error, band_coverage (memory: agreement of fits)."""
+    """Per policy: rows, median_abs_error, worst_abs_error, band_coverage (memory: agreement of fits) over
+    the comparable rows measured without contention; `contended_rows` and, where there are any,
+    `with_contended`: the same over every comparable row."""
     summary: dict[str, dict[str, Any]] = {}
     for policy in sorted({row["policy"] for row in rows}):
         chosen = [r for r in rows if r["policy"] == policy and r.get("comparable", True)]
-        errors = [abs(r["error"]) for r in chosen if r.get("error") is not None]
-        banded = [r["inside"] for r in chosen if r.get("inside") is not None]
-        summary[policy] = {"rows": len(chosen),
-                           "median_abs_error": statistics.median(errors) if errors else None,
-                           "worst_abs_error": max(errors) if errors else None,
-                           "band_coverage": sum(banded) / len(banded) if banded else None}
+        quiet = [r for r in chosen if not r.get("contended")]
+        summary[policy] = {**summary_of(quiet), "contended_rows": len(chosen) - len(quiet)}
+        if len(quiet) < len(chosen):
+            summary[policy]["with_contended"] = summary_of(chosen)
     return summary

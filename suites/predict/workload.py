@@ -51,6 +51,16 @@ class ProjectedWorkload:
     def parameters(self) -> int:
         return sum(int(np.prod(shape)) for shape in self.spec.parameter_shapes().values())
 
+    @cached_property
+    def units(self) -> tuple[int, ...]:
+        """Parameters of each wrapping unit in model order: the spec's top-level modules, which torch
+        `fsdp` wraps one by one (`suites.strategies.torch.fsdp.largest_unit` groups them the same way)."""
+        units: dict[str, int] = {}
+        for name, shape in self.spec.parameter_shapes().items():
+            top = name.split(".", 1)[0]
+            units[top] = units.get(top, 0) + int(np.prod(shape))
+        return tuple(units.values())
+
     @property
     def optimizer_states(self) -> int:
         """The optimizer's fp32 states per parameter (SGD 0, momentum 1, Adam 2)."""

@@ -15,29 +15,48 @@ OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "red
 #: What a collective carries: every gradient, every parameter, one layer's activations (per layer,
 #: tensor parallelism) or one stage boundary's activations (per micro-batch, pipelines).
 PAYLOADS = frozenset({"gradients", "parameters", "layer_activations", "stage_activations"})
-#: How a step hides a collective: "backward" (bucketed as gradients are ready: DDP, Horovod),
-#: "prefetch" (issued ahead of the layer that needs it, in forward and backward: FSDP), "none".
-OVERLAPS = frozenset({"backward", "prefetch", "none"})
+#: Which compute may hide a collective: "backward" (issued as the backward pass makes gradients ready,
+#: or ahead of a layer's backward), "forward" (issued ahead of a layer's forward), "none".
+OVERLAPS = frozenset({"backward", "forward", "none"})
+#: How the strategy issues a collective: "async" (a work handle waited for later: DDP's reducer,
+#: Horovod; any backend runs it beside the compute thread) or "stream" (a blocking call that returns
+#: at once only where the backend runs collectives on device streams, NCCL: FSDP2's all-gathers,
+#: `unshard_async_op=False` by default, and its reduce-scatters; on a host backend, gloo, the
+#: compute thread waits for each, so nothing hides them).
+ISSUES = frozenset({"async", "stream"})
+#: The wrapping unit whose per-unit call no compute hides: "first" (the first unit's forward
+#: all-gather precedes all compute; its reduce-scatter ends the backward pass), "last" (the backward
+#: pass starts by gathering the last unit again).
+EXPOSED_UNITS = frozenset({"", "first", "last"})
 
 
 @dataclass(frozen=True)
 class Collective:
     """One collective of a step: `op` over `payload` in `dtype` ("state": fp32 training state;
     "compute": the case's precision), `per_step` times a step (per layer for layer activations,
-    per micro-batch for stage activations)."""
+    per micro-batch for stage activations). `per_unit`: one call per wrapping unit (FSDP), each
+    over that unit's share of the payload, each paying the collective's latency; `exposed_unit`:
+    the unit whose call no compute hides (see EXPOSED_UNITS); `issue`: see ISSUES."""
 
     op: str
     payload: str
     dtype: str = "state"
     per_step: float = 1.0
     overlap: str = "none"
+    per_unit: bool = False
+    exposed_unit: str = ""
+    issue: str = "async"
 
     def __post_init__(self) -> None:
-        if self.op not in OPS or self.payload not in PAYLOADS or self.overlap not in OVERLAPS:
+        if (self.op not in OPS or self.payload not in PAYLOADS or self.overlap not in OVERLAPS
+                or self.issue not in ISSUES or self.exposed_unit not in EXPOSED_UNITS):
             raise ValueError(f"bad collective {self}: op in {sorted(OPS)}, payload in {sorted(PAYLOADS)}, "
-                             f"overlap in {sorted(OVERLAPS)}")
+                             f"overlap in {sorted(OVERLAPS)}, issue in {sorted(ISSUES)}, exposed_unit in "
+                             f"{sorted(EXPOSED_UNITS)}")
         if self.dtype not in ("state", "compute"):
             raise ValueError(f"collective dtype {self.dtype!r}: 'state' or 'compute'")
+        if self.exposed_unit and not self.per_unit:
+            raise ValueError(f"collective {self.op}: exposed_unit needs per_unit calls")
 
 
 @dataclass(frozen=True)

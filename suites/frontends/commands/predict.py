@@ -160,19 +160,38 @@ def show_catalogue(catalogue: Catalogue, as_json: bool) -> int:
     return 0
 
 
+SECTIONS = {"weak": "weak scaling (per-device batch kept)", "strong": "strong scaling (global batch kept)",
+            "device": "one board from another", "collective": "nccl-tests bus bandwidth",
+            "namespace": "this machine, 2 namespaces, gloo", "memory": "memory: fits against recorded runs"}
+
+
 def validation_text(rows: list[dict]) -> str:
-    lines = [f"{'row':34} {'policy':7} {'base':>11} {'target':28} {'measured':>11} {'predicted':>11} "
+    """Every row (base, target, measured, predicted, error, band, inside; `contended` beside the error of a
+    row measured under contention), a heading per section, then each section's summary."""
+    lines = [f"{'row':34} {'policy':9} {'base':>11} {'target':28} {'measured':>11} {'predicted':>11} "
              f"{'error':>7} {'band':>23} in"]
-    for row in rows:
+    section = None
+    order = list(SECTIONS)
+    for row in sorted(rows, key=lambda r: order.index(r["policy"]) if r["policy"] in order else len(order)):
+        if row["policy"] != section:
+            section = row["policy"]
+            lines.append(f"-- {row.get('section') or SECTIONS.get(section, section)}")
         band = f"{number(row['band_low'])}-{number(row['band_high'])}" if row.get("band_low") is not None else "-"
         error = "-" if row.get("error") is None else f"{100 * row['error']:+.1f}%"
-        lines.append(f"{row['id'][:34]:34} {row['policy']:7} {number(row.get('base'), 1):>11} {row['target'][:28]:28} "
+        lines.append(f"{row['id'][:34]:34} {row['policy']:9} {number(row.get('base'), 1):>11} {row['target'][:28]:28} "
                      f"{number(row['measured'], 1):>11} {number(row.get('predicted'), 1):>11} {error:>7} {band:>23} "
                      f"{'yes' if row.get('inside') else 'no' if row.get('inside') is not None else '-'}"
+                     + (" CONTENDED" if row.get("contended") else "")
                      + (f"  ({row['note']})" if row.get("note") else ""))
-    summary = score(rows)
     lines.append("")
-    for policy, values in summary.items():
-        lines.append(f"{policy}: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                               for k, v in values.items()))
+    for policy, values in score(rows).items():
+        lines.append(f"{policy}: {summary_text(values)}")
+        if values.get("with_contended"):
+            lines.append(f"{policy} with its {values['contended_rows']} contended rows: "
+                         f"{summary_text(values['with_contended'])}")
     return "\n".join(lines)
+
+
+def summary_text(values: dict) -> str:
+    return ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items()
+                     if k != "with_contended")

@@ -164,12 +164,23 @@ class FsdpHooks(RankHooks):
 
 class Fsdp(RankProcesses):
     strategy = Strategy.FSDP
-    # FSDP2 with reshard (the default): parameters all-gathered in the compute dtype before each unit's
-    # forward and again before its backward, prefetched; gradients reduce-scattered in fp32.
-    exchange = ExchangeModel((Collective("all_gather", "parameters", "compute", per_step=2, overlap="prefetch"),
-                              Collective("reduce_scatter", "gradients", overlap="backward")),
-                             source="torch FSDP2 fully_shard: reshard_after_forward=True, "
-                                    "MixedPrecisionPolicy(reduce_dtype=float32); ZeRO-3 (Rajbhandari et al. 2020)")
+    # FSDP2 with reshard (the default), per wrapping unit (Zhao et al. 2023, VLDB 16(12), sec. 3-4; torch
+    # docs, notes/fsdp "FSDP Prefetch Nuances"): its parameters all-gathered in the compute dtype before its
+    # forward and again before its backward, its gradients reduce-scattered in fp32 after its backward.
+    # Forward gathers hide behind the forward (the first unit's never: nothing runs before it), backward
+    # gathers and reduce-scatters behind the backward (the last unit's gather starts it, the first unit's
+    # reduce-scatter ends it). FSDP2 issues them as blocking calls hidden only on device streams.
+    exchange = ExchangeModel((
+        Collective("all_gather", "parameters", "compute", overlap="forward", per_unit=True, exposed_unit="first",
+                   issue="stream"),
+        Collective("all_gather", "parameters", "compute", overlap="backward", per_unit=True, exposed_unit="last",
+                   issue="stream"),
+        Collective("reduce_scatter", "gradients", overlap="backward", per_unit=True, exposed_unit="first",
+                   issue="stream")),
+        source="torch FSDP2 fully_shard per block: reshard_after_forward=True, MixedPrecisionPolicy("
+               "reduce_dtype=float32), unshard_async_op=False; Zhao et al. 2023 (PyTorch FSDP, VLDB); torch "
+               "docs notes/fsdp (implicit prefetching on a separate CUDA stream; the 1st all-gather overlaps "
+               "nothing)")
     rules = RankProcesses.rules.but(statistics_split="replicas",
                                     no_sync_statistics="SyncBatchNorm is wired to ddp only here (use strategy ddp)")
     options_type = FsdpOptions
