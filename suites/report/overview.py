@@ -25,6 +25,8 @@ from suites.report.analyses.device_types import (BEST, host_type, limits_unknown
                                                  paired_ratios, pick_reference_type, type_figures)
 from suites.report.analyses.frame import ReportFrame
 from suites.report.analyses.selection import pairable
+from suites.report.load.numbers import compact
+from suites.report.render.glossary import key
 from suites.report.render.page import Grid, GridCell, Overview
 
 #: Columns of the matrix: the device type, at most this many families, and "machines".
@@ -110,12 +112,14 @@ def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, f
 # --- the verdict --------------------------------------------------------------------------------
 
 def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str],
-                      limits_unknown: dict[str, set[str]]) -> list[str]:
+                      limits_unknown: dict[str, set[str]]) -> tuple[list[str], set[str]]:
+    """At most three sentences, one per family, and the device types among them whose limits were
+    not recorded (their sentences are marked '*'; `limits_note` says why once)."""
     view = figures[figures["precision"].eq(BEST)]
     ref = view[view["type"].eq(reference)]
     merged = view.merge(ref[["family", "problem", "value"]], on=["family", "problem"], suffixes=("", "_ref"))
     merged = merged[merged["type"].ne(reference)]
-    out = []
+    out, unrecorded = [], set()
     for name in families:
         rows = merged[merged["family"].eq(name)]
         if rows.empty:
@@ -129,14 +133,23 @@ def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str]
         ratio = float(np.exp(row["log"]))
         pooled = "geometric mean of" if row["k"] >= MIN_PROBLEMS_FOR_MEAN else "from"
         unknown = sorted(set(limits_unknown.get(name, set())) & {best_type, reference})
-        caveat = (f"; what limited {' and '.join(unknown)} there was not recorded (records before bound_by), so a "
-                  f"launch-bound figure cannot be told apart" if unknown else "")
+        unrecorded.update(unknown)
+        mark = "*" if unknown else ""  # the caveat is said once, under the verdict (`limits_note`)
         out.append(f"{name}, best passing precision: {best_type} is {fmt_ratio(ratio)} the reference {reference} "
-                   f"({pooled} {int(row['k'])}/{total} problem(s), up to {int(row['machines'])} machine(s) per "
-                   f"problem, comparable rows only{caveat}).")
+                   f"({pooled} {int(row['k'])}/{total} problems, up to {count(int(row['machines']), 'machine')} "
+                   f"per problem, comparable rows only){mark}.")
         if len(out) == 3:
             break
-    return out
+    return out, unrecorded
+
+
+def limits_note(unrecorded: set[str]) -> str:
+    """The verdict's one caveat on the device types whose records say nothing of what limits them."""
+    if not unrecorded:
+        return ""
+    names = " and ".join(sorted(unrecorded))
+    return (f"* What limited {names} was not recorded (the records predate parbench's limit verdict), so a "
+            f"launch-bound figure there cannot be told from the device's.")
 
 
 def _precision_sentence(frame: ReportFrame) -> str | None:
@@ -163,7 +176,7 @@ def _precision_sentence(frame: ReportFrame) -> str | None:
             why = ("failed its numerics check" if (all_fp32["check_passed"].eq(False)).any()
                    else "did not run or is not comparable")
             return (f"On {types.loc[best.name]} ({machine}), {problem}: fp32 {why}, so there is no fp32 baseline; "
-                    f"{best['precision']} ran at {best['throughput']:.4g} {best['throughput_unit']}.")
+                    f"{best['precision']} ran at {compact(best['throughput'])} {best['throughput_unit']}.")
         same_run = fp32[fp32["run_id"].eq(best["run_id"])]
         base = (same_run if not same_run.empty else fp32).iloc[0]
         where = "same run" if not same_run.empty else "across runs"
@@ -263,7 +276,7 @@ def _strategy_cell(cell_rows: pd.DataFrame | None, paired: dict | None, usable: 
             "; ".join(sorted(set(cell_rows["status"].astype(str))))
         return GridCell("–", reasons[:300], "none")
     if not paired:
-        return GridCell("–", "no single-device fp32 eager baseline of this framework on this machine", "none")
+        return GridCell("no base", "no single-device fp32 eager baseline of this framework on this machine", "none")
     across, emulated = bool(paired["across"]), bool(paired["emulated"])
     text = fmt_ratio(math.exp(paired["log"])) + ("†" if across else "") + (" emu" if emulated else "")
     return GridCell(text, f"{int(paired['n'])} problem(s)" + ("; across runs" if across else "") +
@@ -278,13 +291,32 @@ def header_line(frame: ReportFrame, prices: str) -> list[str]:
     real = real[~real["emulated"].fillna(False).astype(bool)]
     types = frame.device_types.loc[real.index]
     counts = current["status"].value_counts()
-    parts = [f"{records['machine'].nunique()} machine(s)", f"{types.nunique()} device type(s)",
-             f"{current['problem'].nunique()} problems",
+    parts = [count(records["machine"].nunique(), "machine"), count(types.nunique(), "device type"),
+             count(current["problem"].nunique(), "problem"),
              f"{len(records)} records: " + ", ".join(f"{int(counts.get(s, 0))} {s}"
                                                    for s in ("ok", "unavailable", "failed"))
              + (f", {len(records) - len(current)} superseded" if len(records) > len(current) else ""),
              prices]
     return parts
+
+
+def count(n: int, noun: str) -> str:
+    """'1 machine', '3 machines': no '(s)' on the first screen."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def not_in_matrix_line(frame: ReportFrame, shown: set[str]) -> str:
+    """The device types the header counts (real hardware that ran) with no comparable figure, so in
+    no matrix row, each with why (e.g. every row contended)."""
+    real = frame.usable
+    real = real[~real["emulated"].fillna(False).astype(bool)]
+    types = frame.device_types.loc[real.index]
+    missing = sorted(set(types) - shown)
+    if not missing:
+        return ""
+    reasons = [f"{name} ({counts_text(real[types.eq(name)])})" for name in missing]
+    return (f"Ran, but in no comparison (none of its figures is comparable): {'; '.join(reasons)}. Its rows are "
+            f"in the problems' tables below.")
 
 
 def not_comparable_line(current: pd.DataFrame) -> str:
@@ -324,7 +356,9 @@ def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Ov
                 grid = matrix(figures[metric], chosen, precision, metric, families, machines)
                 grid.key = f"{metric}-p{index}"
                 overview.matrices.append(grid)
-        overview.verdict += _family_sentences(speed, chosen, families, limits_unknown(rows, types, families_of))
+        sentences, unrecorded = _family_sentences(speed, chosen, families, limits_unknown(rows, types, families_of))
+        overview.verdict += sentences
+        overview.verdict_note = limits_note(unrecorded)
         cheapest = _cheapest_sentence(figures["cost"], frame, families)
         if cheapest:
             overview.verdict.append(cheapest)
@@ -333,4 +367,14 @@ def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Ov
         overview.verdict.append(precision)
     overview.verdict = overview.verdict[:5]
     overview.strategy_grids = strategy_grids(frame)
+    overview.not_in_matrix = not_in_matrix_line(frame, set(speed["type"]))
+    overview.key = key(screen_text(overview))
     return overview
+
+
+def screen_text(overview: Overview) -> list[str]:
+    """Every string the first screen shows (what its key explains)."""
+    grids = [*overview.matrices, *overview.strategy_grids]
+    return [*overview.header, *overview.verdict, overview.verdict_note, overview.no_matrix, overview.not_in_matrix,
+            overview.not_comparable, *(grid.caption for grid in grids),
+            *(cell.text + " " + cell.note for grid in grids for row in grid.rows for cell in row)]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from suites.report.load.columns import config_label
+from suites.report.load.numbers import compact
 from suites.report.analyses.comparison import noise_columns
 
 PAIR = ["throughput", "median_s", "samples_s", "q1_s", "q3_s"]
@@ -150,7 +151,7 @@ def sentence(row: pd.Series, currency: str, others: str = "") -> str:
     """'On matmul k=512,..., X is fastest (1.3x the runner-up Y, beyond noise); Z is cheapest ...';
     within noise: 'X ≈ Y (...): no fastest'; with one configuration: 'On ..., only X ran (...):
     nothing to rank it against.'. `others`: the problem's usable rows left out, e.g. '2 contended'."""
-    figure = f"{row['throughput']:.4g} {row['throughput_unit']}"
+    figure = f"{compact(row['throughput'])} {row['throughput_unit']}"
     if row["configs"] == 1:
         if others:
             return (f"On {row['problem']}, only {row['leader']} is comparable ({figure}): nothing to rank it "
@@ -158,25 +159,27 @@ def sentence(row: pd.Series, currency: str, others: str = "") -> str:
         return f"On {row['problem']}, only {row['leader']} ran on real hardware ({figure}): nothing to rank it against."
     if isinstance(row.get("fastest"), str):
         text = f"On {row['problem']}, {row['fastest']} is fastest ({figure}"
+    elif bool(row.get("beyond_noise")):  # ahead beyond noise, uncrowned for another reason: no '≈'
+        text = f"On {row['problem']}, {row['leader']} leads {row['runner_up']} ({figure}"
     else:
         text = f"On {row['problem']}, {row['leader']} ≈ {row['runner_up']} ({figure}"
     if isinstance(row.get("runner_up"), str) and pd.notna(row["margin"]):
-        text += f"; {row['margin']:.2f}x {row['runner_up']}, {row['noise_test']}"
+        text += f"; {row['margin']:.2f}× {row['runner_up']}, {row['noise_test']}"
     elif isinstance(row.get("runner_up"), str):  # the runner-up does no work per step: nothing to divide by
         text += f"; runner-up {row['runner_up']}: no ratio"
     if isinstance(row.get("fastest"), str):
         text += ")"
-    elif row.get("no_fastest") and "not recorded" in str(row["no_fastest"]):
-        text += f"): no fastest: {row['no_fastest']}"
+    elif row.get("no_fastest") and (bool(row.get("beyond_noise")) or "not recorded" in str(row["no_fastest"])):
+        text += f"), but no fastest: {row['no_fastest']}"
     else:
         text += "): no fastest, the two are within noise"
     if isinstance(row.get("cheapest"), str):
-        text += f"; {row['cheapest']} is cheapest ({row['cost']:.3g} {currency} {row['cost_unit']})"
+        text += f"; {row['cheapest']} is cheapest ({compact(row['cost'])} {currency} {row['cost_unit']})"
     elif row.get("no_cheapest"):
         text += f"; no cheapest: {row['no_cheapest']}"
     if isinstance(row.get("most_efficient"), str):
         scope = f", {row['per_watt_scope']}" if row.get("per_watt_scope") else ""
-        text += (f"; {row['most_efficient']} does the most per watt ({row['per_watt']:.3g} "
+        text += (f"; {row['most_efficient']} does the most per watt ({compact(row['per_watt'])} "
                  f"{row['throughput_unit']} per W{scope})")
     elif row.get("no_most_efficient"):
         text += f"; no most per watt: {row['no_most_efficient']}"

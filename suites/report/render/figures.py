@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from PIL import Image
 
 from suites.report.load.columns import config_label
@@ -56,9 +57,9 @@ def _top(rows: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, str]:
     return rows.iloc[:limit], f" [first {limit} of {len(rows)}; all in the table]"
 
 
-def _colors(keys: pd.Series) -> list[str]:
-    order = {key: COLORS[i % len(COLORS)] for i, key in enumerate(sorted(keys.unique()))}
-    return [order[key] for key in keys]
+def _palette(keys: pd.Series) -> dict[str, str]:
+    """A colour per key, in sorted order (the same key, the same colour, in one chart)."""
+    return {key: COLORS[i % len(COLORS)] for i, key in enumerate(sorted(keys.unique()))}
 
 
 def _labels(rows: pd.DataFrame, with_problem: bool = False) -> pd.Series:
@@ -66,21 +67,61 @@ def _labels(rows: pd.DataFrame, with_problem: bool = False) -> pd.Series:
     return config_label(rows) + (" · " + rows["problem"] if with_problem else "")
 
 
-def _bars(labels: pd.Series, values: pd.Series, colors: list[str], xlabel: str, title: str,
-          xerr: np.ndarray | None = None, reference: float | None = None) -> Figure:
-    height = 1.0 + BAR_IN * len(labels)
+#: Characters of one line of a bar's label: a longer line ends in '…' (the whole label is in the
+#: table beside the chart), so no label runs off the figure's left edge.
+LABEL_CHARS = 58
+#: Inches one character of an 8 pt label takes, at most (DejaVu Sans averages ~0.55 em; digits and
+#: capitals are wider): what the left margin is sized by.
+CHAR_IN = 8 * 0.62 / 72
+#: Inches of the top margin per line of title or legend.
+LINE_IN = 0.2
+
+
+def bar_label(label: str) -> str:
+    """A bar's label on at most two lines, split at a ' · ' (configuration, then problem), each
+    line cut to `LABEL_CHARS` with '…'."""
+    parts = str(label).split(" · ")
+    lines, line = [], ""
+    for part in parts:
+        joined = f"{line} · {part}" if line else part
+        if line and len(joined) > LABEL_CHARS and len(lines) == 0:
+            lines.append(line)
+            line = part
+        else:
+            line = joined
+    lines.append(line)
+    return "\n".join(text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…" for text in lines)
+
+
+def _bars(labels: pd.Series, values: pd.Series, colors: dict[str, str], keys: pd.Series, xlabel: str,
+          title: str, more: str = "", xerr: np.ndarray | None = None, reference: float | None = None) -> Figure:
+    """Horizontal bars, one per label, coloured by `keys` (`colors`, named in a legend). The title
+    (and `more`, on its own line) is left-aligned over the whole figure, and the left margin is
+    sized from the longest label line, so no text is cut off."""
+    shown = [bar_label(label) for label in labels]
+    lines = max((text.count("\n") + 1 for text in shown), default=1)
+    bar_in = BAR_IN * (1.0 if lines == 1 else 1.35)
+    top_in = LINE_IN * (2 + bool(more)) + 0.15
+    height = top_in + 0.6 + bar_in * len(labels)
     figure = Figure(figsize=(WIDTH_IN, height))
-    # margins set here, from the longest label (no tight-bbox pass: it draws every text twice)
-    longest = max((len(str(label)) for label in labels), default=0)
-    left = min(0.6, (0.15 + longest * 8 * 0.55 / 72) / WIDTH_IN)
-    figure.subplots_adjust(left=left, right=0.97, top=1 - 0.45 / height, bottom=0.55 / height)
+    longest = max((len(line) for text in shown for line in text.split("\n")), default=0)
+    left = min(0.62, (0.2 + longest * CHAR_IN) / WIDTH_IN)
+    figure.subplots_adjust(left=left, right=0.97, top=1 - top_in / height, bottom=0.55 / height)
     axes = figure.add_subplot()
     positions = np.arange(len(labels))
-    axes.barh(positions, values, xerr=xerr, color=colors, capsize=3, error_kw={"elinewidth": 1})
-    axes.set_yticks(positions, [plain(label) for label in labels], fontsize=8)
-    axes.invert_yaxis()
+    axes.barh(positions, values, xerr=xerr, color=[colors[key] for key in keys], capsize=3,
+              error_kw={"elinewidth": 1})
+    axes.set_yticks(positions, [plain(text) for text in shown], fontsize=8)
+    axes.set_ylim(len(labels) - 0.5, -0.5)
     axes.set_xlabel(plain(xlabel))
-    axes.set_title(plain(title), fontsize=10)
+    figure.text(0.01, 1 - 0.1 / height, plain(title), fontsize=10, ha="left", va="top")
+    if more:
+        figure.text(0.01, 1 - (0.1 + LINE_IN) / height, plain(more.strip(" []")), fontsize=8, ha="left", va="top",
+                    color="#555")
+    handles = [Patch(color=color, label=plain(key)) for key, color in colors.items()]
+    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 1 - (0.1 + LINE_IN * (1 + bool(more)))
+                                                                     / height),
+                  ncol=min(len(handles), 6), fontsize=8, frameon=False, handlelength=1.2, borderaxespad=0)
     if reference is not None:
         axes.axvline(reference, color="#444", linewidth=1, linestyle="--")
     axes.grid(axis="x", alpha=0.3)
@@ -123,17 +164,19 @@ def precision(pairs: pd.DataFrame) -> str:
     pairs, more = _top(pairs, MAX_BARS)
     across = pairs["pairing"] if "pairing" in pairs else pd.Series("", index=pairs.index)
     labels = (_labels(pairs, with_problem=True)
-              + across.map(lambda how: " [across runs]" if "across runs" in how else ""))
-    return png(_bars(labels, pairs["speedup"], _colors(pairs["precision"]), "speedup over fp32 (throughput ratio)",
-                     f"precision speedup vs fp32 (dashed: 1.0){more}", reference=1.0), tight=False)
+              + across.map(lambda how: " · [across runs]" if "across runs" in how else ""))
+    return png(_bars(labels, pairs["speedup"], _palette(pairs["precision"]), pairs["precision"],
+                     "speedup over fp32 (throughput ratio; dashed: 1.0×)", "precision speedup over fp32, by precision",
+                     more, reference=1.0), tight=False)
 
 
 def peak(rows: pd.DataFrame) -> str:
     """% of the peaks table's figure per configuration and problem."""
     rows, more = _top(rows.sort_values("pct_peak_table", ascending=False), MAX_BARS)
     labels = _labels(rows, with_problem=True)
-    return png(_bars(labels, rows["pct_peak_table"], _colors(rows["machine"]), "% of peak (peaks table)",
-                     f"% of peak: 100 · TFLOP/s / (N · peak of one device in this precision){more}"), tight=False)
+    return png(_bars(labels, rows["pct_peak_table"], _palette(rows["machine"]), rows["machine"],
+                     "% of peak (peaks table)", "% of peak: 100 · TFLOP/s / (N · peak of one device in this "
+                     "precision), by machine", more), tight=False)
 
 
 

@@ -52,6 +52,12 @@ class Overview:
     no_matrix: str = ""
     strategy_grids: list[Grid] = field(default_factory=list)
     not_comparable: str = ""
+    #: One caveat shared by several verdict sentences, said once under them.
+    verdict_note: str = ""
+    #: Device types in the header's count but in no matrix row, and why ('' when none).
+    not_in_matrix: str = ""
+    #: (term, meaning) of each mark and term the first screen shows (`render.glossary.key`).
+    key: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any, Callable, NamedTuple
 
 import pandas as pd
 
+from suites.report.load.numbers import compact
 from suites.report.render.terminal import number, seconds, size
 
 
@@ -68,7 +69,8 @@ def fmt_seconds(value: Any) -> str:
 
 
 def fmt_number(value: Any) -> str:
-    return "–" if missing(value) else number(float(value), 4)
+    """'272k', '2285', '0.6218': no scientific notation for a rate (T3)."""
+    return "–" if missing(value) else compact(float(value))
 
 
 def fmt_ratio(value: Any) -> str:
@@ -140,6 +142,12 @@ def _sort_key(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return repr(float(value))
     return str(value)
+
+
+def with_values(frame: pd.DataFrame, spec: list[Column]) -> list[Column]:
+    """The columns of `spec` that some row of `frame` has a value in (T1: no empty column)."""
+    return [column for column in spec if column.key in frame
+            and frame[column.key].map(lambda value: not missing(value) and value != "").any()]
 
 
 #: Rows of one table on the page: a fleet's tables would otherwise hold every machine's every

@@ -11,7 +11,7 @@ from suites.report.analyses.frame import ReportFrame
 from suites.report.analyses.limits import limits_summary
 from suites.report.analyses.prices import NO_PRICE
 from suites.report.render.page import Section
-from suites.report.render.tables import Column, fmt_number, fmt_ratio, fmt_text, tabulate
+from suites.report.render.tables import Column, fmt_number, fmt_ratio, fmt_text, tabulate, with_values
 from suites.report.sections.base import ReportOptions
 
 TITLE, ANCHOR, NAV = "Summary: what to choose", "summary", "Summary"
@@ -27,8 +27,8 @@ def columns(currency: str) -> list[Column]:
             Column("throughput", "throughput", fmt_number), Column("unit", "throughput_unit", fmt_text),
             Column("runner-up", "runner_up", fmt_text), Column("× runner-up", "margin", fmt_ratio),
             Column("noise", "noise_test", fmt_text), Column("fastest", "fastest", fmt_text),
-            Column("cheapest", "cheapest", fmt_text), Column(f"cost ({currency})", "cost", fmt_number),
-            Column("per", "cost_unit", fmt_text), Column("most per watt", "most_efficient", fmt_text),
+            Column("cheapest", "cheapest", fmt_text), Column(f"its cost ({currency})", "cost_text", fmt_text),
+            Column("most per watt", "most_efficient", fmt_text),
             Column("per W", "per_watt", fmt_number), Column("configs", "configs", fmt_number)]
 
 
@@ -76,6 +76,8 @@ def build(frame: ReportFrame, options: ReportOptions) -> Section:
             + not_ranked_text(frame) + not_comparable_text(frame) + no_price_text(frame))
     section = Section(TITLE, ANCHOR, nav=NAV, text=(text or [NOTHING_RAN]) + limits_summary(frame.usable))
     shown = table.assign(fastest=_crowned(table, "fastest"), cheapest=_crowned(table, "cheapest"),
-                         most_efficient=_crowned(table, "most_efficient"))
-    section.tables.append(tabulate(shown, columns(currency), caption=CAPTION))
+                         most_efficient=_crowned(table, "most_efficient"),
+                         cost_text=[f"{fmt_number(cost)} {unit}" if unit else ""
+                                    for cost, unit in zip(table["cost"], table["cost_unit"])])
+    section.tables.append(tabulate(shown, with_values(shown, columns(currency)), caption=CAPTION))
     return section
