@@ -331,7 +331,7 @@ def test_a_namespace_row_is_the_one_rank_step_plus_the_exchange_over_the_measure
     exchange = 2 * (5e-3 + 2 * params / 0.125e9) + 10e-3 + 4 * params / 0.125e9
     assert fsdp["predicted"] == pytest.approx(256 / (compute + exchange)) and fsdp["predicted"] < ddp["predicted"]
     assert fsdp["section"] == "this machine, 2 namespaces, gloo" and not fsdp["contended"]
-    assert "records not found" in fsdp["note"]
+    assert "no samples, no other runs" in fsdp["note"]
 
 
 def test_the_base_run_to_run_spread_widens_both_sides_of_the_band():
@@ -362,3 +362,43 @@ def test_the_validation_text_heads_each_section_and_marks_contended_rows(catalog
     text = validation_text(validation.validate(catalogue))
     assert "-- this machine, 2 namespaces, gloo" in text and "-- weak scaling" in text
     assert text.count(" CONTENDED") == 12 and "namespace with its 12 contended rows:" in text
+
+
+# --- the band's two sides -----------------------------------------------------------------------------
+def test_a_measured_base_spread_is_its_quartiles_widened_to_other_runs():
+    from suites.predict.base import measured_spread
+
+    spread = measured_spread([0.9, 1.0, 1.0, 1.0, 1.1], [], 100.0)
+    q1, median, q3 = 0.95, 1.0, 1.05  # statistics.quantiles' exclusive method on these five samples
+    assert (spread.low, spread.high) == (pytest.approx(median / q3), pytest.approx(median / q1))
+    wider = measured_spread([0.9, 1.0, 1.0, 1.0, 1.1], [80.0, 130.0], 100.0)
+    assert (wider.low, wider.high) == (pytest.approx(0.8), pytest.approx(1.3)) and "2 other runs" in wider.how
+
+
+def test_a_base_spread_moves_both_ends_of_the_band_and_a_published_one_states_none(catalogue):
+    from dataclasses import replace
+
+    from suites.predict.base import Spread
+
+    workload = resolve_workload("resnet50", {}, "fp16", "ddp")
+    published = parse_base("H100 SXM:1=2616@1280", catalogue)
+    target = parse_target("H100 SXM:8", catalogue)
+    plain = project(workload, published, target, options(catalogue), catalogue)
+    assert plain.band[1] == pytest.approx(plain.samples_per_s)  # nothing stated: the fast side is the point
+    assert plain.inputs["base_spread"].source == "a published figure states no spread"
+    spread = project(workload, replace(published, spread=Spread(0.9, 1.1, "IQR")), target, options(catalogue),
+                     catalogue)
+    assert spread.samples_per_s == pytest.approx(plain.samples_per_s)
+    assert spread.band[1] > plain.band[1] and spread.band[0] < plain.band[0]
+
+
+def test_a_row_read_through_a_host_loader_gets_nvidia_s_loader_cost_at_the_slow_end(catalogue):
+    from suites.predict.projection import HOST_LOADER_MARGIN
+
+    row = next(r for r in validation.load_rows()["row"] if r["id"] == "dle-rn50-a100-fp16-1to8")
+    loader = validation.throughput_row(row, catalogue)
+    plain = validation.throughput_row({k: v for k, v in row.items() if k != "input"}, catalogue)
+    assert HOST_LOADER_MARGIN == pytest.approx(1 - 868 / 1110)
+    assert loader["predicted"] == pytest.approx(plain["predicted"])
+    assert loader["band_low"] == pytest.approx(plain["band_low"] / 0.9 * (1 - HOST_LOADER_MARGIN))
+    assert "host data loader" in loader["note"]

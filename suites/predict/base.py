@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from suites.cases.user_files import shipped_table
@@ -28,6 +29,30 @@ BASE_FORMAT = "DEVICE:N=THROUGHPUT[@PER_DEVICE_BATCH] (N may be GxK), e.g. \"H10
 
 
 @dataclass(frozen=True)
+class Spread:
+    """The base's throughput relative to the figure taken, `low`..`high`, as measured (`how`): the quartiles
+    of its step samples (its IQR) and the same case's throughput in other runs (run-to-run)."""
+
+    low: float
+    high: float
+    how: str
+
+
+def measured_spread(samples: list[float] | None, others: list[float], samples_per_s: float) -> Spread:
+    """The spread of a measured base: the median step over its quartiles, widened to the throughputs of
+    the same case in other runs (`others`)."""
+    low, high, how = 1.0, 1.0, []
+    if samples and len(samples) >= 4:
+        q1, median, q3 = statistics.quantiles(samples, n=4)
+        low, high = min(low, median / q3), max(high, median / q1)
+        how.append(f"IQR {median / q3:.2f}-{median / q1:.2f}x")
+    if others:
+        low, high = min(low, min(others) / samples_per_s), max(high, max(others) / samples_per_s)
+        how.append(f"{len(others)} other runs {min(others):,.0f}-{max(others):,.0f} samples/s")
+    return Spread(low, high, "; ".join(how) or "no samples, no other runs")
+
+
+@dataclass(frozen=True)
 class Base:
     device_name: str
     device: DeviceType | None
@@ -41,6 +66,7 @@ class Base:
     peak_memory_bytes: float | None = None
     state_estimate_bytes: float | None = None
     is_gpu: bool = True
+    spread: Spread | None = None
 
     @property
     def per_node(self) -> int:
@@ -145,7 +171,10 @@ def record_base(paths: list[str], workload: ProjectedWorkload, catalogue: Catalo
                         f"{workload.model}`) or give --base")
     best = max(records, key=lambda r: (not r.emulated, r.case.n_devices == 1,
                                        r.case.strategy == workload.strategy, r.timestamp))
-    return base_of_record(best, catalogue)
+    base = base_of_record(best, catalogue)
+    others = [float(r.metrics["samples_per_s"]) for r in records if r.case.id == best.case.id and r is not best]
+    return replace(base, spread=measured_spread(best.measurement.samples if best.measurement else None, others,
+                                                base.samples_per_s))
 
 
 def base_of_record(record: Record, catalogue: Catalogue) -> Base:

@@ -14,12 +14,11 @@ What the rows' records add (read where the files are; the row says so where they
 """
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from suites.predict.alpha_beta import Topology
+from suites.predict.base import measured_spread
 from suites.predict.exchange import exchange_seconds
 from suites.predict.workload import resolve_workload
 from suites.records.record import Record
@@ -28,15 +27,6 @@ from suites.records.store import load_records
 #: Where the rows' record paths are relative to: the repository holding the package.
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "this machine, 2 namespaces, gloo"
-
-
-@dataclass(frozen=True)
-class BaseSpread:
-    """The base's throughput relative to its median: `low`..`high` (from its IQR and other runs), and how."""
-
-    low: float
-    high: float
-    how: str
 
 
 def record_of(reference: str) -> Record | None:
@@ -51,21 +41,6 @@ def record_of(reference: str) -> Record | None:
 def torch_threads(record: Record | None) -> int | None:
     threads = (record.environment.get("threads") or {}).get("torch") if record else None
     return int(threads) if threads else None
-
-
-def base_spread(record: Record | None, others: list[float], samples_per_s: float) -> BaseSpread:
-    """The base's spread: the quartiles of its step samples, widened to the same case's throughput in the
-    study's other runs."""
-    low, high, how = 1.0, 1.0, []
-    if record is not None and record.measurement and len(record.measurement.samples) >= 4:
-        q1, _, q3 = statistics.quantiles(record.measurement.samples, n=4)
-        median = statistics.median(record.measurement.samples)
-        low, high = min(low, median / q3), max(high, median / q1)
-        how.append(f"IQR {median / q3:.2f}-{median / q1:.2f}x")
-    if others:
-        low, high = min(low, min(others) / samples_per_s), max(high, max(others) / samples_per_s)
-        how.append(f"{len(others)} runs {min(others):,.0f}-{max(others):,.0f} samples/s")
-    return BaseSpread(low, high, "; ".join(how) or "no spread (records not found)")
 
 
 def contention_of(record: Record | None) -> str | None:
@@ -95,8 +70,9 @@ def namespace_row(row: dict[str, Any], same_case_throughputs: list[float], host_
     if row.get("gradient_bytes") and int(row["gradient_bytes"]) != workload.parameters * 4:
         notes.append(f"the record's gradients ({row['gradient_bytes']} B) differ from the spec's "
                      f"{workload.parameters * 4} B")
-    spread = base_spread(base, [t for t in same_case_throughputs if t != float(row["base_samples_per_s"])],
-                         float(row["base_samples_per_s"]))
+    spread = measured_spread(base.measurement.samples if base and base.measurement else None,
+                             [t for t in same_case_throughputs if t != float(row["base_samples_per_s"])],
+                             float(row["base_samples_per_s"]))
     samples = batch * devices
     point = samples / (compute + exchange.point)
     low = samples / (compute / spread.low + exchange.worst) * (1 - host_margin)

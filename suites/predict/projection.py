@@ -14,7 +14,7 @@ from typing import Any
 
 from suites.errors import UserError
 from suites.predict.alpha_beta import Topology
-from suites.predict.base import Base, split_count
+from suites.predict.base import Base, Spread, split_count
 from suites.predict.catalogue import Catalogue, DeviceType, Fabric
 from suites.predict.compute import per_sample_seconds
 from suites.predict.exchange import NoExchangeModel, exchange_seconds, worst_case
@@ -26,6 +26,12 @@ from suites.predict.workload import ProjectedWorkload
 #: and clocks under load across devices): the band's slow end on more than one device (assumed;
 #: `--host-margin`).
 HOST_MARGIN = 0.10
+#: What a host data loader (decoding on the CPU: torch's DataLoader) may cost a step of 8 GPUs in one host,
+#: which the point does not price: NVIDIA measured torch's DataLoader at 1,110 ms a batch against DALI's
+#: 868 ms on 8 x A100-SXM4-80GB (935 against 829 on 2 GPUs): NVIDIA ACCV-Lab, DALI Pipeline Framework,
+#: "Evaluation" (nvidia.github.io/ACCV-Lab). The band's slow end for a step read through such a loader
+#: (`--host-margin 0.22`).
+HOST_LOADER_MARGIN = 1 - 868 / 1110
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,11 @@ def _fill(result: Projection, workload: ProjectedWorkload, base: Base, target: T
     compute = per_sample_seconds(base_seconds, base, target.device, workload, catalogue)
     result.notes += [*base_notes, *notes, *([compute.note] if compute.note else [])]
     point_c, fast_c, slow_c = (x * per_device for x in (compute.point, compute.fast, compute.slow))
+    if base.device is not None:  # the base's own time is the compute's: its measured spread is the band's
+        spread = base.spread or Spread(1.0, 1.0, "a published figure states no spread")
+        fast_c, slow_c = fast_c / spread.high, slow_c / spread.low
+        result.inputs["base_spread"] = Input("base_spread", [round(spread.low, 4), round(spread.high, 4)],
+                                             base.kind, spread.how)
     base_batch = base.per_device_batch
     if options.accumulated:
         pass
