@@ -361,7 +361,7 @@ def test_the_validation_text_heads_each_section_and_marks_contended_rows(catalog
 
     text = validation_text(validation.validate(catalogue))
     assert "-- this machine, 2 namespaces, gloo" in text and "-- weak scaling" in text
-    assert text.count(" CONTENDED") == 12 and "namespace with its 12 contended rows:" in text
+    assert text.count("% contended ") == 12 and "namespace with its 12 contended rows:" in text
 
 
 # --- the band's two sides -----------------------------------------------------------------------------

@@ -169,7 +169,7 @@ def validation_text(rows: list[dict]) -> str:
     """Every row (base, target, measured, predicted, error, band, inside; `contended` beside the error of a
     row measured under contention), a heading per section, then each section's summary."""
     lines = [f"{'row':34} {'policy':9} {'base':>11} {'target':28} {'measured':>11} {'predicted':>11} "
-             f"{'error':>7} {'band':>23} in"]
+             f"{'error':>17} {'band':>23} in"]
     section = None
     order = list(SECTIONS)
     for row in sorted(rows, key=lambda r: order.index(r["policy"]) if r["policy"] in order else len(order)):
@@ -178,10 +178,10 @@ def validation_text(rows: list[dict]) -> str:
             lines.append(f"-- {row.get('section') or SECTIONS.get(section, section)}")
         band = f"{number(row['band_low'])}-{number(row['band_high'])}" if row.get("band_low") is not None else "-"
         error = "-" if row.get("error") is None else f"{100 * row['error']:+.1f}%"
+        error += " contended" if row.get("contended") else ""
         lines.append(f"{row['id'][:34]:34} {row['policy']:9} {number(row.get('base'), 1):>11} {row['target'][:28]:28} "
-                     f"{number(row['measured'], 1):>11} {number(row.get('predicted'), 1):>11} {error:>7} {band:>23} "
+                     f"{number(row['measured'], 1):>11} {number(row.get('predicted'), 1):>11} {error:>17} {band:>23} "
                      f"{'yes' if row.get('inside') else 'no' if row.get('inside') is not None else '-'}"
-                     + (" CONTENDED" if row.get("contended") else "")
                      + (f"  ({row['note']})" if row.get("note") else ""))
     lines.append("")
     for policy, values in score(rows).items():
