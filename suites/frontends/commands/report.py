@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -36,6 +37,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", help="reference of the relative-performance summary: a machine label or "
                                             "'machine · device×N' (default: the hardware that ran the most problems)")
     parser.add_argument("--title", default="parbench report", help="report title")
+    add_predict_arguments(parser)
+
+
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--predict-*`: `parbench predict`'s options under a prefix, for the report's "before you rent"
+    view (docs/predict.md); without --predict-to nothing is projected."""
+    group = parser.add_argument_group("before you rent: PROJECTED figures beside the measured ones (docs/predict.md)")
+    group.add_argument("--predict-to", action="append", default=[], metavar="DEVICE:N|DEVICE:GxK",
+                       help="project onto this target (repeatable), e.g. \"H100 SXM:8\" or \"H200:8x2\"")
+    group.add_argument("--predict-model", default=PREDICT_DEFAULTS["predict_model"],
+                       help="the model to project (default resnet50)")
+    group.add_argument("--predict-sizes", help="the model's sizes, NAME=VALUE[,...]")
+    group.add_argument("--predict-precision", default=PREDICT_DEFAULTS["predict_precision"],
+                       help="fp32, tf32, fp16 or bf16 (default bf16)")
+    group.add_argument("--predict-strategy", default=PREDICT_DEFAULTS["predict_strategy"],
+                       help="the strategy on the targets (default ddp)")
+    group.add_argument("--predict-framework", default=PREDICT_DEFAULTS["predict_framework"],
+                       help="torch or tf (default torch)")
+    group.add_argument("--predict-optimizer", help="sgd, momentum, adam, adamw (default: the standard suite's)")
+    base = group.add_mutually_exclusive_group()
+    base.add_argument("--predict-from", nargs="+", metavar="RESULTS",
+                      help="records whose best matching one is the base (default: the report's PATHS)")
+    base.add_argument("--predict-base", metavar="DEVICE:N=THROUGHPUT[@BATCH]",
+                      help="a published base instead of records, as `parbench predict --base`")
+    group.add_argument("--predict-network", help="the inter-node fabric (default: the catalogue's)")
+    group.add_argument("--predict-scaling", choices=("weak", "strong"), default=PREDICT_DEFAULTS["predict_scaling"],
+                       help="weak keeps the per-device batch, strong the global batch (default weak)")
+    group.add_argument("--predict-global-batch", type=int, help="strong scaling's global batch")
+    group.add_argument("--predict-batch", type=int, help="per-device batch (default: the base's)")
+    group.add_argument("--predict-samples", type=float, help="work the chart prices: this many samples")
+    group.add_argument("--predict-tokens", type=float, help="work the chart prices: this many tokens")
 
 
 def make_output_folder(folder: Path) -> None:
@@ -72,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     prices = PriceTable.load(args.prices)
+    projections = project(args, prices)  # before any loading: a bad --predict-* costs nothing
     references = load_references(str(args.references) if args.references else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResultsWarning)
@@ -85,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     try:
         content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
-                                                     references=references, model_sizes=default_sizes()))
+                                                     references=references, model_sizes=default_sizes(),
+                                                     projections=projections))
     except ValueError as error:
         raise UserError(str(error)) from None
     path = write(render(content, args.title, len(files), problems), args.output)
@@ -95,3 +129,46 @@ def run(args: argparse.Namespace) -> int:
     if args.parquet:
         print(f"parquet: {write_parquet(content.frame, args.output / 'results.parquet')}")
     return 0
+
+
+#: `parbench predict`'s options named in its one-line errors, said as the report's ('--to' -> '--predict-to').
+PREDICT_OPTIONS = re.compile(r"(?<![\w-])--(to|from|base|network|global-batch|batch|sizes|model)\b")
+#: The --predict-* options' defaults: any other value given without --predict-to is refused.
+PREDICT_DEFAULTS = {"predict_model": "resnet50", "predict_precision": "bf16", "predict_strategy": "ddp",
+                    "predict_framework": "torch", "predict_scaling": "weak"}
+
+
+def project(args: argparse.Namespace, prices):  # noqa: ANN001, ANN201 (a PriceTable; a DataFrame or None)
+    """The projections the report's "before you rent" view shows (`projections_frame`), computed
+    here so the report never imports the predictor; None without --predict-to."""
+    given = [name for name, value in vars(args).items() if name.startswith("predict_") and name != "predict_to"
+             and value is not None and value != PREDICT_DEFAULTS.get(name)]
+    if not args.predict_to:
+        if given:
+            raise UserError(f"--{given[0].replace('_', '-')} needs --predict-to DEVICE:N (e.g. --predict-to "
+                            f"\"H100 SXM:8\"): the targets to project onto")
+        return None
+    from suites.frontends.commands.predict import base_of
+    from suites.predict.catalogue import Catalogue
+    from suites.predict.projection import Options, parse_target, projections_frame
+    from suites.predict.workload import parse_sizes, resolve_workload
+
+    try:
+        catalogue = Catalogue.load(None)
+        workload = resolve_workload(args.predict_model, parse_sizes(args.predict_sizes), args.predict_precision,
+                                    args.predict_strategy, args.predict_framework, args.predict_optimizer)
+        targets = [parse_target(text, catalogue) for text in args.predict_to]
+        said = f"--predict-network {args.predict_network}" if args.predict_network else \
+            f"default: {catalogue.default_fabric}"
+        fabric = catalogue.fabric(args.predict_network or catalogue.default_fabric)
+        paths = args.predict_from or [str(path) for path in args.paths]
+        base = base_of(argparse.Namespace(records=None if args.predict_base else paths, base=args.predict_base),
+                       workload, catalogue)
+        options = Options(fabric, said, args.predict_scaling, args.predict_global_batch, args.predict_batch,
+                          samples=args.predict_samples, tokens=args.predict_tokens, prices=prices)
+        frame = projections_frame(workload, base, targets, options, catalogue)
+    except UserError as error:
+        raise UserError(PREDICT_OPTIONS.sub(r"--predict-\1", str(error))) from None
+    return frame.assign(model=workload.model, precision=str(workload.precision),
+                        base=f"{base.samples_per_s:,.1f} samples/s on {base.devices} x {base.device_name} "
+                             f"({base.kind}: {base.source})")

@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 from PIL import Image
 
 from suites.report.load.columns import config_label
+from suites.report.load.numbers import compact
 
 WIDTH_IN = 9.0
 BAR_IN = 0.32
@@ -249,3 +250,41 @@ def bound_by(counts: pd.DataFrame) -> str:
     axes.legend(fontsize=7, loc="lower right")
     axes.grid(axis="x", alpha=0.3)
     return png(figure)
+
+
+def _plain_log_labels(axes) -> None:  # noqa: ANN001 (matplotlib Axes)
+    """Log axes labelled '10k', '1M', '0.5' (compact), never '1e5' (report-guide G2)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for axis in (axes.xaxis, axes.yaxis):  # 1-2-5 steps: a range within one decade still has labels
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
+        axis.set_minor_formatter(NullFormatter())
+
+
+def cost_time(points: pd.DataFrame, work: str, currency: str) -> str:
+    """PROJECTED cost of `work` against the hours it takes, one point per target, log-log: the
+    point is the projection, the segment its band (a slower step costs proportionally more at one
+    hourly price, so the band runs along a line through the origin). `points`: label, hours,
+    hours_low, hours_high, cost, cost_low, cost_high (the band's ends; NaN where it is open)."""
+    figure = Figure(figsize=(WIDTH_IN, 4.2))
+    axes = figure.add_subplot()
+    for index, (_, point) in enumerate(points.iterrows()):
+        color = COLORS[index % len(COLORS)]
+        if pd.notna(point["hours_high"]):
+            axes.plot([point["hours_low"], point["hours_high"]], [point["cost_low"], point["cost_high"]],
+                      color=color, linewidth=3, alpha=0.45, solid_capstyle="butt")
+        axes.scatter([point["hours"]], [point["cost"]], color=color, marker="D", s=36, zorder=3)
+        axes.annotate(plain(point["label"]), (point["hours"], point["cost"]), xytext=(6, 5),
+                      textcoords="offset points", fontsize=8, color=color)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    _plain_log_labels(axes)
+    axes.set_xlabel(plain(f"hours for {work} (PROJECTED; the bar is the band)"))
+    axes.set_ylabel(plain(f"{currency} for {work}"))
+    axes.margins(0.25)
+    axes.grid(alpha=0.3, which="both")
+    figure.text(0.01, 0.99, plain(f"PROJECTED, not measured: cost against time for {work}, per target"),
+                fontsize=10, ha="left", va="top")
+    figure.subplots_adjust(left=0.1, right=0.97, top=0.9, bottom=0.14)
+    return png(figure, tight=False)

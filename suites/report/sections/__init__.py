@@ -8,9 +8,9 @@ tables (`problems`) are drawn apart, under their own heading.
 """
 from __future__ import annotations
 
-from suites.report.sections import (baseline, compilation, environments, limits, not_ok, peak, precision, references,
-                                    relative, roofline, scaling, summary)
+from suites.report.sections import (baseline, before_you_rent, compilation, environments, limits, not_ok, peak,
+                                    precision, references, relative, roofline, scaling, summary)
 
 #: The sections in page order; the template draws each `build`'s Section in turn.
-SECTIONS = (summary, relative, baseline, scaling, precision, compilation, peak, roofline, limits, references, not_ok,
-            environments)
+SECTIONS = (summary, before_you_rent, relative, baseline, scaling, precision, compilation, peak, roofline, limits,
+            references, not_ok, environments)

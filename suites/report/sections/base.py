@@ -24,6 +24,11 @@ class ReportOptions:
     #: Each model's default integer sizes (`suites.workloads.training.default_sizes`, given by
     #: the report command): what a reference row's sizes are compared with.
     model_sizes: ModelSizes = field(default_factory=dict)
+    #: `parbench report --predict-to`'s projections, computed by the front end (the report never
+    #: imports the predictor): one row per target as `suites.predict.projection.projections_frame`
+    #: returns it, plus `model`, `precision` and `base` (what it was projected from). Read by the
+    #: "before you rent" section only: no projection enters a measured table, ratio or export.
+    projections: pd.DataFrame | None = None
 
 
 def row_class(row: pd.Series) -> str:
