@@ -5,7 +5,9 @@ The verdicts, tried in this order (the first whose evidence holds wins):
   `Measurement.exchange_share` >= `EXCHANGE_SHARE`).
 - ``launch``: the device ran kernels for a small share of the step (< `BUSY_SHARE`): the step
   measures the host launching work, not the device. From the profiler's kernel time per step,
-  else NVML's utilization (coarser: one kernel per sample period reads as busy).
+  else NVML's utilization (coarser: one kernel per sample period reads as busy). Not for an
+  emulated GPU case (ranks sharing fewer GPUs over gloo): its idle device waits on the other
+  ranks' turns and gloo's copies through the host, so it is ``unknown``, said why.
 - ``power``: the GPU's clocks were held below their maximum (< `CLOCK_SHARE`) with a power or
   thermal clock-event reason seen (NVML: sw_power_cap, hw_slowdown, ...).
 - ``compute`` / ``memory``: near (>= `NEAR_ROOF` of) the roofline's bound at the case's
@@ -78,6 +80,8 @@ class Signals:
     gpus: Sequence[GpuTelemetry] = ()
     #: The SM clock the GPU's peak assumes (peaks.toml `clock_mhz`); None: NVML's max SM clock.
     peak_clock_mhz: float | None = None
+    #: The case's devices were emulated (ranks or logical devices sharing fewer devices).
+    emulated: bool = False
 
 
 def _pct(fraction: float) -> str:
@@ -142,6 +146,12 @@ def diagnose(signals: Signals) -> BoundBy:
     busy, source = busy_share(signals)
     if busy is not None:
         evidence.update(busy_share=busy, busy_share_from=source)
+        if busy < BUSY_SHARE and signals.emulated:
+            evidence["emulated"] = True
+            return BoundBy("unknown", f"the {signals.device} was busy {_pct(busy)} of the step ({source}), but its "
+                           f"{signals.n_devices} devices were emulated (ranks sharing fewer GPUs, exchanging over "
+                           "gloo through the host): the idle share is their turns and gloo's copies, not launching",
+                           evidence)
         if busy < BUSY_SHARE:
             return BoundBy("launch", f"the {signals.device} was busy {_pct(busy)} of the step ({source}): "
                            "this figure measures the host launching work, not the device", evidence)
@@ -192,8 +202,10 @@ def _roofline(signals: Signals, clock_share: float, evidence: Evidence) -> Bound
                    "was measured", evidence)
 
 
-def signals_of(case: Case, measurement: Measurement, metrics: dict[str, float | None]) -> Signals:
-    """A record's signals: its measurement's telemetry and exchange share, its derived metrics."""
+def signals_of(case: Case, measurement: Measurement, metrics: dict[str, float | None],
+               emulated: bool = False) -> Signals:
+    """A record's signals: its measurement's telemetry and exchange share, its derived metrics,
+    whether its devices were `emulated`."""
     pct = metrics.get("pct_peak_table") or metrics.get("pct_peak_measured")
     telemetry = measurement.telemetry
     gpus = telemetry.gpus if telemetry else ()
@@ -204,7 +216,7 @@ def signals_of(case: Case, measurement: Measurement, metrics: dict[str, float | 
                    roof_bandwidth_gbs=metrics.get("roof_bandwidth_gbs"),
                    exchange_share=measurement.exchange_share,
                    kernel_s_per_step=telemetry.kernel_s_per_step if telemetry else None,
-                   gpus=gpus, peak_clock_mhz=peak_clock_mhz(case) if gpus else None)
+                   gpus=gpus, peak_clock_mhz=peak_clock_mhz(case) if gpus else None, emulated=emulated)
 
 
 def peak_clock_mhz(case: Case) -> float | None:

@@ -77,7 +77,7 @@ def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
         if explained is not None:  # what the peak is made of, and why a category is off its estimate
             details = {**details, MEMORY_EXPLAINED: explained.note()}
         if outcome.status is Status.OK:
-            bound_by = diagnose(signals_of(case, outcome.measurement, metrics))
+            bound_by = diagnose(signals_of(case, outcome.measurement, metrics, emulated))
     record = Record(case=case, status=outcome.status, run_id=context.run_id, timestamp=now_iso(),
                     suite=context.suite, environment={**context.environment, "threads": threads_in_use(),
                                                       "accelerators": discovered_accelerators()},

@@ -1,0 +1,49 @@
+"""Issue 48 item 9, the small truths of a GPU run: an emulated gloo run is not called launch-bound,
+no bounds probe starts workers for a GPU or TPU case, ... Discovery faked to 8 H100 a node
+(tests/cluster_truth.py); every test runs in well under a second."""
+from __future__ import annotations
+
+import pytest
+
+from suites.cases.case import Case
+from suites.cases.timing_config import TimingConfig
+from suites.cases.vocabulary import Status
+from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry
+from suites.records.measurement import Measurement
+from suites.records.store import ResultsStore
+from suites.runner.execute import Outcome
+from suites.runner.recording import RunContext, store_outcome
+from suites.strategies.jobs import job_for
+from tests.cluster_truth import eight_gpus_a_node  # noqa: F401 (fixture)
+
+
+def busy(percent: float) -> Measurement:
+    """A step whose GPU NVML saw busy `percent` of the time (no profiler kernel time)."""
+    gpu = GpuTelemetry(0, 20, sm_clock_mhz=Spread(1830.0, 1830.0, 1830.0),
+                       utilization_pct=Spread(percent, percent, percent), max_sm_clock_mhz=1980.0)
+    return Measurement((0.05,) * 5, telemetry=Telemetry((gpu,)))
+
+
+def stored(case: Case, measurement: Measurement, tmp_path):
+    context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TimingConfig())
+    context.store.ensure_writable(context.environment["machine"])
+    return store_outcome(job_for(case), Outcome(Status.OK, measurement=measurement), context)
+
+
+# --- 9b: emulated gloo runs are not `bound_by: launch` ---------------------------------------------
+def test_ranks_sharing_a_gpu_over_gloo_are_not_called_launch_bound(eight_gpus_a_node, tmp_path):
+    """16 ddp ranks on one node's 8 GPUs: gloo, emulated; the GPU idles while the ranks take turns
+    and gloo copies through the host. Before: `launch` ("measures the host launching work")."""
+    record = stored(Case.make("train_step", "torch", "gpu", "ddp", "bf16", 16, {"model": "mlp", "batch": 32}),
+                    busy(5.0), tmp_path)
+    assert record.emulated
+    assert record.bound_by.verdict == "unknown", record.bound_by.reason
+    assert "emulated" in record.bound_by.reason and "gloo" in record.bound_by.reason
+    assert record.bound_by.evidence["busy_share"] == pytest.approx(0.05)
+    assert record.bound_by.evidence["emulated"] is True
+
+
+def test_one_gpu_idle_most_of_the_step_is_still_launch_bound(eight_gpus_a_node, tmp_path):
+    record = stored(Case.make("train_step", "torch", "gpu", "single", "bf16", 1, {"model": "mlp", "batch": 32}),
+                    busy(5.0), tmp_path)
+    assert not record.emulated and record.bound_by.verdict == "launch"
