@@ -72,7 +72,8 @@ REPORT_LAYERS: dict[str, tuple[str, ...]] = {
     "load": ("suites.report.load",),
     "analyses": ("suites.report.analyses",),
     "render": ("suites.report.render",),
-    "page": ("suites.report", "suites.report.content", "suites.report.overview", "suites.report.sections"),
+    "page": ("suites.report", "suites.report.content", "suites.report.overview", "suites.report.equal_terms",
+             "suites.report.sections"),
 }
 #: report sub-layer -> the sub-layers below it that it may import (its own is always allowed).
 REPORT_ALLOWED: dict[str, frozenset[str]] = {

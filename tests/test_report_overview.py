@@ -52,7 +52,8 @@ def test_a_cell_is_the_ratio_to_the_reference_type_with_its_coverage():
     assert result.reference == "Xeon · 4 cores"
     assert speed_cell(result, "EPYC · 2 cores", "matmul") == "2.00×, 2.00×"  # 2 problems: the single ratios
     assert speed_cell(result, "Xeon · 4 cores", "matmul") == "1.00×"
-    assert any("EPYC · 2 cores is 2.00× the reference Xeon · 4 cores" in line for line in result.verdict)
+    assert any("matmul at equal precision, EPYC · 2 cores over the reference Xeon · 4 cores: 2.00× in fp32" in line
+               for line in result.verdict)
 
 
 @pytest.mark.parametrize("flag, why", [

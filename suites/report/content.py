@@ -45,7 +45,7 @@ def metric_formulas() -> dict[str, str]:
 
 def build_content(records: pd.DataFrame, options: ReportOptions) -> ReportContent:
     """The page's content over `records` (the tidy table as loaded)."""
-    frame = ReportFrame.build(records, options.prices)
+    frame = ReportFrame.build(records, options.prices, options.definitions)
     current = frame.latest
     currency = options.prices.currency
     prices = f"prices: {', '.join(options.prices.sources)} ({currency}; edit suites/prices.toml or pass --prices FILE)"

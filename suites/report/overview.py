@@ -24,7 +24,9 @@ from suites.report.analyses.comparability import counts_text
 from suites.report.analyses.device_types import (BEST, host_type, limits_unknown, ordered_families,
                                                  paired_ratios, pick_reference_type, type_figures)
 from suites.report.analyses.frame import ReportFrame
+from suites.report.analyses.machines import no_finding
 from suites.report.analyses.selection import pairable
+from suites.report.equal_terms import apart_reasons, buyer_facts, family_sentences, fmt_ratio
 from suites.report.load.numbers import compact
 from suites.report.render.glossary import key
 from suites.report.render.page import Grid, GridCell, Overview
@@ -40,30 +42,20 @@ METRICS = {"speed": "speed", "cost": "cost per unit of work", "energy": "work pe
 ONE_DEVICE_STRATEGIES = frozenset({"single"})
 
 
-def fmt_ratio(value: float) -> str:
-    """'1.20×', '48×', '0.031×' (three significant figures at most)."""
-    if value is None or not math.isfinite(value) or value <= 0:
-        return "–"
-    if value >= 100:
-        return f"{value:,.0f}×"
-    if value >= 10:
-        return f"{value:.1f}×"
-    if value >= 0.1:
-        return f"{value:.2f}×"
-    return f"{value:.2g}×"
-
-
 # --- the matrix ---------------------------------------------------------------------------------
 
-def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> GridCell:
+def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool, apart: str = "") -> GridCell:
     if reference:
         return GridCell("1.00×", f"the reference: {reference_problems} problem(s)", "ref")
     if ratios.empty:
-        return GridCell("–", "no problem of this family measured by both this type and the reference", "none")
+        return GridCell("–", f"no work in common with the reference: {apart}" if apart else
+                        "no problem of this family measured by both this type and the reference", "none")
     k = len(ratios)
-    lines = [f"{problem}: {fmt_ratio(r)} ({config}; {int(m)} machine(s))"
-             for problem, r, config, m in zip(ratios["problem"], ratios["ratio"], ratios["config"],
-                                              ratios["machines"])]
+    # each side's precision: equal in a precision's view, named in the best-passing one
+    lines = [f"{problem}: {fmt_ratio(r)} ({config}; {int(m)} machine(s); the reference ran {ran_ref})"
+             for problem, r, config, m, ran_ref in zip(ratios["problem"], ratios["ratio"], ratios["config"],
+                                                       ratios["machines"], ratios["ran_ref"])]
+    mixed = sorted({f"{ran} vs {ran_ref}" for ran, ran_ref in zip(ratios["ran"], ratios["ran_ref"]) if ran != ran_ref})
     spread = ""
     if (ratios["machines"] > 1).any():
         low, high = (float(np.exp(np.log(ratios[c]).mean())) for c in ("ratio_low", "ratio_high"))
@@ -76,16 +68,17 @@ def _cell(ratios: pd.DataFrame, reference_problems: int, reference: bool) -> Gri
         text = ", ".join(fmt_ratio(r) for r in ratios["ratio"])
         title = f"{k} problem(s), too few for a mean: " + "; ".join(lines)
     return GridCell(text, title + (f"; {spread}" if spread else ""), "", f"{k}/{reference_problems}" +
-                (f" · {spread}" if spread else ""))
+                (f" · {spread}" if spread else "") + (f" · {', '.join(mixed)}" if mixed else ""))
 
 
 def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, families: list[str],
-           machines: dict[str, int]) -> Grid:
-    """Device type × family for one precision (or BEST) and one metric."""
+           machines: dict[str, int], apart: dict[tuple[str, str], str] | None = None) -> Grid:
+    """Device type × family for one precision (or BEST) and one metric, pairing equal work
+    (`type_figures`); `apart`: (type, family) -> why the two pair on no work."""
     view = figures[figures["precision"].eq(precision)]
     ref = view[view["type"].eq(reference)]
-    merged = view.merge(ref[["family", "problem", "scope", "value"]], on=["family", "problem", "scope"],
-                        suffixes=("", "_ref"))
+    merged = view.merge(ref[["family", "work_key", "policy", "scope", "value", "ran"]],
+                        on=["family", "work_key", "policy", "scope"], suffixes=("", "_ref"))
     merged["ratio"] = merged["value"] / merged["value_ref"]
     merged["ratio_low"] = merged["low"] / merged["value_ref"]
     merged["ratio_high"] = merged["high"] / merged["value_ref"]
@@ -94,12 +87,12 @@ def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, f
     for device in types:
         cells = [GridCell(device, f"{machines.get(device, 0)} machine(s)", "label")]
         for name in families:
-            reference_problems = int(ref[ref["family"].eq(name)]["problem"].nunique())
+            reference_problems = int(ref[ref["family"].eq(name)]["work_key"].nunique())
             if reference_problems == 0:
                 cells.append(GridCell("–", "the reference measured no problem of this family", "none"))
                 continue
             mine = merged[merged["type"].eq(device) & merged["family"].eq(name)]
-            cells.append(_cell(mine, reference_problems, device == reference))
+            cells.append(_cell(mine, reference_problems, device == reference, (apart or {}).get((device, name), "")))
         cells.append(GridCell(str(machines.get(device, 0)), "", "num"))
         rows.append(cells)
     label = "best passing precision" if precision == BEST else precision
@@ -110,38 +103,6 @@ def matrix(figures: pd.DataFrame, reference: str, precision: str, metric: str, f
 
 
 # --- the verdict --------------------------------------------------------------------------------
-
-def _family_sentences(figures: pd.DataFrame, reference: str, families: list[str],
-                      limits_unknown: dict[str, set[str]]) -> tuple[list[str], set[str]]:
-    """At most three sentences, one per family, and the device types among them whose limits were
-    not recorded (their sentences are marked '*'; `limits_note` says why once)."""
-    view = figures[figures["precision"].eq(BEST)]
-    ref = view[view["type"].eq(reference)]
-    merged = view.merge(ref[["family", "problem", "value"]], on=["family", "problem"], suffixes=("", "_ref"))
-    merged = merged[merged["type"].ne(reference)]
-    out, unrecorded = [], set()
-    for name in families:
-        rows = merged[merged["family"].eq(name)]
-        if rows.empty:
-            continue
-        rows = rows.assign(log=np.log(rows["value"] / rows["value_ref"]))
-        per_type = rows.groupby("type").agg(log=("log", "mean"), k=("problem", "nunique"),
-                                            machines=("machines", "max"))
-        best_type = per_type["log"].idxmax()
-        total = int(ref[ref["family"].eq(name)]["problem"].nunique())
-        row = per_type.loc[best_type]
-        ratio = float(np.exp(row["log"]))
-        pooled = "geometric mean of" if row["k"] >= MIN_PROBLEMS_FOR_MEAN else "from"
-        unknown = sorted(set(limits_unknown.get(name, set())) & {best_type, reference})
-        unrecorded.update(unknown)
-        mark = "*" if unknown else ""  # the caveat is said once, under the verdict (`limits_note`)
-        out.append(f"{name}, best passing precision: {best_type} is {fmt_ratio(ratio)} the reference {reference} "
-                   f"({pooled} {int(row['k'])}/{total} problems, up to {count(int(row['machines']), 'machine')} "
-                   f"per problem, comparable rows only){mark}.")
-        if len(out) == 3:
-            break
-    return out, unrecorded
-
 
 def limits_note(unrecorded: set[str]) -> str:
     """The verdict's one caveat on the device types whose records say nothing of what limits them."""
@@ -182,8 +143,23 @@ def _precision_sentence(frame: ReportFrame) -> str | None:
         where = "same run" if not same_run.empty else "across runs"
         emulated = " (emulated)" if bool(best.get("emulated")) else ""
         return (f"On {types.loc[best.name]} ({machine}), {problem}: {best['precision']} is "
-                f"{fmt_ratio(best['throughput'] / base['throughput'])} fp32 ({where}{emulated}).")
+                f"{fmt_ratio(best['throughput'] / base['throughput'])} fp32 ({where}{emulated})"
+                f"{_equal_terms_caveat(best, base)}.")
     return None
+
+
+def _equal_terms_caveat(best: pd.Series, base: pd.Series) -> str:
+    """What undoes a within-machine ratio: a swing of a side between runs at least as large (C6),
+    a side probably launch-bound (`comparability`)."""
+    said = []
+    ratio = float(best["throughput"] / base["throughput"])
+    swings = {str(row["precision"]): float(row.get("run_swing", 1.0)) for row in (best, base)}
+    if no_finding(ratio, *swings.values()):
+        precision, swing = max(swings.items(), key=lambda item: item[1])
+        said.append(f"within the {fmt_ratio(swing)} swing of {precision} between runs: no finding")
+    if "probably-launch-bound" in (best.get("why_not"), base.get("why_not")):
+        said.append("probably launch-bound: not a hardware figure")
+    return "; " + "; ".join(said) if said else ""
 
 
 def _cheapest_sentence(figures: pd.DataFrame, frame: ReportFrame, families: list[str]) -> str | None:
@@ -217,8 +193,9 @@ def _cheapest_sentence(figures: pd.DataFrame, frame: ReportFrame, families: list
 
 def strategy_grids(frame: ReportFrame, max_columns: int = 11) -> list[Grid]:
     """Per host type: rows framework · strategy × devices, columns precision (+compile); a cell is
-    the speedup over the same machine's `single` fp32 eager run of the same framework, geometric
-    mean over training problems, paired within one run where one exists (C5). Built from group
+    a speedup on the same machine and framework, geometric mean over training problems, paired
+    within one run where one exists (C5): a strategy's over the single device at the same precision,
+    a single device's (a precision's) over its fp32 eager run (`paired_ratios`). Built from group
     aggregates, so a fleet's thousands of rows cost one merge, not a search per cell."""
     current = frame.latest
     training = current[current["workload"].eq("train_step") & current["status"].isin(["ok", "failed"])].copy(deep=False)
@@ -229,14 +206,17 @@ def strategy_grids(frame: ReportFrame, max_columns: int = 11) -> list[Grid]:
         lambda c: "" if c in ("none", "", "nan") else f" +{c}")
     training["row"] = (training["framework"].astype(str) + " · " + training["strategy"].astype(str) + " ×"
                        + training["n_devices"].astype(str))
-    # Within a machine, emulated rows pair (labelled); launch- and host-bound ones do not enter a
-    # mean here: they measure the host, so a precision or strategy "speedup" from them is not one.
+    # Within a machine, emulated rows pair (labelled), and probably launch-bound ones with that
+    # caveat (‡); launch- and host-bound ones do not enter a mean here: they measure the host, so a
+    # precision or strategy "speedup" from them is not one.
     good = pairable(training)
-    good = good[good["why_not"].isin(["", "emulated"])]
+    good = good[good["why_not"].isin(["", "emulated", "probably-launch-bound"])]
     pairs = paired_ratios(good)
     summary = (pairs.groupby(["host", "row", "column"]).agg(log=("log_ratio", "mean"), n=("log_ratio", "size"),
                                                             across=("across", "any"),
-                                                            emulated=("emulated", "any")).to_dict("index")
+                                                            emulated=("emulated", "any"),
+                                                            caveat=("caveat", "any"),
+                                                            no_finding=("no_finding", "all")).to_dict("index")
                if not pairs.empty else {})
     good_cells = set(zip(good["host"], good["row"], good["column"]))
     grids = []
@@ -255,9 +235,12 @@ def strategy_grids(frame: ReportFrame, max_columns: int = 11) -> list[Grid]:
         machines = group["machine"].nunique()
         grids.append(Grid(f"strategy-{host}", f"{host}: strategy × precision", ["framework · strategy ×devices",
                                                                                 *columns], rows,
-                          caption=f"speedup over the same machine's single-device fp32 eager run of the same "
-                                  f"framework, geometric mean over training problems ({machines} machine(s)); "
-                                  f"† across runs; emu: emulated devices (ranks sharing one CPU or GPU)"))
+                          caption=f"speedup on the same machine and framework, geometric mean over training "
+                                  f"problems ({machines} machine(s)): a strategy's row over the single device "
+                                  f"at the same precision (eager), the single device's row over its fp32 eager "
+                                  f"run; † across runs; emu: emulated devices (ranks sharing one CPU or GPU); "
+                                  f"‡ probably launch-bound: not a hardware figure; ≈ within the swing of a side "
+                                  f"between runs: no finding"))
     return grids
 
 
@@ -276,11 +259,17 @@ def _strategy_cell(cell_rows: pd.DataFrame | None, paired: dict | None, usable: 
             "; ".join(sorted(set(cell_rows["status"].astype(str))))
         return GridCell("–", reasons[:300], "none")
     if not paired:
-        return GridCell("no base", "no single-device fp32 eager baseline of this framework on this machine", "none")
+        return GridCell("no base", "no single-device eager baseline of this framework on this machine at the "
+                        "precision it compares with", "none")
     across, emulated = bool(paired["across"]), bool(paired["emulated"])
-    text = fmt_ratio(math.exp(paired["log"])) + ("†" if across else "") + (" emu" if emulated else "")
+    caveat, no_finding = bool(paired.get("caveat")), bool(paired.get("no_finding"))
+    text = (("≈" if no_finding else "") + fmt_ratio(math.exp(paired["log"])) + ("†" if across else "")
+            + ("‡" if caveat else "") + (" emu" if emulated else ""))
     return GridCell(text, f"{int(paired['n'])} problem(s)" + ("; across runs" if across else "") +
-                ("; emulated: measures the emulation" if emulated else ""), "emu" if emulated else "")
+                    ("; emulated: measures the emulation" if emulated else "") +
+                    ("; probably launch-bound: not a hardware figure" if caveat else "") +
+                    ("; within the swing of a side between runs: no finding" if no_finding else ""),
+                    "emu" if emulated else "caveat" if caveat or no_finding else "")
 
 
 # --- the whole first screen ---------------------------------------------------------------------
@@ -342,21 +331,25 @@ def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Ov
         overview.no_matrix = (f"One device type ({chosen}) has comparable figures, so there is nothing to rank it "
                               f"against; the strategy × precision grids below compare what ran on it.")
     else:
-        precisions = [BEST] + sorted(set(speed["precision"]) - {BEST},
-                                     key=lambda p: ["fp32", "tf32", "bf16", "fp16"].index(p)
-                                     if p in ("fp32", "tf32", "bf16", "fp16") else 9)
+        # equal precisions first (the first is shown): a hardware ratio compares equal precision;
+        # "best passing" is the labelled exception, whose cells say each side's precision
+        precisions = sorted(set(speed["precision"]) - {BEST},
+                            key=lambda p: ["fp32", "tf32", "bf16", "fp16"].index(p)
+                            if p in ("fp32", "tf32", "bf16", "fp16") else 9) + [BEST]
         # keys are positions, never text from the records: they become element ids and CSS selectors
         overview.precision_choices = [(f"p{index}", "best passing" if p == BEST else p)
                                       for index, p in enumerate(precisions)]
+        apart = apart_reasons(frame, chosen)
         for metric in METRICS:
             if figures[metric].empty or chosen not in set(figures[metric]["type"]):
                 continue
             overview.metric_choices.append((metric, METRICS[metric]))
             for index, precision in enumerate(precisions):
-                grid = matrix(figures[metric], chosen, precision, metric, families, machines)
+                grid = matrix(figures[metric], chosen, precision, metric, families, machines, apart)
                 grid.key = f"{metric}-p{index}"
                 overview.matrices.append(grid)
-        sentences, unrecorded = _family_sentences(speed, chosen, families, limits_unknown(rows, types, families_of))
+        sentences, unrecorded = family_sentences(speed, chosen, families, limits_unknown(rows, types, families_of),
+                                                 apart)
         overview.verdict += sentences
         overview.verdict_note = limits_note(unrecorded)
         cheapest = _cheapest_sentence(figures["cost"], frame, families)
@@ -366,6 +359,7 @@ def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Ov
     if precision:
         overview.verdict.append(precision)
     overview.verdict = overview.verdict[:5]
+    overview.facts = buyer_facts(frame)
     overview.strategy_grids = strategy_grids(frame)
     overview.not_in_matrix = not_in_matrix_line(frame, set(speed["type"]))
     overview.key = key(screen_text(overview))
@@ -375,6 +369,7 @@ def build_overview(frame: ReportFrame, reference: str | None, prices: str) -> Ov
 def screen_text(overview: Overview) -> list[str]:
     """Every string the first screen shows (what its key explains)."""
     grids = [*overview.matrices, *overview.strategy_grids]
-    return [*overview.header, *overview.verdict, overview.verdict_note, overview.no_matrix, overview.not_in_matrix,
+    return [*overview.header, *overview.verdict, overview.verdict_note, *overview.facts, overview.no_matrix,
+            overview.not_in_matrix,
             overview.not_comparable, *(grid.caption for grid in grids),
             *(cell.text + " " + cell.note for grid in grids for row in grid.rows for cell in row)]

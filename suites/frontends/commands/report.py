@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from suites.hardware.references import load_references
     from suites.strategies.jobs import case_work
     from suites.workloads.training import default_sizes
+    from suites.measure.work_definitions import current
 
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
@@ -119,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
                                                      references=references, model_sizes=default_sizes(),
-                                                     projections=projections))
+                                                     projections=projections,
+                                                     definitions=current()))
     except ValueError as error:
         raise UserError(str(error)) from None
     path = write(render(content, args.title, len(files), problems), args.output)

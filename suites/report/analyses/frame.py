@@ -1,11 +1,13 @@
 """`ReportFrame`: the records as every part of a report reads them, built once.
 
-The tidy table of `suites.report.load` is flagged here (`comparability.flag`: which rows may
-enter a ratio, and why not), priced (`prices.add_costs`) and fingerprinted (each row's device type
-and workload family, `device_types`), and the views the sections and the first screen read are
-made on first use and then shared: at a fleet's size a view is a copy of most of the table
-(1,000 machines: ~100 MB), so none is made twice. A view is handed out as a shallow copy: a
-section that adds a column to it keeps that column to itself (copy-on-write).
+The tidy table of `suites.report.load` is made one machine per hardware (`machines`: labels of
+one hardware are one machine), given each row's work (`work`: what pairs with what), flagged
+(`comparability.flag`: which rows may enter a ratio, and why not), priced (`prices.add_costs`)
+and fingerprinted (each row's device type and workload family, `device_types`), and the views
+the sections and the first screen read are made on first use and then shared: at a fleet's size
+a view is a copy of most of the table (1,000 machines: ~100 MB), so none is made twice. A view is
+handed out as a shallow copy: a section that adds a column to it keeps that column to itself
+(copy-on-write).
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ import pandas as pd
 
 from suites.report.analyses import selection
 from suites.report.analyses.comparability import flag
+from suites.records.work_fingerprint import Definitions
 from suites.report.analyses.device_types import device_type, family
+from suites.report.analyses.machines import add_run_swing, one_machine_per_hardware
 from suites.report.analyses.prices import PriceTable, add_costs
+from suites.report.analyses.work import add_work
 
 
 class _View:
@@ -38,14 +43,17 @@ class _View:
 class ReportFrame:
     """Every record (`records`: flagged and priced) and its views, each made once."""
 
-    def __init__(self, records: pd.DataFrame):
+    def __init__(self, records: pd.DataFrame, definitions: Definitions | None = None):
         self._records = records
         self._views: dict[str, pd.DataFrame | pd.Series] = {}
+        #: What a case's names meant, for the work of records older than their stored work.
+        self.definitions = definitions
 
     @classmethod
-    def build(cls, tidy: pd.DataFrame, prices: PriceTable) -> ReportFrame:
-        """The frame of a report over `tidy` (as loaded) at `prices`."""
-        return cls(add_costs(flag(tidy), prices))
+    def build(cls, tidy: pd.DataFrame, prices: PriceTable, definitions: Definitions | None = None) -> ReportFrame:
+        """The frame of a report over `tidy` (as loaded) at `prices`; `definitions` resolve older
+        records' work (`work.add_work`)."""
+        return cls(add_costs(flag(add_work(one_machine_per_hardware(tidy), definitions)), prices), definitions)
 
     @property
     def records(self) -> pd.DataFrame:
@@ -53,7 +61,7 @@ class ReportFrame:
         return self._records.copy(deep=False)
 
     #: The most recent row of every case on every machine (`selection.latest`).
-    latest = _View(lambda frame: selection.latest(frame._records))
+    latest = _View(lambda frame: add_run_swing(selection.latest(frame._records), frame._records))
     #: Latest rows that ran, with a throughput and no failed check.
     usable = _View(lambda frame: selection.usable(frame.latest))
     #: Latest rows that may stand in a cross-machine ratio, rank, price or crown.

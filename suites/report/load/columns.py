@@ -15,6 +15,7 @@ import pandas as pd
 from suites.cases.case import Case
 from suites.cases.vocabulary import Compile, DeviceKind, Framework, Strategy
 from suites.records.metric_registry import MEMORY_BREAKDOWN_METRICS, METRICS, TIDY_METRICS
+from suites.report.load.like_columns import LIKE_COLUMNS, LIKE_FLOATS
 from suites.report.load.limit_columns import LIMIT_COLUMNS, LIMIT_FLOATS
 
 #: Column -> meaning, in table order. `param_<name>` columns (one per workload parameter found)
@@ -85,6 +86,7 @@ COLUMNS: dict[str, str] = {
     "recompiles": METRICS["recompiles"].description,
     "straggler": "one rank's compute (or busy time) per step is over 1.1x another's",
     **LIMIT_COLUMNS,
+    **LIKE_COLUMNS,
     "throughput": "the figure compared across configurations: samples/s, else TFLOP/s, else busbw GB/s, else steps/s",
     "throughput_unit": "unit of `throughput`",
     "sustained_throughput": "`throughput` at the sustained step time (throughput x median_s / sustained_step_s): "
@@ -97,6 +99,10 @@ COLUMNS: dict[str, str] = {
                 "speedup): usable, and only emulated or launch/host-bound if anything",
     "why_not": "why the row is not comparable, as a code (suites.report.analyses.comparability.CODES); '' where it is",
     "why_not_text": "every reason the row is not comparable, in words; '' where it is",
+    "notes": "what the row says that leaves it comparable, in words: a figure above the calibrated peak flags "
+             "the calibration (suites.report.analyses.comparability.NOTES); '' where none",
+    "energy_why_not": "why the row's energy figures enter no ratio (a reading too short for its counter, or above "
+                      "the board's power limit), in words; '' where they may",
     "check_passed": "numerics check passed (empty when the case did not run)",
     "check_metric": "what the check measured (e.g. max_rel_err)",
     "check_value": "the check's measured value",
@@ -128,12 +134,12 @@ ENVIRONMENT = ["hostname", "cpu_model", "cpu_cores", "memory_gib", "gpus", "os",
 FLOAT_COLUMNS = ["median_s", "iqr_s", "q1_s", "q3_s", *TIDY_METRICS, "throughput", "throughput_per_watt",
                  "check_value", "check_s", "check_memory_gib",
                  "sustained_step_s", "sustained_throughput", "compile_s", "memory_gib", "device_memory_gib",
-                 *LIMIT_FLOATS]
+                 *LIMIT_FLOATS, *LIKE_FLOATS]
 INT_COLUMNS = ["n", "n_devices", "cpu_cores"]
 BOOL_COLUMNS = ["emulated", "noisy", "contended", "starved", "bimodal", "straggler", "check_passed", "memory_fits"]
 #: Columns the loader derives from the whole row once it is loaded (`comparability.flag`), not read
 #: from a source: `tidy` leaves them out.
-FLAGS = ["comparable", "pairable", "why_not", "why_not_text"]
+FLAGS = ["comparable", "pairable", "why_not", "why_not_text", "notes", "energy_why_not"]
 
 
 def params_text(params: Mapping[str, Any]) -> str:

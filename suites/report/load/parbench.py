@@ -12,6 +12,7 @@ from suites.records.metric_registry import TIDY_METRICS
 from suites.records.record import Record
 from suites.records.store import ResultsWarning, numbered_records
 from suites.report.load.columns import BOOL_COLUMNS, INT_COLUMNS, case_fields, environment_fields
+from suites.report.load.like_columns import like_fields
 from suites.report.load.limit_columns import limit_fields
 
 SOURCE = "parbench"
@@ -29,7 +30,7 @@ def row(record: Record, path: Path) -> dict[str, Any]:
     return {
         "source": SOURCE, **environment_fields(record.environment, str(record.case.device)),
         **case_fields(record.case), "emulated": record.emulated, "status": str(record.status),
-        "reason": record.reason, **timing, **limit_fields(record),
+        "reason": record.reason, **timing, **limit_fields(record), **like_fields(record),
         "contended": record.contention.contended if record.contention else None,
         "contention": record.contention.why if record.contention else "",
         # Fields the record side may add; read defensively, so a record without them loads as

@@ -54,6 +54,9 @@ class Overview:
     not_comparable: str = ""
     #: One caveat shared by several verdict sentences, said once under them.
     verdict_note: str = ""
+    #: What a buyer needs that no ratio says: memory capacity, multi-GPU evidence, prices
+    #: (`suites.report.equal_terms.buyer_facts`), under the verdict.
+    facts: list[str] = field(default_factory=list)
     #: Device types in the header's count but in no matrix row, and why ('' when none).
     not_in_matrix: str = ""
     #: (term, meaning) of each mark and term the first screen shows (`render.glossary.key`).

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from suites.hardware.references import ReferenceRow
+from suites.records.work_fingerprint import Definitions
 from suites.report.analyses.prices import PriceTable
 from suites.report.analyses.references import ModelSizes
 from suites.report.render.tables import Column, fmt_number, fmt_text, fmt_watts
@@ -29,6 +30,9 @@ class ReportOptions:
     #: returns it, plus `model`, `precision` and `base` (what it was projected from). Read by the
     #: "before you rent" section only: no projection enters a measured table, ratio or export.
     projections: pd.DataFrame | None = None
+    #: What a case's names mean (`suites.measure.work_definitions.current`, given by the report
+    #: command): how an older record's work is resolved; None: older records pair with nothing.
+    definitions: Definitions | None = None
 
 
 def row_class(row: pd.Series) -> str:
