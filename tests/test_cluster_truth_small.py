@@ -11,6 +11,7 @@ from suites.cases.vocabulary import Status
 from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
+from suites.runner.bounds import Bound, bound_for
 from suites.runner.execute import Outcome
 from suites.runner.recording import RunContext, store_outcome
 from suites.strategies.jobs import job_for
@@ -47,3 +48,20 @@ def test_one_gpu_idle_most_of_the_step_is_still_launch_bound(eight_gpus_a_node, 
     record = stored(Case.make("train_step", "torch", "gpu", "single", "bf16", 1, {"model": "mlp", "batch": 32}),
                     busy(5.0), tmp_path)
     assert not record.emulated and record.bound_by.verdict == "launch"
+
+
+# --- 9e: no bounds probe for a GPU or TPU case -----------------------------------------------------
+@pytest.mark.parametrize("device", ["gpu", "tpu"])
+def test_a_gpu_or_tpu_case_is_bounded_without_a_rate_probe(device):
+    """The probe's two GEMM workers (a process each, per precision) are not started for an
+    accelerator; the case is timed as its strategy says (before: probed, then predicted)."""
+    probed = []
+    job = job_for(Case.make("matmul", "torch", device, precision="bf16", params={"m": 8192, "n": 8192, "k": 8192}))
+    bound = bound_for(job, TimingConfig(), lambda *combination: probed.append(combination) or 1e12)
+    assert probed == [] and bound == Bound()
+
+
+def test_a_cpu_case_is_still_predicted_from_the_probe():
+    job = job_for(Case.make("matmul", "torch", "cpu", precision="fp32", params={"m": 4096, "n": 4096, "k": 4096}))
+    bound = bound_for(job, TimingConfig(), lambda *combination: 1e9)
+    assert bound.predicted_step_s == pytest.approx(2 * 4096**3 / 1e9)

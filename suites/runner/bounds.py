@@ -13,6 +13,10 @@ the caller: `suites.runner.probe.probe_flops_per_s`):
   then SIGKILL) at its deadline and recorded `unavailable` with that reason;
 - else, or without a FLOP count or a probe: timed as its strategy says.
 
+CPU cases only: a GPU or TPU runs a step far inside any limit, and its probe would cost two worker
+start-ups per precision (a process of its own each, `suites.runner.probe.execute_kernel`) that
+time nothing (issue 48): its cases are timed as their strategies say, without a prediction.
+
 Small GEMMs run slower per FLOP than a big one and a training step slower than a GEMM, so
 the prediction is a rough one: that is why only a case far over its limit is refused, and one
 near it is run where it can be stopped.
@@ -90,8 +94,10 @@ def hot_cache() -> Iterator[None]:
 
 
 def predicted_step_s(job: Job, probe: Probe) -> float | None:
-    """One step of an available case, predicted from its FLOPs at the `probe`'s rate: devices
-    emulated on one CPU share its rate, GPUs and TPUs each have their own."""
+    """One step of an available CPU case, predicted from its FLOPs at the `probe`'s rate
+    (devices emulated on one CPU share it); None for a GPU or TPU case (no probe is run)."""
+    if job.device is not DeviceKind.CPU:
+        return None
     try:
         flops = job.workload.flops_per_step()
     except (KeyError, ValueError):  # a workload or model not registered in this process
@@ -101,7 +107,7 @@ def predicted_step_s(job: Job, probe: Probe) -> float | None:
     rate = probe(job.framework, job.device, job.precision)
     if not rate:
         return None
-    return flops / (rate * (1 if job.device is DeviceKind.CPU else job.n_devices))
+    return flops / rate
 
 
 def bound_for(job: Job, timing: TimingConfig, probe: Probe) -> Bound:
