@@ -120,6 +120,7 @@ def test_parbench_report_predict_to_projects_from_the_reports_records_and_stores
     html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     view = html[html.index('id="before-you-rent"'):]
     assert "PROJECTED" in view and "(measured: record train_step/torch/gpu:" in view
+    assert '<a href="#before-you-rent">' in html  # no record spans two real GPUs: the first screen points here
     assert "PROJECTED" not in (tmp_path / "out" / "results.csv").read_text(encoding="utf-8")
     assert "SXM5" not in (tmp_path / "out" / "results.csv").read_text(encoding="utf-8")
     assert hashlib.sha256((results / "records.jsonl").read_bytes()).hexdigest() == stored
