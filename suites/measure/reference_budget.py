@@ -7,7 +7,11 @@ model and the check batch (2 samples per device): BERT at sequence 512 on 8 rank
 minutes of float64 on one core, while every other rank waits. Here the cost is estimated from
 the workload's FLOPs before anything is computed; a CPU reference over the budget is not
 computed and the check is `not_checked` (never passed), saying what it would cost and how to
-check the case instead. Framework-neutral: no framework is imported.
+check the case instead. A reference on rank 0's GPU (the fp32 loss trajectory of an fp16/bf16
+case: a whole fp32 model, its gradients, its optimizer state and its activations, beside the
+case's own state) is bounded by memory instead: the case's gradients and optimizer state are freed
+first, and a reference estimated over `GPU_MEMORY_SHARE` of what is then free on that GPU is not
+computed either (`over_gpu_memory`). Framework-neutral: no framework is imported.
 """
 from __future__ import annotations
 
@@ -37,6 +41,13 @@ SLOWEST_GPU_FLOP_S = 1e12
 #: 120 s any collective of the case allows (`suites.frameworks.torch.distributed`).
 WAIT_MARGIN = 2.0
 COLLECTIVE_TIMEOUT_S = 120.0
+#: Bytes of one fp32 element of the reference's model: weights, gradients, optimizer states, activations.
+FP32_BYTES = 4
+#: The share of the memory free on rank 0's GPU (torch.cuda.mem_get_info, plus its allocator's
+#: unused cache) a reference estimated at its fp32 state and activations may take: the rest for
+#: what the estimate leaves out (cuBLAS/cuDNN workspaces, the allocator's fragmentation, the
+#: autograd graph's temporaries).
+GPU_MEMORY_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,8 @@ class ReferenceCost:
     flop: float
     on_cpu: bool
     what: str
+    #: Device memory it is estimated to hold (`reference_bytes`); 0 where not estimated.
+    bytes: float = 0.0
 
     def wait_s(self) -> float:
         """How long the ranks that do not compute the reference may wait for it."""
@@ -60,11 +73,21 @@ def gradient_reference_cost(flops_per_step: float, batch: int) -> ReferenceCost:
                                                "on the CPU")
 
 
-def trajectory_reference_cost(flops_per_step: float, batch: int, on_cpu: bool) -> ReferenceCost:
-    """The fp32 loss trajectory: `LOSS_TRAJECTORY_STEPS` steps of the check batch on rank 0's device."""
+def trajectory_reference_cost(flops_per_step: float, batch: int, on_cpu: bool,
+                              memory_bytes: float = 0.0) -> ReferenceCost:
+    """The fp32 loss trajectory: `LOSS_TRAJECTORY_STEPS` steps of the check batch on rank 0's device,
+    holding `memory_bytes` there (`reference_bytes`; 0: not estimated)."""
     where = "the CPU" if on_cpu else "rank 0's GPU"
     return ReferenceCost(LOSS_TRAJECTORY_STEPS * flops_per_step, on_cpu,
-                         f"{LOSS_TRAJECTORY_STEPS} fp32 steps of the check batch of {batch} on {where}")
+                         f"{LOSS_TRAJECTORY_STEPS} fp32 steps of the check batch of {batch} on {where}", memory_bytes)
+
+
+def reference_bytes(parameters: int, optimizer_states: int, activations_per_sample: int | None, batch: int) -> float:
+    """What a single-device fp32 reference holds: weights, gradients and `optimizer_states` per
+    parameter, and the activations the model keeps for the backward pass of `batch` samples
+    (`activations_per_sample` elements; None: the model does not count them, and they are left out)."""
+    state = parameters * (2 + optimizer_states)
+    return float(FP32_BYTES * (state + (activations_per_sample or 0) * batch))
 
 
 def flop_budget() -> float:
@@ -79,12 +102,31 @@ def over_budget(cost: ReferenceCost, budget: float, threads: int = 1, detail: st
     allowed = budget * max(1, threads)
     if not cost.on_cpu or cost.flop <= allowed:
         return None
-    return not_checked(
-        cost.flop, allowed,
-        f"reference not computed: {cost.what} would cost {cost.flop:.1e} FLOP, over the budget of "
-        f"{allowed:.1e} ({budget:.1e} a thread, {max(1, threads)} thread(s); rank 0 computes it alone while "
-        f"any other ranks wait); check the case at a smaller batch, sequence or model, or raise "
-        f"${BUDGET_ENV}" + (f"; {detail}" if detail else ""))
+    return _not_computed(cost.flop, allowed, f"{cost.what} would cost {cost.flop:.1e} FLOP, over the budget of "
+                         f"{allowed:.1e} ({budget:.1e} a thread, {max(1, threads)} thread(s); rank 0 computes it "
+                         f"alone while any other ranks wait)", f"raise ${BUDGET_ENV}", detail)
+
+
+def _not_computed(value: float, allowed: float, why: str, instead: str, detail: str) -> Check:
+    """The `not_checked` check of a reference left uncomputed: `why`, and how to check the case `instead`."""
+    return not_checked(value, allowed, f"reference not computed: {why}; check the case at a smaller batch, sequence "
+                       f"or model, or {instead}" + (f"; {detail}" if detail else ""))
+
+
+def over_gpu_memory(cost: ReferenceCost, free_bytes: float | None, detail: str = "") -> Check | None:
+    """The `not_checked` check where a reference on rank 0's GPU is estimated to hold more than
+    `GPU_MEMORY_SHARE` of the `free_bytes` there (after the case's gradients and optimizer state
+    were freed), else None (compute it). Not bounded: a CPU reference (`over_budget` bounds it), a
+    reference whose memory is not estimated, or a GPU whose free memory is unknown."""
+    if cost.on_cpu or not cost.bytes or free_bytes is None:
+        return None
+    allowed = GPU_MEMORY_SHARE * free_bytes
+    if cost.bytes <= allowed:
+        return None
+    return _not_computed(cost.bytes, allowed, f"{cost.what} would hold ~{cost.bytes / 2**30:.1f} GiB (fp32 weights, "
+                         f"gradients, optimizer state and activations), over {GPU_MEMORY_SHARE:.0%} of the "
+                         f"{free_bytes / 2**30:.1f} GiB free there once the case's gradients and optimizer state "
+                         "were freed", "on a GPU with more memory", detail)
 
 
 def reference_threads(current: int, cores: int, usable: int, local_ranks: int) -> int:

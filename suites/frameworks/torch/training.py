@@ -39,7 +39,7 @@ from suites.measure import faults
 from suites.measure.memory_probes import MemoryProbe
 from suites.measure.process_env import rehearsing
 from suites.measure.reference_budget import (ReferenceCost, flop_budget, gradient_reference_cost, over_budget,
-                                         trajectory_reference_cost)
+                                         over_gpu_memory, reference_bytes, trajectory_reference_cost)
 from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.measure.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
@@ -139,6 +139,15 @@ def reference_losses(spec: ModelSpec, weights: dict[str, np.ndarray],
             optimizer.step()
         losses.append(float(loss.item()))
     return losses
+
+
+def free_device_bytes(device: torch.device) -> float | None:
+    """Bytes a new allocation on `device` can get: the driver's free memory (torch.cuda.mem_get_info)
+    plus what this process's caching allocator holds unused; None off CUDA (not bounded)."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return float(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
 class TorchTrainStep(ProfiledKernels, Runnable):
@@ -413,7 +422,9 @@ class TorchTrainStep(ProfiledKernels, Runnable):
             losses.append(self._global_loss(loss))
             # GradScaler skips a step whose gradients overflowed, and lowers its scale.
             applied.append(self.scaler is None or self.scaler.get_scale() >= scale)
-        cost = trajectory_reference_cost(check.flops_per_step(), check.global_batch, self.device.type == "cpu")
+        self._free_training_state()
+        cost = trajectory_reference_cost(check.flops_per_step(), check.global_batch, self.device.type == "cpu",
+                                         self._reference_bytes(check))
         reference = self._on_root(cost, lambda: reference_losses(
             self.workload.model, self.weights, [b for b, _ in batches], applied, self.device,
             self.workload.optimizer, self.job.check_job().statistics_groups()), self._describe(check))
@@ -430,14 +441,44 @@ class TorchTrainStep(ProfiledKernels, Runnable):
                            "loss scaling skipped every step: no update was checked")
         return self._worst_rank(result)
 
+    def _free_training_state(self) -> None:
+        """Drop the case's gradients and optimizer state before its fp32 reference is built beside
+        it (torch's optimizers make their state again at the next step, a warm-up one), handing the
+        blocks back to the driver on CUDA, where the reference's bound reads the free memory."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.state.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _reference_bytes(self, check: TrainStep) -> float:
+        """The fp32 reference's estimated memory (`reference_bytes`) from the check workload's
+        parameter count and activations; 0 where the parameter count is not known here."""
+        state = check.training_state()
+        if state is None:
+            return 0.0
+        return reference_bytes(state.parameters, state.optimizer_states,
+                               check.model.saved_activations_per_sample(), check.global_batch)
+
+    def _free_bytes_on_root(self, cost: ReferenceCost) -> float | None:
+        """What is free on rank 0's device once every rank has freed its state (`free_device_bytes`),
+        on every rank; None where the reference is not bounded by memory."""
+        if cost.on_cpu or not cost.bytes:
+            return None
+        self.barrier()  # every rank sharing rank 0's GPU has handed its freed blocks back
+        free = free_device_bytes(self.device)
+        agreed = self._agreed(-1.0 if free is None else free)
+        return None if agreed < 0 else agreed
+
     def _on_root(self, cost: ReferenceCost, compute: Callable[[], T], detail: str) -> T | Check:
         """The check's reference: `compute()` on rank 0 only, with its node's share of the cores
         (`node_share_of_threads`), its result sent to every rank, which wait for it as long as
         its `cost` may take (`ProcessGroup.broadcast_computed`); the reference is computed once
-        per case, not once per rank. Where it would cost more than rank 0's budget
-        (`suites.measure.reference_budget`), nothing is computed and every rank returns the same
-        `not_checked` check at once."""
+        per case, not once per rank. Where it would cost more than rank 0's budget, or hold more
+        than rank 0's GPU has free (`suites.measure.reference_budget`), nothing is computed and
+        every rank returns the same `not_checked` check at once."""
         skipped = over_budget(cost, self._agreed_budget(), self._agreed(node_share_thread_count()), detail)
+        if skipped is None:
+            skipped = over_gpu_memory(cost, self._free_bytes_on_root(cost), detail)
         if skipped is not None:
             return skipped
 
