@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind, Framework
 from suites.hardware import devices
@@ -12,6 +14,7 @@ from suites.runner.plan import plan, unavailable_reason
 
 
 def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):
+    pytest.importorskip("tensorflow")  # TF's TPU probe: without TF the reason is that TF is missing
     for var in ("TPU_NAME", "COLAB_TPU_ADDR"):
         monkeypatch.delenv(var, raising=False)
     devices.discover.cache_clear()
@@ -24,6 +27,7 @@ def test_tpu_is_unavailable_quickly_with_a_reason(monkeypatch):
 
 def test_tpu_address_that_is_not_there_cannot_hang_the_probe(monkeypatch):
     """With TPU_NAME pointing nowhere the probe runs in a subprocess bounded by a timeout."""
+    pytest.importorskip("tensorflow")  # TF's TPU probe: without TF the reason is that TF is missing
     monkeypatch.setenv("TPU_NAME", "grpc://127.0.0.1:1")
     monkeypatch.setattr("suites.frameworks.tf.TPU_PROBE_TIMEOUT_S", 8.0)
     devices.discover.cache_clear()

@@ -427,6 +427,7 @@ def readiness(tmp_path, executor) -> tuple[int, dict]:
 
 
 def test_readiness_runs_every_gpu_path_on_all_visible_gpus(monkeypatch, tmp_path):
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     pretend_gpus(monkeypatch)
     executor = FakeExecutor()
     code, summary = readiness(tmp_path, executor)
@@ -450,6 +451,7 @@ def test_readiness_runs_every_gpu_path_on_all_visible_gpus(monkeypatch, tmp_path
 
 
 def test_readiness_fails_when_a_path_fails_or_computes_the_wrong_thing(monkeypatch, tmp_path):
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     pretend_gpus(monkeypatch)
 
     def answer(case):
@@ -470,6 +472,7 @@ def test_readiness_fails_when_a_path_fails_or_computes_the_wrong_thing(monkeypat
 def test_readiness_does_not_expect_what_the_hardware_cannot_do(monkeypatch, tmp_path):
     """One V100: no tf32/bf16 (compute capability 7.0); of the multi-device strategies only those
     that can share one GPU (torch ranks over gloo, TF logical GPUs)."""
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     pretend_gpus(monkeypatch, torch_gpus=1, tf_gpus=1, capability="7.0")
     executor = FakeExecutor(lambda case: Outcome(Status.UNAVAILABLE, "no bf16 here")
                             if case.precision in (Precision.BF16, Precision.TF32) else None)
@@ -487,6 +490,7 @@ def test_readiness_does_not_expect_what_the_hardware_cannot_do(monkeypatch, tmp_
 
 
 def test_readiness_flags_a_framework_that_cannot_see_the_gpus(monkeypatch, tmp_path):
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     pretend_gpus(monkeypatch, torch_gpus=2, tf_gpus=0)
     code, summary = readiness(tmp_path, FakeExecutor())
     assert code == 1 and summary["not_ready"] == ["gpu discovery tf"]

@@ -57,6 +57,7 @@ def no_tpu(monkeypatch) -> None:
 
 # --- item 7: hardware that no framework can use is NOT READY ------------------------------------
 def test_gpus_nvidia_smi_lists_but_no_framework_sees_are_not_ready(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     pretend(monkeypatch, gpu_count=0)
     no_tpu(monkeypatch)
     fake_nvidia_smi(monkeypatch, tmp_path)
@@ -71,6 +72,7 @@ def test_gpus_nvidia_smi_lists_but_no_framework_sees_are_not_ready(monkeypatch, 
 
 
 def test_a_failed_tpu_probe_is_not_ready(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     probe_failed = "TPU_NAME is set, but the TPU did not initialise: RuntimeError: no TPU"
     pretend(monkeypatch, gpu_count=0, tpu_reason=probe_failed)
     monkeypatch.setattr(gpu_readiness, "tpu_runtime_evidence", lambda: "TPU_NAME is set")
@@ -309,6 +311,7 @@ def test_a_rank_that_fails_after_the_launcher_began_stopping_a_hung_case_is_not_
 
 def test_readiness_is_the_cli_subcommand_parbench_ready(monkeypatch, tmp_path, capsys):
     """`parbench ready` runs the same check as the module path, NOT READY exit code included."""
+    pytest.importorskip("tensorflow")  # the check expects TF's GPU paths beside torch's
     from suites.frontends import cli
 
     pretend(monkeypatch, gpu_count=0)

@@ -56,6 +56,7 @@ BAD_LINES = {
     "environment's cpu a list": bad(lambda d: d["environment"].update(cpu=["x"])),
     "cores not whole": bad(lambda d: d["environment"]["cpu"].update(usable_cores=2.5)),
     "params holding a list": bad(lambda d: d["case"]["params"].update(m=[1, 2])),
+    "on no device": bad(lambda d: d["case"].update(n_devices=-4)),
     "check passed 'yes'": bad(lambda d: d["check"].update(passed="yes")),
     "block size 0": bad(lambda d: d["measurement"].update(block_size=0)),
     "metric a list": bad(lambda d: d["metrics"].update(tflops=[1.0])),

@@ -62,18 +62,19 @@ def test_a_view_of_the_report_frame_is_made_once_and_a_callers_edit_stays_its_ow
     """Every section asks the frame for the same views; at a fleet's size each is a copy of most of
     the table, so it is made once, and a section's edit to its copy reaches no other section."""
     from suites.report.analyses import selection
-    from suites.report.analyses.frame import ReportFrame
+    from tests.test_report_analysis import frame_of, matmul, row, table
 
     made = []
     real = selection.latest
     monkeypatch.setattr(selection, "latest", lambda rows: made.append(len(rows)) or real(rows))
-    times = pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-01"], utc=True)
-    frame = ReportFrame(pd.DataFrame({"machine": ["a", "a", "b"], "case_id": ["x", "x", "x"], "value": [1.0, 2.0, 3.0],
-                                      "timestamp": times}))
+    frame = frame_of(table(row(matmul(), 1e-3, "a", time="2026-01-01T00:00:00+00:00", run="old"),
+                           row(matmul(), 2e-3, "a", time="2026-01-02T00:00:00+00:00", run="new"),
+                           row(matmul(), 3e-3, "b")))
     first = frame.latest
-    assert list(first["value"]) == [2.0, 3.0]
-    first["value"] = 0.0
+    assert sorted(first["run_id"]) == ["new", "r1"]
+    first["run_id"] = "edited"
     first["extra"] = 1
     again = frame.latest
-    assert list(again["value"]) == [2.0, 3.0] and "extra" not in again
-    assert made == [3]  # one selection over the three records, however often it is asked
+    assert sorted(again["run_id"]) == ["new", "r1"] and "extra" not in again
+    assert len(frame.usable) == 2 and len(frame.comparable) == 2
+    assert made == [3]  # one selection over the three records, however often a view is asked

@@ -19,6 +19,7 @@ MATMUL = {"m": 8, "n": 8, "k": 8}
 
 
 def test_a_workload_without_a_runnable_in_the_cases_framework_is_unavailable_with_the_way_out(monkeypatch, tmp_path):
+    pytest.importorskip("tensorflow")  # without TF a tf case is unavailable for that reason first
     monkeypatch.setitem(implementations.BUILT_IN, "matmul",
                         {Framework.TORCH: "suites.frameworks.torch.kernels:TorchMatmul"})
     case = Case.make("matmul", "tf", "cpu", params=MATMUL)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gzip
 import json
 import math
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from suites.errors import UserError
 from suites.knobs import MAX_LABEL_CHARS
@@ -186,13 +187,21 @@ def load_records(paths: Iterable[Path]) -> Iterator[Record]:
             yield record
 
 
+def open_records(path: Path) -> IO[str]:
+    """A records file as text: gzip-compressed where its name ends in .gz (`records.jsonl.gz`), and
+    a UTF-8 byte-order mark at its start read as none (an editor's, not part of the first record)."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")
+
+
 def numbered_records(path: Path) -> Iterator[tuple[int, Record]]:
-    """(line number, record) of each good line of one JSON Lines file. A line that is not JSON,
-    not a record, or a record whose fields have the wrong types or impossible values (`check`)
-    is skipped with a ResultsWarning naming file and line; a file that cannot be read, with
-    one naming the file."""
+    """(line number, record) of each good line of one JSON Lines file (`open_records`). A line
+    that is not JSON, not a record, or a record whose fields have the wrong types or impossible
+    values (`check`) is skipped with a ResultsWarning naming file and line; a file that cannot be
+    read (or uncompressed), with one naming the file."""
     try:
-        handle = open(path, encoding="utf-8", errors="replace")
+        handle = open_records(path)
     except OSError as error:
         warnings.warn(f"{path}: cannot read ({error.strerror}); skipped", ResultsWarning, stacklevel=3)
         return
@@ -212,8 +221,9 @@ def numbered_records(path: Path) -> Iterator[tuple[int, Record]]:
                                   f"{str(error)[:120]}); line skipped", ResultsWarning, stacklevel=3)
                     continue
                 yield number, record
-        except OSError as error:  # a folder given as a file, a disk that fails mid-read
-            warnings.warn(f"{path}: cannot read ({error.strerror}); skipped", ResultsWarning, stacklevel=3)
+        except (OSError, EOFError) as error:  # a folder given as a file, a failing disk, a broken or cut gzip
+            problem = getattr(error, "strerror", None) or str(error) or type(error).__name__
+            warnings.warn(f"{path}: cannot read ({problem}); skipped", ResultsWarning, stacklevel=3)
 
 
 # --- what a loaded record must hold: the types every reader relies on ------------------------
@@ -254,6 +264,9 @@ def check(record: Record) -> None:
     for name in ("environment", "metrics", "details"):
         _require(isinstance(getattr(record, name), dict), f"{name} is {type(getattr(record, name)).__name__}, "
                                                           f"not an object")
+    devices = record.case.n_devices
+    _require(isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1,
+             f"case.n_devices is {devices!r:.40}, not a device count (a whole number >= 1)")
     for name, value in record.case.params:
         _require(isinstance(value, (int, float, str, bool)), f"case.params.{name} is {type(value).__name__}, "
                                                              f"not a number or text")

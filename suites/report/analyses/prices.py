@@ -16,8 +16,10 @@ are computed from either, but only sourced prices crown a configuration "cheapes
 C9); an illustrative one says so in its rule.
 
 Every price given must be a finite number > 0 (a negative or NaN one would rank a machine
-"cheapest" at a negative cost): a bad entry in the user's file (or the shipped one) is a
-UserError naming the file, the entry and its value, never a guess and never a traceback.
+"cheapest" at a negative cost), a table's `version` one this parbench reads (`VERSIONS`), and
+every top-level entry one it knows (`ENTRIES`: a misspelt `[machine]` would price nothing,
+silently): a bad entry in the user's file (or the shipped one) is a UserError naming the file, the
+entry and its value, never a guess and never a traceback.
 """
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ from suites.errors import UserError
 from suites.hardware.peaks import best_match
 
 PRICES_ENV = "PARBENCH_PRICES"
+#: The price table versions parbench has shipped (suites/prices.toml): their entries are read alike
+#: (a later version added a date and sources, and matches device names by whole words).
+VERSIONS = (1, 2, 3)
+#: The top-level entries of a price table.
+ENTRIES = ("version", "currency", "date", "machines", "device", "cpu")
 #: How `price_rule` begins where a row has no price; the reason follows.
 NO_PRICE = "no price"
 COST_COLUMNS = ["price_per_hour", "price_rule", "price_sourced", "cost_per_m_samples", "cost_per_pflop"]
@@ -115,6 +122,13 @@ def check_prices(data: dict[str, Any], source: str, way_out: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise bad(entry, f"{value!r} is not a price: expected a finite number > 0 (per hour)")
 
+    unknown = sorted(set(data) - set(ENTRIES))
+    if unknown:
+        raise bad(unknown[0], f"not an entry of a price table (it has {', '.join(ENTRIES)})")
+    version = data.get("version", VERSIONS[-1])
+    if isinstance(version, bool) or version not in VERSIONS:
+        raise bad("version", f"{version!r} is not a price table version this parbench reads "
+                             f"({', '.join(map(str, VERSIONS))})")
     for section in ("machines", "cpu"):
         if not isinstance(data.get(section, {}), dict):
             raise bad(section, f"expected a table ([{section}]), got {data[section]!r}")

@@ -1,15 +1,19 @@
 """`load_results`: parbench, asv and pytest-benchmark results from any mix of files and folders,
 as one tidy pandas DataFrame (columns: suites.report.load.columns.COLUMNS).
 
-Files are recognised by content, not by name: JSON Lines are parbench records; a JSON object
-with commit_hash/env_name/results is an asv results file; one with machine_info/benchmarks is
-pytest-benchmark's. asv's own bookkeeping (benchmarks.json, machine.json) and parbench's
-calibration.json are not results and are passed over. A file that cannot be read, or is none
-of these, costs a ResultsWarning naming it; everything else still loads.
+Files are recognised by content, not by name: JSON Lines (`.jsonl`, or gzipped `.jsonl.gz`) are
+parbench records; a JSON object with commit_hash/env_name/results is an asv results file; one
+with machine_info/benchmarks is pytest-benchmark's. asv's own bookkeeping (benchmarks.json,
+machine.json) and parbench's calibration.json are not results and are passed over. A file that
+cannot be read, is none of these or is no regular file (a FIFO would block the read forever), a
+folder that holds no results file, and the sample records parbench ships (`SHIPPED_SAMPLES`, read
+only where named) each cost a ResultsWarning naming them; everything else still loads.
 """
 from __future__ import annotations
 
 import json
+import os
+import stat
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -24,18 +28,23 @@ from suites.report.load.derived import WorkOf, add_throughput, fill_metrics
 #: JSON files in results folders that describe results but hold none.
 BOOKKEEPING = {"benchmarks.json", "machine.json", "calibration.json"}
 DEFAULT_PATHS = ("results",)
+#: What a folder is searched for: parbench records (gzipped or not), asv and pytest-benchmark JSON.
+PATTERNS = ("*.jsonl", "*.jsonl.gz", "*.json")
+#: The sample records parbench ships beside the user's own (`results/samples/`): read only where a
+#: path names them or a file in them, never with the results folder around them, so that a report
+#: is about the user's machines unless they ask for the samples as a comparison.
+SHIPPED_SAMPLES = Path(__file__).resolve().parents[3] / "results" / "samples"
 
 
 def result_files(paths: Iterable[str | Path]) -> list[Path]:
     """Every results file under `paths` (files as given; folders searched recursively,
-    hidden folders such as asv's environments skipped), each once. A symlink that leads
-    nowhere or to itself is skipped with a ResultsWarning naming it."""
+    hidden folders such as asv's environments skipped, and the shipped samples unless named),
+    each once. A symlink that leads nowhere or to itself, a file that is not a regular one, a
+    folder without results files and the samples passed over are each said in a ResultsWarning."""
     found: dict[Path, None] = {}
     for path in map(Path, paths):
         if path.is_dir():
-            candidates = sorted(p for pattern in ("*.jsonl", "*.json") for p in path.rglob(pattern)
-                                if p.name not in BOOKKEEPING and not ResultsStore.is_run_summary(p)
-                                and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            candidates = _search(path)
         elif path.exists():
             candidates = [path]
         else:
@@ -44,9 +53,48 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
             continue
         for candidate in candidates:
             resolved = _resolved(candidate)
-            if resolved is not None:
+            if resolved is not None and _regular(candidate, resolved):
                 found[resolved] = None
     return list(found)
+
+
+def _search(folder: Path) -> list[Path]:
+    """The results files in `folder` and below it, the shipped samples left out (said)."""
+    samples = _samples_within(folder)
+    candidates = sorted(p for pattern in PATTERNS for p in folder.rglob(pattern)
+                        if p.name not in BOOKKEEPING and not ResultsStore.is_run_summary(p)
+                        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                        and not (samples is not None and p.is_relative_to(samples)))
+    if samples is not None:
+        warnings.warn(f"{samples}: the sample records parbench ships, read only where named (pass {samples} as "
+                      f"well to compare with them); skipped", ResultsWarning, stacklevel=3)
+    if not candidates:
+        warnings.warn(f"{folder}: no results file in it (parbench records *.jsonl or *.jsonl.gz, asv or "
+                      f"pytest-benchmark *.json); skipped", ResultsWarning, stacklevel=3)
+    return candidates
+
+
+def _samples_within(folder: Path) -> Path | None:
+    """`SHIPPED_SAMPLES` as a path under `folder`, where it lies strictly inside it; else None."""
+    try:
+        inside = SHIPPED_SAMPLES.relative_to(folder.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return None
+    return folder / inside if inside.parts and SHIPPED_SAMPLES.is_dir() else None
+
+
+def _regular(path: Path, resolved: Path) -> bool:
+    """Whether `path` is a regular file; a FIFO, socket or device (whose read may block forever)
+    is not, and is skipped with a ResultsWarning."""
+    try:
+        regular = stat.S_ISREG(os.stat(resolved).st_mode)
+    except OSError as error:
+        warnings.warn(f"{path}: cannot read ({error.strerror}); skipped", ResultsWarning, stacklevel=4)
+        return False
+    if not regular:
+        warnings.warn(f"{path}: not a regular file (a FIFO, socket or device: reading it could wait forever); "
+                      f"skipped", ResultsWarning, stacklevel=4)
+    return regular
 
 
 def _resolved(path: Path) -> Path | None:
@@ -62,10 +110,10 @@ def _resolved(path: Path) -> Path | None:
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    if path.suffix == ".jsonl":
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
         return parbench.rows(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no part of the JSON
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         warnings.warn(f"{path}: not readable as JSON ({type(error).__name__}: {str(error)[:120]}); skipped",
                       ResultsWarning, stacklevel=3)

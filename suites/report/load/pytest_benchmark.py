@@ -4,15 +4,23 @@ parbench's pytest-benchmark suite stores, per benchmark, ``extra_info`` = {"case
 "status", "metrics", "check", "emulated"} (and "reason" when not ok), and in ``machine_info``
 the key ``parbench``: the same provenance environment as parbench's own records. Stats are in
 seconds; ``data`` (the raw rounds) is present when the run saved it.
+
+A benchmark is validated as parbench's own records are (`suites.records.store.check`): a step
+time that is not a finite number of seconds (a median of -1, a mean of "fast"), or a case on no
+device, refuses its row with a ResultsWarning naming the file, the benchmark and why; the
+file's other benchmarks still load.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
 from suites.cases.case import Case
 from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import TIDY_METRICS
+from suites.records.store import ResultsWarning
 from suites.report.load.columns import case_fields, environment_fields
 
 SOURCE = "pytest-benchmark"
@@ -33,6 +41,31 @@ def _environment(data: dict[str, Any]) -> dict[str, Any]:
             "python": machine_info.get("python_version", "")}
 
 
+#: The stats of a benchmark that are seconds (pytest-benchmark's names).
+TIMES = ("median", "iqr", "q1", "q3", "mean")
+
+
+def _seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _refusal(case: Case, status: str, stats: dict[str, Any]) -> str:
+    """Why a benchmark can make no row ('' where it can): its case on no device, or an ok
+    benchmark whose stats are no step times."""
+    if case.n_devices < 1:
+        return f"case n_devices {case.n_devices} is not a device count (a whole number >= 1)"
+    if status != "ok":
+        return ""
+    for name in TIMES:
+        if name in stats and stats[name] is not None and not _seconds(stats[name]):
+            return f"stats.{name} is {stats[name]!r:.40}, not a time in seconds (a finite number >= 0)"
+    if not (_seconds(stats.get("median")) and stats["median"] > 0):
+        return "no median step time (stats.median > 0 s)"
+    if not all(_seconds(value) for value in stats.get("data") or ()):
+        return "stats.data holds a value that is not a time in seconds"
+    return ""
+
+
 def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     environment = _environment(data)
     commit = (data.get("commit_info") or {}).get("id") or ""
@@ -43,6 +76,11 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
         case = Case.from_dict(extra["case"])
         status = str(extra.get("status", "ok"))
         stats = (benchmark.get("stats") or {}) if status == "ok" else {}
+        why = _refusal(case, status, stats)
+        if why:
+            warnings.warn(f"{path}: benchmark {str(benchmark.get('name', '?'))[:80]!r}: {why}; row skipped",
+                          ResultsWarning, stacklevel=2)
+            continue
         metrics = extra.get("metrics") or {}
         check = extra.get("check") or {}
         samples = stats.get("data") or ()
