@@ -111,7 +111,7 @@ def test_asv_check_passes():
 
 
 #: benchmarks/ modules that time parbench itself, not a suite's cases.
-OWN_BENCHMARKS = ("report_fleet.",)
+OWN_BENCHMARKS = ("report_fleet.", "predict.")
 
 
 def discover(tmp_path: Path, suite: str | None) -> dict[str, dict]:
@@ -177,6 +177,13 @@ def test_asv_tracks_the_reports_own_speed_on_a_fleet(tmp_path):
     assert tracked == {"report_fleet.ReportFleet10.track_build_seconds",
                        "report_fleet.ReportFleet10.track_peak_memory_mb",
                        "report_fleet.ReportFleet10.track_written_mb"}
+
+
+def test_asv_tracks_the_predictors_speed_and_its_validation_score(tmp_path):
+    """issue 44: the projection's own speed and the validation set's error, in asv."""
+    tracked = {name for name in discover_all(tmp_path, None) if name.startswith("predict.")}
+    assert {"predict.TimeProject.time_project_1000_targets", "predict.TrackValidation.track_weak_median_abs_error",
+            "predict.TrackValidation.track_weak_band_coverage"} <= tracked
 
 
 def test_launched_strategies_get_their_own_classes(tmp_path):
