@@ -7,7 +7,8 @@ import pytest
 
 from suites.cases.case import Case
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
+from suites.cases.vocabulary import DeviceKind, Framework, Status
+from suites.hardware.devices import DeviceInfo
 from suites.records.gpu_telemetry import GpuTelemetry, Spread, Telemetry
 from suites.records.measurement import Measurement
 from suites.records.store import ResultsStore
@@ -15,7 +16,8 @@ from suites.runner.bounds import Bound, bound_for
 from suites.runner.execute import Outcome
 from suites.runner.recording import RunContext, store_outcome
 from suites.strategies.jobs import job_for
-from tests.cluster_truth import eight_gpus_a_node  # noqa: F401 (fixture)
+from suites.strategies.torch.base import activation_bytes_estimate, shared_gpu_memory_reason
+from tests.cluster_truth import H100, H100_MEMORY, eight_gpus_a_node  # noqa: F401 (fixture)
 
 
 def busy(percent: float) -> Measurement:
@@ -65,3 +67,37 @@ def test_a_cpu_case_is_still_predicted_from_the_probe():
     job = job_for(Case.make("matmul", "torch", "cpu", precision="fp32", params={"m": 4096, "n": 4096, "k": 4096}))
     bound = bound_for(job, TimingConfig(), lambda *combination: 1e9)
     assert bound.predicted_step_s == pytest.approx(2 * 4096**3 / 1e9)
+
+
+# --- 9a: ranks sharing a GPU count their activations -----------------------------------------------
+def one_h100() -> DeviceInfo:
+    return DeviceInfo(Framework.TORCH, DeviceKind.GPU, 1, (H100,), details={"memory_bytes": [H100_MEMORY]})
+
+
+LLAMA_BLOCK = {"model": "llama_block", "optimizer": "adamw", "layers": 4, "batch": 2}  # the standard suite's
+
+
+def test_the_llama_blocks_ddp_over_two_ranks_on_one_80_gb_gpu_is_refused_for_its_activations():
+    """Admitted before on 2 x 28.7 GiB of state (activations aside); it held 134 GiB."""
+    job = job_for(Case.make("train_step", "torch", "gpu", "ddp", "bf16", 2, LLAMA_BLOCK))
+    reason = shared_gpu_memory_reason(job, one_h100())
+    assert reason is not None and "activations of its batch" in reason
+    activations = activation_bytes_estimate(job)
+    # 34 x 4096 x 4 layers x 2 bytes a token, logits 128,256 x (2 + 4) bytes, 2 x 2048 tokens a rank
+    assert activations == 2 * 2048 * (34 * 4096 * 4 + 128_256 * 6)
+    assert f"{2 * (job.state_estimate()['total'] + activations) / 2**30:.1f} GiB" in reason
+
+
+def test_a_model_that_counts_its_own_activations_is_judged_with_them():
+    mlp = {"model": "mlp", "batch": 131072, "hidden": 8192, "depth": 8}
+    job = job_for(Case.make("train_step", "torch", "gpu", "ddp", "fp32", 2, mlp))
+    state, activations = job.state_estimate()["total"], job.state_estimate()["activations"]
+    assert 2 * state < 0.8 * H100_MEMORY < 2 * (state + activations)  # state alone fits: before, admitted
+    assert activation_bytes_estimate(job) == activations
+    assert shared_gpu_memory_reason(job, one_h100()) is not None
+
+
+def test_a_small_case_still_shares_the_gpu():
+    job = job_for(Case.make("train_step", "torch", "gpu", "ddp", "bf16", 2, {"model": "gpt2_small", "batch": 8,
+                                                                              "optimizer": "adamw"}))
+    assert shared_gpu_memory_reason(job, one_h100()) is None

@@ -14,6 +14,7 @@ from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shar
 from suites.strategies.options import option
 from suites.strategies.requirements import Requirement, requirement
 from suites.strategies.rules import Rules
+from suites.workloads.collectives import DTYPE_BYTES
 
 if TYPE_CHECKING:
     from suites.strategies.jobs import Job
@@ -199,23 +200,55 @@ class RankProcesses(TorchStrategy):
 
 def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:
     """Why ranks sharing fewer GPUs than they are (the shared-GPU emulation) cannot hold the
-    case's training state, or None: each rank keeps its own state (ZeRO's estimate, activations
-    aside: a lower bound), and a real-size case over 8 ranks on one GPU only ran out of memory
-    (issue 32, N14)."""
+    case's training state and activations, or None: each rank keeps its own state (ZeRO's
+    estimate) and its batch's activations (`activation_bytes_estimate`; a lower bound where the
+    model's are not estimated). A real-size case over 8 ranks on one GPU only ran out of memory
+    (issue 32, N14); the Llama block's ddp over 2 ranks on one 80 GB GPU, admitted on its 28.7 GiB
+    of state a rank, held 134 GiB (issue 48)."""
     memory = device.details.get("memory_bytes") or []
     if job.device is not DeviceKind.GPU or not memory or not on_shared_gpus(job, device.count):
         return None
     state = (job.state_estimate() or {}).get("total")
     if not state:
         return None
+    activations = activation_bytes_estimate(job)
     ranks_per_gpu = -(-devices_on_this_node(job) // device.count)
-    needed, held = state * ranks_per_gpu, min(memory)
+    needed, held = (state + (activations or 0)) * ranks_per_gpu, min(memory)
     if needed <= SHARED_GPU_MEMORY_SHARE * held:
         return None
-    return (f"{ranks_per_gpu} ranks sharing each GPU would hold {needed / 2**30:.1f} GiB of training state on it "
-            f"(parameters, gradients, optimizer; activations aside), more than {SHARED_GPU_MEMORY_SHARE:.0%} of its "
+    counted = ("activations of its batch" if activations is not None
+               else "activations aside: not estimated for this model")
+    return (f"{ranks_per_gpu} ranks sharing each GPU would hold {needed / 2**30:.1f} GiB on it (each rank's "
+            f"parameters, gradients, optimizer; {counted}), more than {SHARED_GPU_MEMORY_SHARE:.0%} of its "
             f"{held / 2**30:.0f} GiB: the shared-GPU emulation is for sizes that fit; run it on "
             f"{job.n_devices} GPUs or with smaller sizes")
+
+
+#: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", sec. 4.1),
+#: eq. (1) without the attention scores' term (flash attention keeps no scores): bytes a transformer
+#: layer keeps for the backward pass per token and unit of width, at 16-bit activations (the rule
+#: `suites.predict.memory` projects with).
+TRANSFORMER_BYTES_PER_TOKEN_WIDTH = 34
+#: Bytes of the fp32 copy of the logits the loss reads, beside the compute dtype's.
+FP32_LOGIT_BYTES = 4
+
+
+def activation_bytes_estimate(job: "Job") -> int | None:
+    """Bytes of activations one device keeps for the backward pass of its batch: the model's own
+    count (`Job.state_estimate`), else for a transformer the published rule above (twice in fp32)
+    plus its logits in the compute dtype and fp32, rescaled by the strategy
+    (`activation_bytes_per_device`); None where neither says."""
+    counted = (job.state_estimate() or {}).get("activations")
+    if counted is not None:
+        return counted
+    spec = getattr(job.workload, "model", None)
+    if not all(hasattr(spec, name) for name in ("d_model", "seq", "layers")):
+        return None
+    dtype = DTYPE_BYTES[job.precision]
+    per_token = (TRANSFORMER_BYTES_PER_TOKEN_WIDTH * spec.d_model * spec.layers * dtype // 2
+                 + getattr(spec, "vocab", 0) * (dtype + FP32_LOGIT_BYTES))
+    per_device_batch = int(getattr(job.workload, "per_device_batch", 1))
+    return job.strategy.activation_bytes_per_device(job, spec.seq * per_token * per_device_batch)
 
 
 #: The share of a GPU's memory the training state of the ranks sharing it may take: the rest is
