@@ -48,7 +48,8 @@ def add_run_swing(current: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
     """`current` (a machine's latest rows) with `runs` and `run_swing` from every usable row of
     `records` of the same machine and case (see the module)."""
     current = current.copy(deep=False)
-    figures = usable(records)
+    measured = {"status", "throughput", "check_passed", "run_id"} <= set(records.columns)
+    figures = usable(records) if measured else records.iloc[:0]  # a table of no measurements: no runs
     if figures.empty:
         current["runs"], current["run_swing"] = 0, 1.0
         return current
