@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -128,11 +129,15 @@ def run(args: argparse.Namespace) -> int:
 
     threshold = regression_threshold(args.fail_on_regression)
     loaded: dict = {}
-    a, b = select(args.a, args.results, loaded, case_work), select(args.b, args.results, loaded, case_work)
+    with warnings.catch_warnings(record=True) as said:  # said after the sides are known to hold results
+        warnings.simplefilter("always")
+        a, b = select(args.a, args.results, loaded, case_work), select(args.b, args.results, loaded, case_work)
     for side, spec in ((a, args.a), (b, args.b)):
-        if side.frame.empty:
+        if side.frame.empty:  # one line: what was skipped on the way is why it holds nothing
             raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "
                             f"machine label or run id with parbench, asv or pytest-benchmark records")
+    for warning in said:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     pairs = compare(a.frame, b.frame)
     problem = gate_problem(pairs, "A", "B") if threshold is not None else None
     notes = regression_notes(pairs, threshold) if threshold is not None else None
