@@ -1,6 +1,8 @@
 """`parbench run --rehearse`: every GPU (and TPU) case of a suite, rehearsed on this CPU
 (`suites.runner.rehearsal`), one line each as it ends, then a table and the counts.
-Nothing is stored: the records go to a temporary folder, removed at the end."""
+Nothing is stored: the records go to a temporary folder, removed at the end. Inside a Slurm
+allocation, or with `--nnodes N`, a table of what the cluster's run would decide of each GPU case
+comes first (`suites.runner.rehearsal.cluster_decision`)."""
 from __future__ import annotations
 
 import os
@@ -21,7 +23,9 @@ from suites.runner.cap import RunCap
 from suites.runner.deadline import case_timeout
 from suites.runner.eta import Eta
 from suites.runner.plan import plan
-from suites.runner.rehearsal import rehearsal_of
+from suites.runner import slurm
+from suites.runner.rehearsal import NodesLikeThisOne, cluster_decision, nodes_like_this_one, rehearsal_of
+from suites.runner.spanning import Nodes
 from suites.runner.runner import RunContext, Runner
 from suites.strategies.jobs import job_for
 from suites.records.record import Record
@@ -47,14 +51,32 @@ def rehearsal_deadline_s(case: Case, timing: TimingConfig) -> float:
     return case_timeout(timing, job_for(case)) * max(1.0, case.n_devices / max(1, cores))
 
 
+def rehearsed_nodes(nnodes: int | None, across: list[str]) -> Nodes | NodesLikeThisOne | None:
+    """The nodes a rehearsal decides cases on: `nnodes` nodes like this one (`--nnodes N`), else the
+    Slurm allocation this process runs in, else none. `across` names the options of a run across
+    machines also given (--node-rank, --rdzv-endpoint): a rehearsal starts nothing there."""
+    if across:
+        raise UserError(f"--rehearse decides cases as placed on --nnodes nodes and runs nothing across them: "
+                        f"leave out {' and '.join(across)}")
+    if nnodes is not None:
+        return nodes_like_this_one(nnodes)
+    return slurm.allocation()
+
+
 def rehearse(suite: str, cases: Iterable[Case], timing: TimingConfig, console: Console,
-             cap: RunCap | None = None) -> int:
+             cap: RunCap | None = None, nodes: Nodes | NodesLikeThisOne | None = None) -> int:
     """Rehearse the device cases among `cases`, those that fit in `cap` (`--max-minutes`, as a
-    run's: `suites.runner.cap`); exit status 1 if any failed."""
+    run's: `suites.runner.cap`); exit status 1 if any failed. Across `nodes`, first what the
+    cluster's run would decide of each GPU case."""
     devices = [case for case in cases if case.device in (DeviceKind.GPU, DeviceKind.TPU)]
     if not devices:
         raise UserError(f"{suite}: no GPU or TPU cases (after --filter): nothing to rehearse; "
                         f"run the suite as it is, or pick a suite with device cases (gpu, standard, parallel)")
+    if nodes is not None:
+        console.print(_decisions(suite, [case for case in devices if case.device is DeviceKind.GPU], nodes))
+        if not nodes.gpus_per_node:
+            console.print("this machine sees no GPU, so neither do the nodes decided on: every GPU case reads "
+                          "unavailable; rehearse on a node of the cluster, or inside its allocation", markup=False)
     console.print(f"rehearsal of {suite}: {len(devices)} GPU/TPU cases on this CPU at small sizes, through "
                   f"their device code path; not results, nothing stored", markup=False)
     rows = []
@@ -107,4 +129,19 @@ def _table(suite: str, rows: list[tuple[str, str, str, str]]) -> Table:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)
+    return table
+
+
+def _decisions(suite: str, cases: list[Case], nodes: Nodes | NodesLikeThisOne) -> Table:
+    """What the run across `nodes` would decide of each GPU case, one row a case."""
+    table = Table(title=f"{suite} on {nodes.name()}: what the run decides of each GPU case (nothing run)")
+    for column in ("device case", "available", "backend", "emulated", "divided by", "nodes", "launch"):
+        table.add_column(column, overflow="fold")
+    for case in cases:
+        decided = cluster_decision(case, nodes)
+        if decided.reason:
+            table.add_row(case.id, f"no: {decided.reason}", "", "", "", "", "")
+        else:
+            table.add_row(case.id, "yes", decided.backend, "yes" if decided.emulated else "no",
+                          f"{decided.divided_by} GPU(s)", str(decided.nodes), decided.launch)
     return table

@@ -15,6 +15,11 @@ changes: the device (cpu), the sizes (what the workload declares,
 `REHEARSAL_BATCH`), tf32 (a tensor-core mode: rehearsed as
 fp32, which takes the same path but for one flag). A rehearsal is never a result: its records go
 to a temporary folder that is removed, and nothing is ranked.
+
+Across nodes (inside a Slurm allocation, or with `--nnodes N`), what the process that places a GPU
+case's ranks on the nodes decides of it (`cluster_decision`: available, backend, emulated, the
+devices its figure is divided by, the srun step's flags) is shown as a real run would take it, from
+the same functions (`placing_on`, `unavailable_reason`, `slurm.step_flags`), before any is run.
 """
 from __future__ import annotations
 
@@ -22,7 +27,14 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from suites.cases.case import Case, ParamValue
-from suites.cases.vocabulary import DeviceKind, Precision
+from suites.cases.vocabulary import DeviceKind, Framework, Precision
+from suites.measure.launch import Launch
+from suites.records.metric_registry import Work, physical_devices
+from suites.runner.plan import Unresolved, launch_mode, plan, unavailable_reason
+from suites.runner.slurm import Allocation, step_flags
+from suites.runner.spanning import Nodes, nodes_needed, ranks_per_node
+from suites.strategies.base import placing_on
+from suites.strategies.jobs import Job
 from suites.workloads import WORKLOADS
 from suites.workloads.training import MODELS, SIZE_PARAMS, TrainStep
 
@@ -81,3 +93,72 @@ def _rehearsal_batch(batch: int, microbatches: int, devices: int) -> int:
         if (candidate * devices) % max(microbatches, 1) == 0:
             return candidate
     return batch
+
+
+# --- what a GPU cluster's run would decide of each case ---------------------------------------------
+@dataclass(frozen=True)
+class NodesLikeThisOne:
+    """`count` nodes each with this machine's GPUs, as `parbench run --nnodes` would place ranks on
+    them: for deciding cases only (it starts nothing, and has no `run_step`)."""
+
+    count: int
+    gpus_per_node: int
+    launcher = "nodes"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(f"node{rank}" for rank in range(self.count))
+
+    def ranks_per_node(self, job: Job) -> int:
+        return ranks_per_node(job, self.gpus_per_node)
+
+    def name(self) -> str:
+        return f"{self.count} nodes of {self.gpus_per_node} GPU(s) (--nnodes)"
+
+    def more_hint(self, needed: int) -> str:
+        return f"start it on {needed} nodes: --nnodes {needed}"
+
+
+def nodes_like_this_one(count: int) -> NodesLikeThisOne:
+    """`count` nodes each with the GPUs torch sees here (discovery)."""
+    from suites.hardware import devices
+
+    return NodesLikeThisOne(count, devices.discover(Framework.TORCH, DeviceKind.GPU).count)
+
+
+@dataclass(frozen=True)
+class ClusterDecision:
+    """What the process placing a case's ranks on the run's nodes decides of it, as `Runner.run`
+    does: `reason` ("" where available), and where available the process-group backend ("-" where
+    the strategy joins none), whether it is `emulated`, the devices its figure's peak is counted
+    over (`physical_devices`), the nodes it takes and how it is launched there."""
+
+    case: Case
+    reason: str = ""
+    backend: str = "-"
+    emulated: bool = False
+    divided_by: int = 0
+    nodes: int = 1
+    launch: str = ""
+
+
+def cluster_decision(case: Case, where: Nodes | NodesLikeThisOne) -> ClusterDecision:
+    """`case` decided as placed on `where` (`placing_on`, `unavailable_reason`), and the srun flags of
+    its step where its ranks span the nodes of a Slurm allocation (`slurm.step_flags`). `where`
+    places ranks only: nothing here runs a step."""
+    planned = plan(case)
+    with placing_on(where):
+        reason = unavailable_reason(planned, where)
+        if reason or isinstance(planned, Unresolved):
+            return ClusterDecision(case, reason or "unresolved")
+        emulated = planned.emulated
+        backend = getattr(planned.strategy, "backend", None)
+        chosen = backend(planned) if callable(backend) else str(planned.workload.p.get("backend", "-"))
+    divided_by = physical_devices(Work(median_s=1.0, n_devices=planned.n_devices, emulated=emulated))
+    processes = planned.strategy.processes(planned)
+    needed = nodes_needed(planned, where, processes) if launch_mode(planned) is Launch.RANKS else 1
+    if needed == 1:
+        return ClusterDecision(case, "", chosen, emulated, divided_by, 1, "on the first node, as on one machine")
+    launch = (f"srun {' '.join(step_flags(planned, where, processes))}" if isinstance(where, Allocation)
+              else f"{needed} nodes x {where.ranks_per_node(planned)} ranks through the --nnodes group (no srun)")
+    return ClusterDecision(case, "", chosen, emulated, divided_by, needed, launch)

@@ -258,14 +258,19 @@ def resource_flags(job: Job, where: Allocation) -> list[str]:
 PER_TASK_GPU_ENV = ("SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK")
 
 
-def srun_command(job: Job, where: Allocation, processes: int, folder: Path) -> list[str]:
-    """The step's srun command line: the case's ranks over the nodes they need, each its own
-    command line (`--multi-prog`), the resources each task gets (`resource_flags`)."""
-    return ["srun", f"--nodes={nodes_needed(job, where, processes)}", f"--ntasks={processes}",
+def step_flags(job: Job, where: Allocation, processes: int) -> list[str]:
+    """srun's flags for the case's step: its ranks over the nodes they need, the resources each task
+    gets (`resource_flags`); what `parbench run --rehearse` shows of it."""
+    return [f"--nodes={nodes_needed(job, where, processes)}", f"--ntasks={processes}",
             f"--ntasks-per-node={where.ranks_per_node(job)}", *resource_flags(job, where),
-            *(["--overlap"] if where.in_step else []), "--kill-on-bad-exit=1",
-            f"--output={folder}/rank%t.log", f"--error={folder}/rank%t.log",
-            "--multi-prog", str(folder / "multi-prog.conf")]
+            *(["--overlap"] if where.in_step else []), "--kill-on-bad-exit=1"]
+
+
+def srun_command(job: Job, where: Allocation, processes: int, folder: Path) -> list[str]:
+    """The step's srun command line: its flags (`step_flags`), each rank's own command line
+    (`--multi-prog`) and log in the step's `folder`."""
+    return ["srun", *step_flags(job, where, processes), f"--output={folder}/rank%t.log",
+            f"--error={folder}/rank%t.log", "--multi-prog", str(folder / "multi-prog.conf")]
 
 
 def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: Allocation) -> Outcome:

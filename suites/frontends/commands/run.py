@@ -17,7 +17,7 @@ from suites.errors import UserError
 from suites.ranges import Range
 from suites.grids.grid import DEFAULT_SUITE, Suite, load_suite
 from suites.frontends.case_loop import run_cases
-from suites.frontends.rehearse import rehearse
+from suites.frontends.rehearse import rehearse, rehearsed_nodes
 from suites.frontends.run_progress import run_progress
 from suites.frontends.run_table import print_results, run_console
 from suites.records.output_files import output_path
@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "nothing is stored")
     parser.add_argument("--nnodes", type=NODES.argument,
                         help="run the suite across this many machines without Slurm: start the same command on each, "
-                             "with its own --node-rank (0 keeps the records) and node 0's --rdzv-endpoint")
+                             "with its own --node-rank (0 keeps the records) and node 0's --rdzv-endpoint; with "
+                             "--rehearse: show what a run on this many nodes like this one decides of each GPU case")
     parser.add_argument("--node-rank", type=NODE_RANK.argument,
                         help="this machine's place, 0 to NNODES-1 (with --nnodes)")
     parser.add_argument("--rdzv-endpoint", help="HOST:PORT where node 0 listens: its address and a free port")
@@ -97,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None:
         timing = replace(timing, budget_s=args.budget)
     if args.rehearse:
-        if args.nnodes:
-            raise UserError("--rehearse runs on this machine alone: leave out --nnodes")
-        return rehearse(suite.name, cases, timing, terminal(), cap)
+        across = [f"--{name.replace('_', '-')}" for name in ("node_rank", "rdzv_endpoint") if getattr(args, name)
+                  is not None]
+        return rehearse(suite.name, cases, timing, terminal(), cap, rehearsed_nodes(args.nnodes, across))
     plans = [plan(case) for case in cases]
     chosen = Chosen(suite, cases, plans, timing, cap, started_at, run_started)
     return run_on_nodes(_node_run(args), cases, plans, timing, lambda span: _run_here(args, chosen, span))
