@@ -271,7 +271,8 @@ if {old} and "compute_cap" in query:
 rows = {{"index": ["0", "1"], "name": ["NVIDIA H100 80GB HBM3"] * 2, "memory.total": ["81559"] * 2,
         "driver_version": ["550.54.15"] * 2, "compute_cap": ["9.0"] * 2, "clocks.max.sm": ["1980"] * 2,
         "clocks.max.memory": ["2619"] * 2, "power.limit": ["700.00", "[N/A]"],
-        "mig.mode.current": ["Disabled", "Enabled"]}}
+        "mig.mode.current": ["Disabled", "Enabled"],
+        "uuid": ["GPU-5b3c4f1e-0a2d-4c6e-9f7a-1b2c3d4e5f60", "GPU-5b3c4f1e-0a2d-4c6e-9f7a-1b2c3d4e5f61"]}}
 for gpu in range(2):
     print(", ".join(rows[field][gpu] for field in query.split(",")))
 '''
@@ -290,7 +291,8 @@ def test_records_store_each_gpus_clocks_power_mig_and_capability(monkeypatch, tm
     gpus = provenance.environment()["gpus"]
     assert gpus[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB",
                        "driver": "550.54.15", "compute_capability": "9.0", "sm_clock_max_mhz": 1980,
-                       "mem_clock_max_mhz": 2619, "power_limit_w": 700.0, "mig_mode": "Disabled"}
+                       "mem_clock_max_mhz": 2619, "power_limit_w": 700.0, "mig_mode": "Disabled",
+                       "uuid": "GPU-5b3c4f1e-0a2d-4c6e-9f7a-1b2c3d4e5f60"}
     assert gpus[1]["power_limit_w"] is None and gpus[1]["mig_mode"] == "Enabled"
 
 

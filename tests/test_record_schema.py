@@ -224,7 +224,8 @@ def test_the_environment_built_here_has_the_declared_types():
 
 def test_gpus_and_their_topology_are_declared_as_nvidia_smi_is_read(monkeypatch):
     assert [key for key, _, _ in provenance.GPU_FIELDS] == list(get_type_hints(Gpu))
-    row = "0, NVIDIA H100 80GB HBM3, 81559, 580.159.04, 9.0, 1980, 2619, 700.00, [N/A]"
+    row = ("0, NVIDIA H100 80GB HBM3, 81559, 580.159.04, 9.0, 1980, 2619, 700.00, [N/A], "
+           "GPU-5b3c4f1e-0a2d-4c6e-9f7a-1b2c3d4e5f60")
     topology = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-15\nGPU1\tNV18\t X \t0-15\n\nLegend:\n  X = Self"
     monkeypatch.setattr(provenance, "_nvidia_smi_output", lambda *args: topology if args[0] == "topo" else row)
     gpus, links = provenance.nvidia_smi(), provenance.gpu_topology()

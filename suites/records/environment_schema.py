@@ -37,6 +37,8 @@ class Gpu(TypedDict, total=False):
     power_limit_w: float
     #: "Enabled" / "Disabled"; None on a GPU without MIG. A MIG slice has a fraction of the GPU.
     mig_mode: str | None
+    #: "GPU-8-4-4-4-12 hex digits": the board's identity across labels and runs (the report's machines).
+    uuid: str
 
 
 class GpuTopology(TypedDict, total=False):

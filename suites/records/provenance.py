@@ -83,6 +83,9 @@ GPU_FIELDS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("power_limit_w", "power.limit", float),
     # "Enabled" / "Disabled"; None on a GPU without MIG. A MIG slice has a fraction of the GPU.
     ("mig_mode", "mig.mode.current", str),
+    # The board's identity: the report takes records with the same UUIDs as one machine across
+    # labels and runs (issue 46); "GPU-" then 8-4-4-4-12 hex digits, as nvidia-smi prints it.
+    ("uuid", "uuid", str),
 )
 #: What an nvidia-smi too old for the other fields (compute_cap came with driver 510) still answers.
 BASIC_GPU_FIELDS = ("name", "memory", "driver")
