@@ -39,7 +39,7 @@ from suites.measure.scratch import TMPDIR_ENV
 from suites.measure.process_env import CPUS_ENV, STACKS_SIGNAL
 from suites.measure.capabilities import NeedsIsolatedEnvironment
 from suites.runner.deadline import case_timeout
-from suites.runner.spanning import Nodes, nodes_needed, rank_env_on_nodes
+from suites.runner.spanning import Nodes, compile_cache_env, compile_caches_detail, nodes_needed, rank_env_on_nodes
 from suites.strategies.jobs import Job
 
 #: The module each process of a case out of this one runs, `python -m WORKER` (`parbench worker`
@@ -131,7 +131,8 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
     """Start one worker process per env (`python -m WORKER`), wait for all under one deadline,
     combine their outcomes. A `bound` case (`run_bounded`) still running at the deadline was too
     slow, not hung. The processes' temp folder is this launch's, removed here: a process stopped
-    at the deadline cannot remove its own."""
+    at the deadline cannot remove its own; a compiled case's ranks keep their compile caches in it,
+    each its own (`compile_cache_env`)."""
     with tempfile.TemporaryDirectory(prefix="parbench-") as tmp:
         tmpdir = Path(tmp)
         processes = []
@@ -143,7 +144,8 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                     processes.append((subprocess.Popen(
                         [*worker_command(job, timing, outcome_file(tmpdir, index)), *launcher_args(tmpdir)],
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                        env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()), **extra_env},
+                        env={**os.environ, TMPDIR_ENV: tmp, CASE_ROOT_ENV: str(os.getpid()),
+                             **compile_cache_env(job, f"{tmp}/compile-rank{first_rank + index}"), **extra_env},
                         start_new_session=True), log))
             deadline = time.monotonic() + case_timeout(timing, job)
             exits, timed_out = _wait_all([p for p, _ in processes], deadline)
@@ -156,8 +158,10 @@ def run_processes(job: Job, timing: TimingConfig, envs: list[dict[str, str]],
                 log.close()
         if timed_out and bound is not None:
             return _too_slow(job, timing, bound, _tail(tmpdir / "rank0.log"))
-        return _outcome_of_processes(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits, stopped_at,
-                                     first_rank)
+        outcome = _outcome_of_processes(job, timing, tmpdir, [p for p, _ in processes], timed_out, exits,
+                                        stopped_at, first_rank)
+        outcome.details.update(compile_caches_detail(job, "in the launch's temp folder on this node", os.environ))
+        return outcome
 
 
 def _too_slow(job: Job, timing: TimingConfig, bound: Bound, output_tail: list[str]) -> Outcome:

@@ -43,7 +43,8 @@ from suites.runner.deadline import case_timeout
 from suites.runner.execute import Outcome
 from suites.runner.launchers import worker_command
 from suites.runner.rank_outcomes import RANKS, failures, merge, outcome_file, read_outcomes
-from suites.runner.spanning import GPU_SLOT_ENV, SLURM_NODE_ENV, nodes_details, nodes_needed, ranks_per_node
+from suites.runner.spanning import (GPU_SLOT_ENV, SLURM_NODE_ENV, compile_cache_env, compile_caches_detail,
+                                   nodes_details, nodes_needed, ranks_per_node)
 from suites.strategies.jobs import Job
 
 #: Seconds srun has to stop its tasks after SIGTERM before it is killed.
@@ -204,14 +205,30 @@ fi
 """
 
 
-def _rank_script(command: list[str], env: Mapping[str, str], node_address: str | None = None) -> str:
+#: A compiled case's rank compiles into a fresh folder of its own in its node's /tmp (the step's
+#: folder is on the shared filesystem), removed when the rank ends, even on SIGTERM (issue 48 item 8).
+COMPILE_ON_NODE = """cache=$(mktemp -d /tmp/parbench-compile-XXXXXX) || exit 1
+trap 'rm -rf "$cache"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+{exports}"""
+
+
+def _rank_script(command: list[str], env: Mapping[str, str], node_address: str | None = None,
+                 compile_caches: Mapping[str, str] | None = None) -> str:
     """A rank's shell script, run by srun on its node: its environment, its GPU slot made one of the
-    node's GPUs, gloo's sockets on the interface of `node_address`, then its command."""
+    node's GPUs, gloo's sockets on the interface of `node_address`, its `compile_caches` (variable ->
+    folder under `$cache`, `spanning.compile_cache_env`) in a folder made on the node, then its command
+    (in a child, where that folder is removed after it)."""
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     own_gpu = GPU_OF_SLOT if GPU_SLOT_ENV in env else ""
     gloo = (GLOO_ON_NODE.format(python=shlex.quote(sys.executable), address=shlex.quote(node_address))
             if node_address else "")
-    return f"#!/bin/sh\n{exports}{own_gpu}{gloo}exec {shlex.join(command)}\n"
+    if not compile_caches:
+        return f"#!/bin/sh\n{exports}{own_gpu}{gloo}exec {shlex.join(command)}\n"
+    caches = COMPILE_ON_NODE.format(exports="".join(f'export {name}="{folder}"\n'
+                                                    for name, folder in compile_caches.items()))
+    return f"#!/bin/sh\n{exports}{own_gpu}{gloo}{caches}{shlex.join(command)}\n"
 
 
 #: NCCL's log of its transport, kept from a GPU step's rank logs (`nccl_transport`), asked for
@@ -291,7 +308,8 @@ def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: 
             script = folder / f"rank{rank}.sh"
             # the rank's temp folder inside the step's, removed with it even where srun killed the rank
             env = {**nccl_log, **with_tf_resolver(env, where), TMPDIR_ENV: str(folder)}
-            script.write_text(_rank_script(command, env, where.addresses[rank // per_node]))
+            script.write_text(_rank_script(command, env, where.addresses[rank // per_node],
+                                           compile_cache_env(job, "$cache")))
             lines.append(f"{rank} sh {script}")
         (folder / "multi-prog.conf").write_text("\n".join(lines) + "\n")
         with open(folder / "srun.log", "wb") as log:
@@ -308,7 +326,10 @@ def run_step(job: Job, timing: TimingConfig, envs: list[dict[str, str]], where: 
                 timed_out = True
             finally:
                 _stop(step)
-        return _outcome_of_step(folder, processes, timed_out, step.returncode, time.monotonic() - started, deadline_s)
+        outcome = _outcome_of_step(folder, processes, timed_out, step.returncode, time.monotonic() - started,
+                                   deadline_s)
+        outcome.details.update(compile_caches_detail(job, "in /tmp of its node", os.environ))
+        return outcome
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -20,7 +20,7 @@ from typing import Mapping, Protocol
 
 from suites import knobs
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import DeviceKind
+from suites.cases.vocabulary import Compile, DeviceKind
 from suites.runner.execute import Outcome
 from suites.strategies.jobs import Job
 
@@ -107,6 +107,31 @@ def rank_env_on_nodes(env: Mapping[str, str], rank: int, per_node: int, where: N
             del placed["CUDA_VISIBLE_DEVICES"]
             placed[GPU_SLOT_ENV] = str(rank % per_node)
     return placed
+
+
+#: Where a compiled case's rank keeps inductor's and Triton's files, by variable: sub-folders of a
+#: fresh folder of the rank's own on its node (issue 48 item 8: ranks of two nodes compiled into one
+#: folder on the shared filesystem, under its file locks; a folder the user exported is replaced).
+COMPILE_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+
+
+def compile_cache_env(job: Job, folder: str) -> dict[str, str]:
+    """A compiled case's rank's cache folders under `folder` (its own, on its node); nothing for an
+    eager case."""
+    if job.case.compile is Compile.NONE:
+        return {}
+    return {name: f"{folder}/{part}" for name, part in COMPILE_CACHES.items()}
+
+
+def compile_caches_detail(job: Job, where: str, exported: Mapping[str, str]) -> dict[str, str]:
+    """The record's word on a compiled case's caches (`details.compile_caches`): each rank's own,
+    fresh, `where`, and the folders the user had `exported` that they replaced; nothing for an
+    eager case."""
+    if job.case.compile is Compile.NONE:
+        return {}
+    replaced = [f"{name}={exported[name]}" for name in COMPILE_CACHES if exported.get(name)]
+    said = f"each rank's own, fresh, {where} ({', '.join(COMPILE_CACHES)}): cold compiles"
+    return {"compile_caches": said + (f"; replaced the exported {', '.join(replaced)}" if replaced else "")}
 
 
 def gpu_of_slot(env: Mapping[str, str], node_visible: str | None) -> dict[str, str]:
