@@ -15,9 +15,11 @@ from suites.records.store import ResultsStore
 from suites.runner.bounds import Bound, bound_for
 from suites.runner.execute import Outcome
 from suites.runner.recording import RunContext, store_outcome
+from suites.runner.spanning import node_provenance, nodes_details, ranks_share_gpus
+from suites.strategies.base import placing_on
 from suites.strategies.jobs import job_for
 from suites.strategies.torch.base import activation_bytes_estimate, shared_gpu_memory_reason
-from tests.cluster_truth import H100, H100_MEMORY, eight_gpus_a_node  # noqa: F401 (fixture)
+from tests.cluster_truth import H100, H100_MEMORY, eight_gpus_a_node, uuids  # noqa: F401 (fixture)
 
 
 def busy(percent: float) -> Measurement:
@@ -101,3 +103,50 @@ def test_a_small_case_still_shares_the_gpu():
     job = job_for(Case.make("train_step", "torch", "gpu", "ddp", "bf16", 2, {"model": "gpt2_small", "batch": 8,
                                                                               "optimizer": "adamw"}))
     assert shared_gpu_memory_reason(job, one_h100()) is None
+
+
+# --- 3: GPU sharing from the UUIDs each node's ranks hold ----------------------------------------
+def placed(uuids_by_rank: list[tuple[str, str]]) -> dict:
+    """`details` of a step whose rank r ran on node `uuids_by_rank[r][0]` on the GPU of that UUID."""
+    nodes = [{"node": node, "rank": rank, "hostname": node, "cpus": "0-13", "visible_gpus": "0", "gpu_uuid": uuid}
+             for rank, (node, uuid) in enumerate(uuids_by_rank)]
+    return nodes_details(nodes, "slurm")
+
+
+def ddp16_record(details: dict, tmp_path):
+    case = Case.make("train_step", "torch", "gpu", "ddp", "bf16", 16, {"model": "mlp", "batch": 32})
+    context = RunContext(suite="t", store=ResultsStore(tmp_path), timing=TimingConfig())
+    context.store.ensure_writable(context.environment["machine"])
+    return store_outcome(job_for(case), Outcome(Status.OK, measurement=busy(90.0), details=details), context)
+
+
+def test_16_ranks_on_16_distinct_gpus_are_real_whatever_the_counts_say(eight_gpus_a_node, tmp_path):
+    """Decided without the nodes (16 ranks against the 8 GPUs seen here: emulated by counts), the
+    ranks' UUIDs say every rank had a GPU of its own."""
+    details = placed([(node, uuid) for node in ("gpu-a", "gpu-b") for uuid in uuids(0)])
+    assert details["ranks"][9]["gpu_uuid"] == uuids(0)[1]
+    assert ranks_share_gpus(details) is False
+    assert ddp16_record(details, tmp_path).emulated is False
+
+
+def test_ranks_that_report_one_gpu_between_two_of_them_are_emulated(eight_gpus_a_node, tmp_path):
+    """--gpus-per-task=1 under a visible set of 8: every rank's own counts look right, but ranks 0
+    and 1 of node a computed on the same GPU."""
+    held = [(node, uuid) for node in ("gpu-a", "gpu-b") for uuid in uuids(0)]
+    held[1] = held[0]
+    assert ranks_share_gpus(placed(held)) is True
+    with placing_on(eight_gpus_a_node):  # placed as on the two nodes: by counts, not emulated
+        assert ddp16_record(placed(held), tmp_path).emulated is True
+
+
+def test_without_uuids_the_counts_decide():
+    assert ranks_share_gpus({"ranks": [{"node": "a", "rank": 0}, {"node": "a", "rank": 1}]}) is None
+    assert ranks_share_gpus({}) is None
+
+
+def test_a_gpu_rank_reports_the_uuid_of_the_gpu_it_computes_on(monkeypatch):
+    monkeypatch.setattr("suites.hardware.devices.cuda_device_uuids", lambda: ["u0", "u1"])
+    monkeypatch.setenv("PARBENCH_NODE", "gpu-b")
+    monkeypatch.setenv("LOCAL_RANK", "3")  # 4 ranks round robin on 2 GPUs: rank 3 on GPU 1
+    assert node_provenance(on_gpu=True)["gpu_uuid"] == "u1"
+    assert "gpu_uuid" not in node_provenance()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from suites import knobs
 from suites.cases.timing_config import TimingConfig
-from suites.cases.vocabulary import Status
+from suites.cases.vocabulary import DeviceKind, Status
 from suites.errors import UserError
 from suites.records.output_files import output_path
 from suites.records.contention import Contention, judge, read_cpu
@@ -203,7 +203,7 @@ def _run_case(args: argparse.Namespace, watch: watchdog.Watch) -> None:
         served, outcome = _serve_or_execute(job, timing)
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
-    node = node_provenance()
+    node = node_provenance(job.case.device is DeviceKind.GPU)
     if node is not None:  # placed on a node: the record keeps every rank's node (`suites.runner.spanning`)
         outcome.details["node"] = {**node, "rank": rank}
     if args.out is not None:

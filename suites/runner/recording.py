@@ -20,6 +20,7 @@ from suites.records.store import ResultsStore
 from suites.measure.work_definitions import stored_work
 from suites.runner.execute import Outcome
 from suites.runner.plan import Unresolved
+from suites.runner.spanning import ranks_share_gpus
 from suites.strategies.jobs import Job
 
 
@@ -53,6 +54,18 @@ def on_nodes_of_their_own(job: Job, details: dict) -> bool:
             and "nodes_share_a_host" not in details)
 
 
+def emulated_as_placed(job: Job, details: dict) -> bool:
+    """Whether the case's devices were emulated, as its ranks were placed: a GPU case's ranks that
+    reported the UUIDs of their GPUs shared one where two report the same on one node
+    (`ranks_share_gpus`), whatever the counts say; else the job's rule, a CPU case's ranks on
+    nodes of their own excepted."""
+    if job.case.device is DeviceKind.GPU:
+        shared = ranks_share_gpus(details)
+        if shared is not None:
+            return shared
+    return job.emulated and not on_nodes_of_their_own(job, details)
+
+
 def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
                   contention: Contention | None = None) -> Record:
     """Attach provenance and derived metrics to what running the job's case produced (a case
@@ -61,7 +74,7 @@ def store_outcome(job: Job | Unresolved, outcome: Outcome, context: RunContext,
     metrics = {}
     bound_by = None
     details = outcome.details
-    emulated = isinstance(job, Job) and job.emulated and not on_nodes_of_their_own(job, details)
+    emulated = isinstance(job, Job) and emulated_as_placed(job, details)
     if outcome.measurement is not None and isinstance(job, Job):
         work = job.work()
         metrics = derive(case, outcome.measurement, context.store.root,

@@ -167,7 +167,8 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
             seen[str(node.get("node"))] = node
     listed = list(seen.values())
     details: dict[str, object] = {"launcher": launcher, "nodes": listed}
-    ranks = sorted(({key: node.get(key) for key in RANK_PLACEMENT} for node in nodes
+    ranks = sorted(({**{key: node.get(key) for key in RANK_PLACEMENT},
+                     **({"gpu_uuid": node["gpu_uuid"]} if "gpu_uuid" in node else {})} for node in nodes
                     if isinstance(node, dict) and "rank" in node), key=lambda rank: int(rank["rank"] or 0))
     if ranks:  # each rank's cores and GPUs: what srun or the node gave it
         details["ranks"] = ranks
@@ -178,8 +179,35 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
     return details
 
 
-#: What `details.ranks` keeps of each rank's node entry: where it ran, on which cores and GPUs.
+#: What `details.ranks` keeps of each rank's node entry: where it ran, on which cores and GPUs (and,
+#: where it reported one, the UUID of the GPU it computed on: `gpu_uuid`).
 RANK_PLACEMENT = ("rank", "node", "cpus", "visible_gpus")
+
+
+def ranks_share_gpus(details: Mapping[str, object]) -> bool | None:
+    """Whether two of a case's ranks computed on one GPU, from the GPU UUIDs its ranks reported on
+    their nodes (`details.ranks`); None where a rank reported none (decided from counts then).
+    Counts cannot tell: a node whose ranks see 8 GPUs each may still give two of them one GPU (an
+    allocation's --gpus-per-task=1 under a visible set the ranks do not all share)."""
+    ranks = details.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) < 2:
+        return None
+    held = [(rank.get("node"), rank.get("gpu_uuid")) for rank in ranks if isinstance(rank, dict)]
+    if len(held) < len(ranks) or any(uuid is None for _, uuid in held):
+        return None
+    return len(set(held)) < len(held)
+
+
+def gpu_uuid_of_this_rank() -> str | None:
+    """The UUID of the GPU this rank computes on: its local rank's among the GPUs it sees, round
+    robin where it sees fewer (as a torch rank picks its device); a TF worker sees its one GPU."""
+    from suites.hardware.devices import cuda_device_uuids
+
+    uuids = cuda_device_uuids()
+    if not uuids:
+        return None
+    local = os.environ.get("LOCAL_RANK", "0")
+    return uuids[(int(local) if local.isdigit() else 0) % len(uuids)]
 
 
 def cpu_ranges(cpus: set[int]) -> str:
@@ -193,16 +221,19 @@ def cpu_ranges(cpus: set[int]) -> str:
     return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
 
 
-def node_provenance() -> dict[str, object] | None:
+def node_provenance(on_gpu: bool = False) -> dict[str, object] | None:
     """What a rank says of its node, where a launcher placed it on one: the node's name (and its
     Slurm name), host name and CPU model (the record's provenance is the first node's; this keeps
-    every node's), and the cores and GPUs this rank was given there."""
+    every node's), the cores and GPUs this rank was given there and, `on_gpu`, the UUID of the GPU it
+    computed on (`gpu_uuid_of_this_rank`)."""
     name = knobs.read(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
     if not name:
         return None
     from suites.hardware.devices import cpu_model
 
     slurm = {"slurm_node": os.environ[SLURM_NODE_ENV]} if os.environ.get(SLURM_NODE_ENV) else {}
+    gpu = {"gpu_uuid": gpu_uuid_of_this_rank()} if on_gpu else {}
     return {"node": name, **slurm, "hostname": socket.gethostname(), "cpu": cpu_model(),
             "python": sys.version.split()[0], "machine": platform.machine(),
-            "cpus": cpu_ranges(os.sched_getaffinity(0)), "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "cpus": cpu_ranges(os.sched_getaffinity(0)), "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            **gpu}
