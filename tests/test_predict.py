@@ -182,9 +182,12 @@ def test_fsdp_shards_llama_state_and_the_largest_batch_is_what_the_room_holds(ca
     assert memory_per_device(workload, small, 8, memory.max_batch_per_device, None).fits is False
 
 
-def test_a_model_without_an_activation_estimate_says_so(catalogue):
+def test_a_model_without_an_activation_estimate_says_so(catalogue, monkeypatch):
+    from suites.models.resnet.spec import ResNet50
+
+    monkeypatch.delattr(ResNet50, "activation_bytes_per_sample")  # a spec that counts nothing
     memory = memory_per_device(resolve_workload("resnet50", {}, "bf16", "ddp"), catalogue.device("H100"), 8, 256, None)
-    assert memory.fits is None and "activation" in memory.note
+    assert memory.fits is None and "no activation estimate" in memory.note
 
 
 # --- the projection -------------------------------------------------------------------------------
@@ -279,7 +282,9 @@ def test_json_has_the_fields_the_issue_lists_and_writes_no_record(capsys, tmp_pa
               "limited_by", "memory_per_device_bytes", "fits", "max_batch_per_device", "cost_per_million", "inputs"}
     assert len(rows) == 2 and all(fields <= set(row) for row in rows)
     assert rows[1]["nodes"] == 2 and rows[1]["cost_per_million"] is None and all(r["projected"] for r in rows)
-    assert {v["kind"] for v in rows[0]["inputs"].values()} <= {"measured", "catalogued", "published", "assumed"}
+    assert {v["kind"] for v in rows[0]["inputs"].values()} <= {"measured", "catalogued", "published", "assumed",
+                                                              "estimated"}
+    assert rows[0]["inputs"]["activation_bytes_per_sample"]["source"].startswith("estimated (analytic)")
     assert list(tmp_path.iterdir()) == []
 
 

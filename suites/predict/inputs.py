@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: Where an input came from: a record of a run, a sourced data-file row, a published figure, or a
-#: default the user can override.
-KINDS = ("measured", "catalogued", "published", "assumed")
+#: Where an input came from: a record of a run, a sourced data-file row, a published figure, a
+#: default the user can override, or an analytic estimate from the model's own shapes (checked against
+#: records in docs/predict.md).
+KINDS = ("measured", "catalogued", "published", "assumed", "estimated")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from suites.predict.compute import per_sample_seconds
 from suites.predict.exchange import NoExchangeModel, exchange_seconds, worst_case
 from suites.predict.inputs import Input
 from suites.predict.memory import memory_per_device
+from suites.predict.roofline import limited_by
 from suites.predict.workload import ProjectedWorkload
 
 #: The throughput a multi-device step may lose to what the model leaves out (input pipeline, launch
@@ -217,11 +218,12 @@ def _fill(result: Projection, workload: ProjectedWorkload, base: Base, target: T
         result.tokens_per_s = result.samples_per_s * workload.tokens_per_sample
     result.band = (0.0 if math.isinf(slow) else global_batch / slow * (1 - margin), global_batch / fast)
     across = target.nodes > 1 and links.node_gbs < links.intra_gbs
-    terms = {compute.bound: point_c * serial, "pipeline bubble": point_c * (busy - 1) * serial,
+    bound, roof_inputs = limited_by(workload, target.device, per_device, compute.bound)
+    terms = {bound: point_c * serial, "pipeline bubble": point_c * (busy - 1) * serial,
              ("inter-node exchange" if across else "intra-node exchange"): exchange.point}
     result.terms = {name: seconds for name, seconds in terms.items() if seconds > 0}
-    result.limited_by = max(result.terms, key=result.terms.get) if result.terms else compute.bound
-    result.inputs.update({i.name: i for i in compute.inputs})
+    result.limited_by = max(result.terms, key=result.terms.get) if result.terms else bound
+    result.inputs.update({i.name: i for i in (*compute.inputs, *roof_inputs)})
     result.inputs["base_samples_per_s"] = Input("base_samples_per_s", base.samples_per_s, base.kind, base.source)
     result.inputs["intra_link_gbs"] = Input("intra_link_gbs", target.device.link_gbs, "catalogued",
                                             target.device.link_source)

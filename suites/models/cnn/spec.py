@@ -7,6 +7,9 @@ from typing import ClassVar, Mapping
 from suites.cases.vocabulary import Framework
 from suites.workloads.model_spec import NUM_CLASSES, ConvLayout, ModelSpec, size
 
+#: Bytes of an fp32 element (the input images).
+FP32_BYTES = 4
+
 
 @dataclass(frozen=True)
 class ResidualCnn(ConvLayout, ModelSpec):
@@ -47,3 +50,14 @@ class ResidualCnn(ConvLayout, ModelSpec):
         stem = 2 * pixels * 9 * 3 * c
         body = self.blocks * 2 * (2 * pixels * 9 * c * c)
         return float(stem + body + 2 * c * NUM_CLASSES)
+
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """Bytes one image holds at a torch training step's peak (`suites.predict.memory`): every
+        ReLU's output (the stem's and two a block: each the next convolution's saved input), the
+        pooled features and logits in the compute dtype, the fp32 image and, in 16 bits, the copy
+        of it the stem convolution keeps."""
+        pixels = self.image * self.image
+        image = 3 * pixels
+        copy = image if compute_bytes < FP32_BYTES else 0
+        saved = (1 + 2 * self.blocks) * self.channels * pixels + self.channels + NUM_CLASSES
+        return float(compute_bytes * (saved + copy) + FP32_BYTES * image)

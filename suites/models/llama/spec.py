@@ -9,8 +9,12 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from suites.cases.vocabulary import Framework
-from suites.models.transformer.spec import LanguageModel
+from suites.models.transformer.spec import FP32_BYTES, LanguageModel
 from suites.workloads.model_spec import ModelSpec, size
+
+#: What one RMSNorm keeps per element: its fp32 input and normalised fp32 product (the statistics
+#: in at least float32, whatever the compute dtype).
+RMS_NORM_BYTES = 2 * FP32_BYTES
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,16 @@ class LlamaBlock(LanguageModel, ModelSpec):
         feed_forward = 3 * 2 * s * d * f
         return float(self.layers * (projections + attention + feed_forward)) + self.head_flops_per_sample()
 
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """Bytes one sample holds at a torch training step's peak (`suites.predict.memory`), per
+        token: per block two RMSNorms (`RMS_NORM_BYTES`), and in the compute dtype the projections'
+        inputs (under autocast the gate and up projections each cast their own copy), the fused
+        q/k/v output (v is a view of it), the rotated q and k, the attention's output (flash: no
+        scores) and its fp32 log-sum-exp per head, SwiGLU's gate, SiLU, up and product; then the
+        final norm, the LM head's input and the loss (`logit_bytes_per_token`)."""
+        d, kv = self.d_model, self.kv_heads * self.d_head
+        mlp_inputs = 2 if autocast and compute_bytes < FP32_BYTES else 1
+        saved = (1 + mlp_inputs) * d + (d + 2 * kv) + d + kv + d + 4 * self.ffn
+        layer = 2 * RMS_NORM_BYTES * d + compute_bytes * saved + FP32_BYTES * self.heads
+        head = RMS_NORM_BYTES * d + compute_bytes * d
+        return float(self.seq * (self.layers * layer + head + self.logit_bytes_per_token(compute_bytes, autocast)))

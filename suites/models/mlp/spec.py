@@ -7,6 +7,9 @@ from typing import ClassVar, Mapping
 from suites.cases.vocabulary import Framework
 from suites.workloads.model_spec import NUM_CLASSES, ModelSpec, size
 
+#: Bytes of an fp32 element (the input features).
+FP32_BYTES = 4
+
 
 @dataclass(frozen=True)
 class Mlp(ModelSpec):
@@ -41,3 +44,9 @@ class Mlp(ModelSpec):
         """Each dense layer's input (a ReLU's output is the next layer's input, one tensor) and
         the logits the loss keeps: features + depth x hidden + 10."""
         return self.features + self.depth * self.hidden + NUM_CLASSES
+
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """Bytes one sample holds at a torch training step's peak (`suites.predict.memory`): the
+        saved elements (`saved_activations_per_sample`) in the compute dtype and the fp32 input
+        (under autocast the first layer keeps a compute-dtype copy of it, counted in the saved)."""
+        return float(compute_bytes * self.saved_activations_per_sample() + FP32_BYTES * self.features)

@@ -47,6 +47,8 @@ EXPANSION = 4
 #: Batch norm's epsilon (torch's default and NVIDIA's; Keras' default is 1e-3).
 BATCH_NORM_EPSILON = 1e-5
 BATCHNORM_MODES = ("local", "sync")
+#: Bytes of an fp32 element (the input images) and of an int64 one (the max pool's saved indices).
+FP32_BYTES, INDEX_BYTES = 4, 8
 
 
 class Conv(NamedTuple):
@@ -167,6 +169,25 @@ class ResNet50(ConvLayout, ModelSpec):
 
     def parameter_count(self) -> int:
         return sum(int(np.prod(shape)) for shape in self.parameter_shapes().values())
+
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """Bytes one image holds at a torch training step's peak, counted from the layer shapes
+        (`suites.predict.memory`): what the backward keeps, in the compute dtype (`compute_bytes`):
+        every convolution's output (its batch norm's saved input), every ReLU's output (the next
+        convolution's saved input; ReLU is not in place), the max pool's output and its int64
+        indices, the pooled features and the logits; and the fp32 input image with, in 16 bits,
+        its compute-dtype copy the stem convolution keeps. Batch norm runs in the compute dtype
+        under autocast too, so `autocast` changes nothing here; the layout (channels_last or NCHW)
+        stores the same tensors, so the count does not depend on it."""
+        convs = list(self.convolutions())
+        outputs = sum(c.out_size ** 2 * c.cout for c in convs)
+        relus = sum(c.out_size ** 2 * c.cout for c in convs if not c.name.endswith(".down"))
+        pooled_size = conv_out(convs[0].out_size, 3, 2)
+        pool = pooled_size ** 2 * self.width
+        image = self.image ** 2 * 3
+        saved = outputs + relus + pool + self.final_channels() + self.classes
+        copy = image if compute_bytes < FP32_BYTES else 0
+        return float(compute_bytes * (saved + copy) + INDEX_BYTES * pool + FP32_BYTES * image)
 
 
 def parameter_prefixes(conv: str) -> tuple[str, str]:

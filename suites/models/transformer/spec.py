@@ -36,6 +36,16 @@ import numpy as np
 from suites.cases.vocabulary import Framework
 from suites.workloads.model_spec import NUM_CLASSES, ModelSpec, size
 
+#: Bytes of an fp32 element, and of an int64 token id (a sample's inputs and targets).
+FP32_BYTES, TOKEN_ID_BYTES = 4, 8
+
+
+def norm_bytes(compute_bytes: int, autocast: bool) -> int:
+    """Bytes per element of what a norm saves and of the residual stream: fp32 under torch autocast
+    (layer_norm and the loss are on its fp32 list, and the fp32 embeddings start the stream),
+    the compute dtype where a strategy casts the parameters itself (FSDP's MixedPrecisionPolicy)."""
+    return FP32_BYTES if autocast else compute_bytes
+
 
 @dataclass(frozen=True)
 class TransformerBlock(ModelSpec):
@@ -119,7 +129,23 @@ class TransformerBlock(ModelSpec):
     def tokens_per_sample(self) -> int:
         return self.seq
 
+    def layer_activation_bytes_per_token(self, compute_bytes: int, autocast: bool) -> int:
+        """Bytes one block keeps per token for the backward pass in torch, from its shapes: the
+        inputs of its two LayerNorms (`norm_bytes`); in the compute dtype the inputs of the q/k/v
+        projection, of the output projection (the attention's output) and of the feed-forward, q, k
+        and v (flash attention keeps no scores), the feed-forward's hidden layer and its GELU; and
+        attention's fp32 log-sum-exp per head. In fp32: 32 d + 8 ffn; in 16 bits under autocast
+        20 d + 4 ffn (Korthikanti et al. 2022 count 34 d at ffn = 4 d with dropout's masks and no
+        fp32 norms)."""
+        d = self.d_model
+        return (2 * norm_bytes(compute_bytes, autocast) * d + compute_bytes * (6 * d + 2 * self.ffn)
+                + FP32_BYTES * self.heads)
 
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """Bytes one sample holds at a torch training step's peak (`suites.predict.memory`): every
+        block's (`layer_activation_bytes_per_token`) and the fp32 input sequence."""
+        per_token = self.layers * self.layer_activation_bytes_per_token(compute_bytes, autocast)
+        return float(self.seq * (per_token + FP32_BYTES * self.d_model))
 
 
 @dataclass(frozen=True)
@@ -166,6 +192,13 @@ class LanguageModel:
     def head_flops_per_sample(self) -> float:
         """The vocabulary projection's matmul at every position."""
         return float(2 * self.seq * self.d_model * self.vocab)
+
+    def logit_bytes_per_token(self, compute_bytes: int, autocast: bool) -> int:
+        """Bytes per token the loss holds at its peak: the logits in the compute dtype, under
+        autocast their fp32 copy (cross-entropy is on its fp32 list), and the log-probabilities the
+        backward keeps (`norm_bytes`); plus the int64 token id and target."""
+        cast = FP32_BYTES if autocast and compute_bytes < FP32_BYTES else 0
+        return self.vocab * (compute_bytes + cast + norm_bytes(compute_bytes, autocast)) + 2 * TOKEN_ID_BYTES
 
 
 @dataclass(frozen=True)
@@ -218,6 +251,15 @@ class BertBase(LanguageModel, BaseSizedTransformer):
     def forward_flops_per_sample(self) -> float:
         return self.block_flops_per_sample() + 2 * self.seq * self.d_model ** 2 + self.head_flops_per_sample()
 
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """The blocks', the input LayerNorm's input, the MLM head's (its dense input, GELU input,
+        LayerNorm input and decoder input) and the loss's (`logit_bytes_per_token`), per token."""
+        wide = norm_bytes(compute_bytes, autocast)
+        head = (3 * compute_bytes + wide) * self.d_model
+        per_token = (self.layers * self.layer_activation_bytes_per_token(compute_bytes, autocast)
+                     + wide * self.d_model + head + self.logit_bytes_per_token(compute_bytes, autocast))
+        return float(self.seq * per_token)
+
 
 @dataclass(frozen=True)
 class Gpt2Small(LanguageModel, BaseSizedTransformer):
@@ -242,3 +284,11 @@ class Gpt2Small(LanguageModel, BaseSizedTransformer):
 
     def forward_flops_per_sample(self) -> float:
         return self.block_flops_per_sample() + self.head_flops_per_sample()
+
+    def activation_bytes_per_sample(self, compute_bytes: int, autocast: bool) -> float:
+        """The blocks', the final LayerNorm's input, the head's input and the loss's
+        (`logit_bytes_per_token`), per token."""
+        head = (norm_bytes(compute_bytes, autocast) + compute_bytes) * self.d_model
+        per_token = (self.layers * self.layer_activation_bytes_per_token(compute_bytes, autocast) + head
+                     + self.logit_bytes_per_token(compute_bytes, autocast))
+        return float(self.seq * per_token)
