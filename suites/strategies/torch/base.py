@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from suites.cases.vocabulary import Compile, DeviceKind, Framework
+from suites.cases.vocabulary import Compile, DeviceKind, Framework, Precision
 from suites.frameworks.torch.modes import CUDA_GRAPHS_MODE
 from suites.measure.launch import Launch
 from suites.strategies.base import StrategyPlugin, devices_on_this_node, on_shared_gpus, visible_gpus
@@ -224,33 +224,24 @@ def shared_gpu_memory_reason(job: "Job", device: "DeviceInfo") -> str | None:
             f"{job.n_devices} GPUs or with smaller sizes")
 
 
-#: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", sec. 4.1),
-#: eq. (1) without the attention scores' term (flash attention keeps no scores): bytes a transformer
-#: layer keeps for the backward pass per token and unit of width, at 16-bit activations (the rule
-#: `suites.predict.memory` projects with).
-TRANSFORMER_BYTES_PER_TOKEN_WIDTH = 34
-#: Bytes of the fp32 copy of the logits the loss reads, beside the compute dtype's.
-FP32_LOGIT_BYTES = 4
-
-
 def activation_bytes_estimate(job: "Job") -> int | None:
     """Bytes of activations one device keeps for the backward pass of its batch: the model's own
-    count (`Job.state_estimate`), else for a transformer the published rule above (twice in fp32)
-    plus its logits in the compute dtype and fp32, rescaled by the strategy
-    (`activation_bytes_per_device`); None where neither says."""
+    count (`Job.state_estimate`), else its analytic count from its layer shapes
+    (`activation_bytes_per_sample`, in the compute dtype, under autocast unless the strategy casts
+    the parameters itself), rescaled by the strategy (`activation_bytes_per_device`); None where
+    neither says."""
     counted = (job.state_estimate() or {}).get("activations")
     if counted is not None:
         return counted
-    spec = getattr(job.workload, "model", None)
-    if not all(hasattr(spec, name) for name in ("d_model", "seq", "layers")):
+    count = getattr(getattr(job.workload, "model", None), "activation_bytes_per_sample", None)
+    if count is None:
         return None
     dtype = DTYPE_BYTES[job.precision]
-    per_token = (TRANSFORMER_BYTES_PER_TOKEN_WIDTH * spec.d_model * spec.layers * dtype // 2
-                 + getattr(spec, "vocab", 0) * (dtype + FP32_LOGIT_BYTES))
+    autocast = dtype < DTYPE_BYTES[Precision.FP32] and not job.strategy.hooks.handles_precision(job)
     per_device_batch = int(getattr(job.workload, "per_device_batch", 1))
-    return job.strategy.activation_bytes_per_device(job, spec.seq * per_token * per_device_batch)
+    return job.strategy.activation_bytes_per_device(job, int(count(dtype, autocast) * per_device_batch))
 
 
-#: The share of a GPU's memory the training state of the ranks sharing it may take: the rest is
-#: for activations, the allocator's cache and the CUDA context of each rank.
+#: The share of a GPU's memory the training state and activations of the ranks sharing it may take:
+#: the rest for the allocator's cache, the CUDA context of each rank and what the estimates leave out.
 SHARED_GPU_MEMORY_SHARE = 0.8
