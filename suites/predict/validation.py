@@ -2,7 +2,8 @@
 same model and catalogue as a user's projection, beside what was measured.
 
 Rows: `[[row]]` throughput pairs (published 1 -> N GPU and node rows, one board from another, our own
-H100 -> H200 records), `[[collective]]` nccl-tests bus bandwidths, `[[memory]]` recorded fits and OOMs,
+H100 -> H200 records), `[[collective]]` nccl-tests bus bandwidths, `[[memory]]` recorded fits and OOMs
+(from a record's per-sample figure, policy "memory", or from the spec's analytic count alone, "analytic"),
 and, when the file is there, namespace_gloo.toml: a two-namespace gloo run over a rate-limited veth,
 predicted from a one-rank record and the measured link (`namespace_rows`, a section of its own). The
 summary per section: median and worst absolute error and the share of rows whose measured figure lies
@@ -116,7 +117,10 @@ def memory_row(row: dict[str, Any], catalogue: Catalogue) -> dict[str, Any]:
     fits = None if needed is None else needed <= device.memory_bytes
     agrees = None if fits is None else fits == (row["recorded"] == "ok")
     recorded_peak = row.get("recorded_peak_bytes")
-    return {**row, "policy": "memory", "base": None, "target": f"{device.label}, batch {row['per_device_batch']}",
+    policy, section = (("memory", None) if base is not None else
+                       ("analytic", "memory from the analytic count alone: peaks and fits against recorded runs"))
+    return {**row, "policy": policy, "section": section, "base": None,
+            "target": f"{device.label}, batch {row['per_device_batch']}",
             "measured": float(recorded_peak) if recorded_peak else math.nan, "predicted": memory.per_device_bytes,
             "error": (memory.per_device_bytes / recorded_peak - 1) if recorded_peak and memory.per_device_bytes
             else None, "inside": agrees, "band_low": None, "band_high": None, "comparable": True,
