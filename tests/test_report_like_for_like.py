@@ -216,3 +216,15 @@ def test_a_cpu_only_report_without_definitions_says_no_gpu_fact():
     step = Case.make("train_step", "torch", "cpu", params={"model": "resnet50", "batch": 8})
     result = build_overview(ReportFrame.build(table(row(step, 1e-1, "a")), NO_PRICES), None, "prices: test")
     assert [fact.split(":")[0] for fact in result.facts] == ["No sourced price, so no cost cell"]
+
+
+def test_a_cpu_only_machine_with_unavailable_gpu_cases_gets_no_gpu_memory_fact():
+    """A fresh clone's own run: contended CPU figures (none comparable) beside GPU cases stored
+    unavailable. No GPU ran, so the first screen says nothing of a GPU's memory (it once read "GPU ×1
+    ran out of memory in no record": an empty view's assign took every row's type)."""
+    step = Case.make("train_step", "torch", "cpu", params={"model": "resnet50", "batch": 8})
+    gpu_step = Case.make("train_step", "torch", "gpu", params={"model": "resnet50", "batch": 8})
+    records = table(row(step, 1e-1, "a", contended=True),
+                    row(gpu_step, 1e-1, "a", status="unavailable", reason="no gpu"))
+    result = build_overview(ReportFrame.build(records, NO_PRICES, current()), None, "prices: test")
+    assert not any("memory" in fact.lower() for fact in result.facts), result.facts

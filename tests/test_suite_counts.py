@@ -42,7 +42,7 @@ ROWS = documented_rows(RUNNING.read_text(encoding="utf-8"))
 def listed(suite: str, capsys: pytest.CaptureFixture[str]) -> list[Case]:
     """The cases `parbench list --suite suite` prints, one id per line."""
     capsys.readouterr()
-    assert list_command.run(argparse.Namespace(suite=suite, filter=None)) == 0
+    assert list_command.run(argparse.Namespace(suite=suite, filter=None, availability=False)) == 0
     return [Case.from_id(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
 
 

@@ -144,7 +144,7 @@ def record_paths(paths: list[str]) -> list[Path]:
         if path.is_file():
             files.append(path)
         elif path.is_dir():
-            found = ResultsStore(path).files() or sorted(path.rglob("*.jsonl"))
+            found = ResultsStore(path).files() or sorted([*path.rglob("*.jsonl"), *path.rglob("*.jsonl.gz")])
             files.extend(found)
         else:
             raise UserError(f"--from {path}: no such file or folder; give a results folder or a records .jsonl")

@@ -118,9 +118,10 @@ def apart_reasons(frame: ReportFrame, reference: str | None) -> dict[tuple[str, 
     work (`work.why_apart`, on one row of each, at one precision where they share one)."""
     if reference is None:
         return {}
-    rows = frame.comparable.assign(type=frame.device_types, family=frame.families)
+    rows = frame.comparable
     if "work_key" not in rows or rows.empty:
         return {}
+    rows = rows.assign(type=frame.device_types.loc[rows.index], family=frame.families.loc[rows.index])
     ref = rows[rows["type"].eq(reference)]
     out = {}
     training = rows["workload"].eq("train_step")  # kernels of other shapes are other problems, nothing to explain
@@ -156,7 +157,8 @@ def memory_sentence(frame: ReportFrame) -> str | None:
     ran out of memory at ResNet-50 bf16 batch 1024 (batch 512 ran); H200 ×1 (140 GiB) ran ResNet-50
     up to batch 256 and never tried more"."""
     latest = frame.latest.assign(type=frame.device_types, family=frame.families)
-    real = set(frame.comparable.assign(type=frame.device_types)["type"])  # types with a figure on real hardware
+    # types with a figure on real hardware (`loc`: assign on an empty view would take every row's type)
+    real = set(frame.device_types.loc[frame.comparable.index])
     gpu = latest[latest["device"].astype(str).eq("gpu") & latest["type"].isin(real)]
     if gpu.empty or "device_memory_gib" not in gpu:
         return None

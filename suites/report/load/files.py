@@ -42,9 +42,11 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
     each once. A symlink that leads nowhere or to itself, a file that is not a regular one, a
     folder without results files and the samples passed over are each said in a ResultsWarning."""
     found: dict[Path, None] = {}
-    for path in map(Path, paths):
+    paths = list(map(Path, paths))
+    samples_named = any(_names_samples(path) for path in paths)
+    for path in paths:
         if path.is_dir():
-            candidates = _search(path)
+            candidates = _search(path, say_samples=not samples_named)
         elif path.exists():
             candidates = [path]
         else:
@@ -58,20 +60,29 @@ def result_files(paths: Iterable[str | Path]) -> list[Path]:
     return list(found)
 
 
-def _search(folder: Path) -> list[Path]:
-    """The results files in `folder` and below it, the shipped samples left out (said)."""
+def _search(folder: Path, say_samples: bool = True) -> list[Path]:
+    """The results files in `folder` and below it, the shipped samples left out (said, unless
+    `say_samples` is False: another path names them, so they are read after all)."""
     samples = _samples_within(folder)
     candidates = sorted(p for pattern in PATTERNS for p in folder.rglob(pattern)
                         if p.name not in BOOKKEEPING and not ResultsStore.is_run_summary(p)
                         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
                         and not (samples is not None and p.is_relative_to(samples)))
-    if samples is not None:
+    if samples is not None and say_samples:
         warnings.warn(f"{samples}: the sample records parbench ships, read only where named (pass {samples} as "
                       f"well to compare with them); skipped", ResultsWarning, stacklevel=3)
     if not candidates:
         warnings.warn(f"{folder}: no results file in it (parbench records *.jsonl or *.jsonl.gz, asv or "
                       f"pytest-benchmark *.json); skipped", ResultsWarning, stacklevel=3)
     return candidates
+
+
+def _names_samples(path: Path) -> bool:
+    """Whether `path` is the shipped samples' folder or lies inside it."""
+    try:
+        return path.resolve().is_relative_to(SHIPPED_SAMPLES)
+    except (OSError, RuntimeError):
+        return False
 
 
 def _samples_within(folder: Path) -> Path | None:

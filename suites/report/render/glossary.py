@@ -17,8 +17,8 @@ TERMS: tuple[tuple[str, str, str], ...] = (
     ("emu", r"\bemu\b", "emulated devices: ranks sharing one CPU or GPU; the figure measures the emulation, "
                         "never hardware"),
     ("no base", r"\bno base\b", "no single-device fp32 eager run of that framework on that machine to divide by"),
-    ("1 device", r"\b1 device\b", "a multi-device strategy on one device measures its wrapper's overhead; never a "
-                                  "strategy's win"),
+    ("1 device", r"\b1 device\b(?! type)", "a multi-device strategy on one device measures its wrapper's "
+                                            "overhead; never a strategy's win"),
     ("superseded", r"\bsuperseded\b", "older records of a case that ran again later; the latest one counts"),
     ("launch-bound", r"launch-bound|bound_by", "what limits a figure (parbench's limit verdict, `bound_by`): a "
                                               "launch-bound step measures the host launching kernels, not the device"),
