@@ -121,3 +121,12 @@ def test_a_published_base_projection_states_the_roofline_inputs(catalogue):
                          options, catalogue)
     assert projection.limited_by == "memory bandwidth" and projection.fits is True
     assert projection.inputs["ridge_flop_per_byte"].value == pytest.approx(989.4e12 / 3.35e12, rel=0.01)
+
+
+def test_a_board_without_the_precision_is_that_targets_error_not_a_traceback(catalogue):
+    workload = resolve_workload("resnet50", {}, "bf16", "ddp")
+    options = Options(catalogue.fabric(catalogue.default_fabric), "default")
+    base = parse_base("H100 SXM:1=3981@256", catalogue)
+    v100 = project(workload, base, parse_target("V100 16GB:8", catalogue), options, catalogue)
+    assert v100.samples_per_s is None and "has no bf16 peak" in v100.error
+    assert project(workload, base, parse_target("H100 SXM:8", catalogue), options, catalogue).error is None

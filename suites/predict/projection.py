@@ -171,6 +171,13 @@ def project(workload: ProjectedWorkload, base: Base, target: Target, options: Op
     result = Projection(target.device.label, target.devices, target.nodes,
                         options.fabric.label if target.nodes > 1 else f"{target.device.link} (one node)",
                         options.scaling)
+    precision = str(workload.precision)
+    for board in (base.device, target.device):
+        if board is not None and precision not in board.peak_tflops:
+            runs = ", ".join(sorted(board.peak_tflops))
+            result.error = (f"{board.label} has no {precision} peak in suites/peaks.toml (it runs {runs}): "
+                            "pick one of those with --precision, or another board")
+            return result
     try:
         _fill(result, workload, base, target, options, catalogue)
     except NoExchangeModel as error:
