@@ -22,8 +22,8 @@ SMALL_ADAMW = {"model": "mlp", "batch": 4, "optimizer": "adamw", "hidden": 32, "
 
 
 def test_the_reference_holds_fp32_weights_gradients_optimizer_state_and_activations():
-    # 8e9 parameters under AdamW (2 states): 4 x 4 bytes each; 1e6 activations a sample x 2 samples
-    assert reference_bytes(8_000_000_000, 2, 1_000_000, 2) == 4 * (8e9 * 4 + 2e6)
+    # 8e9 parameters under AdamW (2 states): 4 x 4 bytes each; 4 MB of activations a sample x 2 samples
+    assert reference_bytes(8_000_000_000, 2, 4e6, 2) == 4 * 8e9 * 4 + 8e6
     assert reference_bytes(1000, 0, None, 8) == 4 * 2000  # activations not counted: left out
 
 

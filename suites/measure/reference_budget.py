@@ -82,12 +82,12 @@ def trajectory_reference_cost(flops_per_step: float, batch: int, on_cpu: bool,
                          f"{LOSS_TRAJECTORY_STEPS} fp32 steps of the check batch of {batch} on {where}", memory_bytes)
 
 
-def reference_bytes(parameters: int, optimizer_states: int, activations_per_sample: int | None, batch: int) -> float:
+def reference_bytes(parameters: int, optimizer_states: int, activation_bytes_per_sample: float | None,
+                    batch: int) -> float:
     """What a single-device fp32 reference holds: weights, gradients and `optimizer_states` per
     parameter, and the activations the model keeps for the backward pass of `batch` samples
-    (`activations_per_sample` elements; None: the model does not count them, and they are left out)."""
-    state = parameters * (2 + optimizer_states)
-    return float(FP32_BYTES * (state + (activations_per_sample or 0) * batch))
+    (`activation_bytes_per_sample` in fp32; None: the model does not count them, and they are left out)."""
+    return float(FP32_BYTES * parameters * (2 + optimizer_states) + (activation_bytes_per_sample or 0.0) * batch)
 
 
 def flop_budget() -> float:

@@ -38,8 +38,8 @@ from suites.records.check import LOSS_TRAJECTORY_STEPS, Check, gradients_against
 from suites.measure import faults
 from suites.measure.memory_probes import MemoryProbe
 from suites.measure.process_env import rehearsing
-from suites.measure.reference_budget import (ReferenceCost, flop_budget, gradient_reference_cost, over_budget,
-                                         over_gpu_memory, reference_bytes, trajectory_reference_cost)
+from suites.measure.reference_budget import (FP32_BYTES, ReferenceCost, flop_budget, gradient_reference_cost,
+                                         over_budget, over_gpu_memory, reference_bytes, trajectory_reference_cost)
 from suites.measure.runnable import COORDINATED_BLOCK_S, Runnable
 from suites.measure.capabilities import SeparatesExchange, StepsItself
 from suites.workloads.kernels import batch_rotation_count
@@ -452,12 +452,16 @@ class TorchTrainStep(ProfiledKernels, Runnable):
 
     def _reference_bytes(self, check: TrainStep) -> float:
         """The fp32 reference's estimated memory (`reference_bytes`) from the check workload's
-        parameter count and activations; 0 where the parameter count is not known here."""
+        parameter count and its model's fp32 activations (its analytic count from its layer shapes,
+        else the elements it saves); 0 where the parameter count is not known here."""
         state = check.training_state()
         if state is None:
             return 0.0
-        return reference_bytes(state.parameters, state.optimizer_states,
-                               check.model.saved_activations_per_sample(), check.global_batch)
+        count = getattr(check.model, "activation_bytes_per_sample", None)
+        saved = check.model.saved_activations_per_sample()
+        per_sample = (count(FP32_BYTES, False) if count is not None
+                      else None if saved is None else FP32_BYTES * saved)
+        return reference_bytes(state.parameters, state.optimizer_states, per_sample, check.global_batch)
 
     def _free_bytes_on_root(self, cost: ReferenceCost) -> float | None:
         """What is free on rank 0's device once every rank has freed its state (`free_device_bytes`),
