@@ -259,13 +259,42 @@ def test_torch_gpu_probe_resets_then_reads_allocated_and_reserved_per_device(mon
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: calls.append(("reset", device.index)))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: (device.index + 1) * 100 * MiB)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: (device.index + 1) * 128 * MiB)
+    fake_driver_reads(monkeypatch, torch, used={0: 700 * MiB, 1: 900 * MiB}, reserved={0: 96 * MiB, 1: 200 * MiB})
     baseline = torch_memory.Baseline(rss_bytes=50 * MiB, allocated_bytes={1: 4 * MiB})
     probe = torch_memory.memory_probe([torch.device("cuda", 0), torch.device("cuda", 1)], baseline)
     probe.start()
     assert calls == [("reset", 0), ("reset", 1)]
-    assert probe.stop() == [MemoryPeak("gpu", 0, 100 * MiB, 128 * MiB, 0),
-                            MemoryPeak("gpu", 1, 200 * MiB, 256 * MiB, 4 * MiB)]
+    assert probe.stop() == [MemoryPeak("gpu", 0, 100 * MiB, 128 * MiB, 0, outside_allocator_bytes=604 * MiB),
+                            MemoryPeak("gpu", 1, 200 * MiB, 256 * MiB, 4 * MiB, outside_allocator_bytes=700 * MiB)]
     assert isinstance(torch_memory.memory_probe([torch.device("cpu")], baseline), ResidentMemoryProbe)
+
+
+def fake_driver_reads(monkeypatch, torch, used: dict[int, int], reserved: dict[int, int]) -> None:
+    """torch.cuda's driver figure (`mem_get_info`: free, total of an 80 GiB GPU) and the allocator's
+    current reservation, per device index."""
+    total = 80 * 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (total - used[device.index], total))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: reserved[device.index])
+
+
+def test_gpu_memory_outside_the_allocator_is_recorded_per_rank_and_survives_the_record(monkeypatch):
+    """Issue 48, 9c: NCCL's buffers and library workspaces are outside torch's allocator, so
+    `max_memory_reserved` misses them; each GPU's used-minus-reserved after the steps is kept, is
+    gathered to rank 0 with the rank's other figures, and loads back (None from older records)."""
+    torch = pytest.importorskip("torch")
+    from suites.frameworks.torch import memory_probe as torch_memory
+
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 10 * 2**30)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: 12 * 2**30)
+    fake_driver_reads(monkeypatch, torch, used={0: 13 * 2**30 + 600 * MiB}, reserved={0: 12 * 2**30})
+    (peak,) = torch_memory.memory_probe([torch.device("cuda", 0)], torch_memory.Baseline(None)).stop()
+    assert peak.outside_allocator_bytes == 2**30 + 600 * MiB
+    other = MemoryPeak("gpu", 0, 10 * 2**30, 12 * 2**30, 0, outside_allocator_bytes=3 * 2**30)
+    results = gathered_by_every_rank({0: [peak], 1: [other]})
+    assert [gathered.outside_allocator_bytes for gathered in results[0]] == [2**30 + 600 * MiB, 3 * 2**30]
+    assert MemoryPeak.from_dict(results[1][1].to_dict()) == results[1][1]
+    older = {key: value for key, value in peak.to_dict().items() if key != "outside_allocator_bytes"}
+    assert MemoryPeak.from_dict(older).outside_allocator_bytes is None
 
 
 def test_tf_gpu_probe_resets_then_reads_the_peak_and_has_no_reserved_figure(monkeypatch):

@@ -212,9 +212,10 @@ def gather_peaks(runnable: "Runnable", peaks: list[MemoryPeak]) -> tuple[MemoryP
     its probe labelled them (a parameter-server chief's probe reads every task's)."""
     if len(runnable.gather(0.0)) == 1:
         return tuple(sorted(peaks, key=lambda peak: (peak.rank, peak.device)))
-    rows = [(_KINDS.index(peak.kind), peak.device, peak.peak_bytes, peak.reserved_bytes, peak.baseline_bytes)
-            for peak in peaks]
-    gathered = [MemoryPeak(_KINDS[int(kind)], int(device), int(peak), _int(reserved), _int(baseline), rank)
-                for rank, (kind, device, peak, reserved, baseline) in gather_rows(runnable, rows, 5)
+    rows = [(_KINDS.index(peak.kind), peak.device, peak.peak_bytes, peak.reserved_bytes, peak.baseline_bytes,
+             peak.outside_allocator_bytes) for peak in peaks]
+    gathered = [MemoryPeak(_KINDS[int(kind)], int(device), int(peak), _int(reserved), _int(baseline), rank,
+                           _int(outside))
+                for rank, (kind, device, peak, reserved, baseline, outside) in gather_rows(runnable, rows, 6)
                 if kind is not None and device is not None and peak is not None]
     return tuple(sorted(gathered, key=lambda peak: (peak.rank, peak.device)))

@@ -45,8 +45,8 @@ class Measurement:
     #: Training cases: peak memory over the timed steps (a cut-short case: over its warm steps),
     #: one entry per GPU or per rank process on the CPU, every rank's gathered in rank order
     #: (`suites.records.peak_memory.MemoryPeak`: kind, device, peak_bytes, reserved_bytes,
-    #: baseline_bytes, rank). Empty where the runnable measures none (kernels, collectives) and
-    #: in records older than the field.
+    #: baseline_bytes, rank, outside_allocator_bytes). Empty where the runnable measures none
+    #: (kernels, collectives) and in records older than the field.
     memory: tuple[MemoryPeak, ...] = field(default=())
     #: What those peaks are made of (torch training cases): each GPU's or rank process's tensors
     #: by category at their peak in one more, untimed step under the framework's memory tracker

@@ -6,7 +6,10 @@ What a peak is depends on the device, and the record says which (`kind`):
   `max_memory_allocated`, TF `get_memory_info(device)["peak"]`); `reserved_bytes` is torch's
   peak of what its caching allocator held from the driver (`max_memory_reserved`), which is
   what the device must have room for. TensorFlow reports no such figure (None). Neither counts
-  the CUDA context.
+  the CUDA context. `outside_allocator_bytes` (torch GPUs) is what the device held beyond torch's
+  allocator when the timed steps ended: `torch.cuda.mem_get_info`'s used (total - free) less
+  `torch.cuda.memory_reserved`, i.e. the CUDA context, NCCL's buffers and cuBLAS/cuDNN workspaces
+  (and, on a GPU that ranks or other processes share, what they held).
 - ``tpu``: TF's `get_memory_info("TPU:i")["peak"]`, bytes held by tensors in that TPU core's
   memory (HBM); no reserved figure. Where TF cannot read it the case has no TPU peak (and says
   why in its details' `memory_not_measured`): the host's resident set is never reported for it.
@@ -36,6 +39,9 @@ class MemoryPeak:
     baseline_bytes: int | None = None
     #: The rank process that measured it (0 in a single-process case).
     rank: int = 0
+    #: torch GPUs: bytes the device held outside torch's allocator after the timed steps (the CUDA
+    #: context, NCCL's buffers, library workspaces); None elsewhere and in older records.
+    outside_allocator_bytes: int | None = None
 
     @property
     def label(self) -> str:
@@ -54,7 +60,8 @@ class MemoryPeak:
     def from_dict(cls, data: dict[str, Any]) -> "MemoryPeak":
         return cls(kind=data["kind"], device=int(data["device"]), peak_bytes=int(data["peak_bytes"]),
                    reserved_bytes=_int_or_none(data.get("reserved_bytes")),
-                   baseline_bytes=_int_or_none(data.get("baseline_bytes")), rank=int(data.get("rank", 0)))
+                   baseline_bytes=_int_or_none(data.get("baseline_bytes")), rank=int(data.get("rank", 0)),
+                   outside_allocator_bytes=_int_or_none(data.get("outside_allocator_bytes")))
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -3,7 +3,8 @@ process's resident set (`suites.measure.memory_probes.ResidentMemoryProbe`).
 
 `torch.cuda.reset_peak_memory_stats` at `start`, `max_memory_allocated` (bytes held by tensors)
 and `max_memory_reserved` (bytes the caching allocator held from the driver: what the device
-must have room for) at `stop`. Neither counts the CUDA context or NCCL's buffers.
+must have room for) at `stop`. Neither counts the CUDA context or NCCL's buffers: what the device
+holds beyond the allocator when the steps end (`outside_allocator_bytes`) is read beside them.
 """
 from __future__ import annotations
 
@@ -53,8 +54,18 @@ class CudaMemoryProbe(MemoryProbe):
     def stop(self) -> list[MemoryPeak]:
         return [MemoryPeak("gpu", device.index, torch.cuda.max_memory_allocated(device),
                            torch.cuda.max_memory_reserved(device),
-                           self.baseline.allocated_bytes.get(device.index, 0))
+                           self.baseline.allocated_bytes.get(device.index, 0),
+                           outside_allocator_bytes=outside_allocator_bytes(device))
                 for device in self.devices]
+
+
+def outside_allocator_bytes(device: torch.device) -> int:
+    """What `device` holds now beyond torch's caching allocator: the driver's used bytes
+    (`mem_get_info`: total - free) less what the allocator reserved. That is the CUDA context,
+    NCCL's buffers and cuBLAS/cuDNN workspaces, which `max_memory_reserved` never counts, plus
+    whatever other processes on a shared GPU hold; 0 where the two reads straddle a release."""
+    free, total = torch.cuda.mem_get_info(device)
+    return max(0, total - free - torch.cuda.memory_reserved(device))
 
 
 def memory_probe(devices: Iterable[torch.device], baseline: Baseline) -> MemoryProbe:
