@@ -36,6 +36,7 @@ from suites.runner.deadline import case_timeout
 from suites.runner.worker_options import case_option, timing_option
 from suites.measure.process_env import CASE_TIMEOUT_ENV, STACKS_SIGNAL, pin_from_env
 from suites.measure.scratch import run_temp_dir
+from suites.measure import gpu_cpu_affinity
 from suites.runner.spanning import node_provenance
 from suites.measure.capabilities import ServesCluster
 from suites.strategies.jobs import Job, job_for
@@ -203,6 +204,9 @@ def _run_case(args: argparse.Namespace, watch: watchdog.Watch) -> None:
         served, outcome = _serve_or_execute(job, timing)
     if pinned:
         outcome.details["cpus_pinned"] = pinned  # this rank's cores (rank 0's in the record)
+    near_gpu = gpu_cpu_affinity.decision()
+    if near_gpu:  # a GPU rank's CPUs near its GPU, or why not (rank 0's; every rank's in details.ranks)
+        outcome.details["cpu_pinning"] = near_gpu
     node = node_provenance(job.case.device is DeviceKind.GPU)
     if node is not None:  # placed on a node: the record keeps every rank's node (`suites.runner.spanning`)
         outcome.details["node"] = {**node, "rank": rank}

@@ -21,6 +21,7 @@ from typing import Mapping, Protocol
 from suites import knobs
 from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Compile, DeviceKind
+from suites.measure import gpu_cpu_affinity
 from suites.runner.execute import Outcome
 from suites.strategies.jobs import Job
 
@@ -168,7 +169,7 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
     listed = list(seen.values())
     details: dict[str, object] = {"launcher": launcher, "nodes": listed}
     ranks = sorted(({**{key: node.get(key) for key in RANK_PLACEMENT},
-                     **({"gpu_uuid": node["gpu_uuid"]} if "gpu_uuid" in node else {})} for node in nodes
+                     **{key: node[key] for key in RANK_REPORTED if key in node}} for node in nodes
                     if isinstance(node, dict) and "rank" in node), key=lambda rank: int(rank["rank"] or 0))
     if ranks:  # each rank's cores and GPUs: what srun or the node gave it
         details["ranks"] = ranks
@@ -182,6 +183,9 @@ def nodes_details(nodes: list[object], launcher: str) -> dict[str, object]:
 #: What `details.ranks` keeps of each rank's node entry: where it ran, on which cores and GPUs (and,
 #: where it reported one, the UUID of the GPU it computed on: `gpu_uuid`).
 RANK_PLACEMENT = ("rank", "node", "cpus", "visible_gpus")
+#: What a GPU rank adds where it reported it: the UUID of its GPU and what it did with its CPUs
+#: (`suites.measure.gpu_cpu_affinity`: pinned to the GPU's NUMA node, kept, or skipped, and why).
+RANK_REPORTED = ("gpu_uuid", "cpu_pinning")
 
 
 def ranks_share_gpus(details: Mapping[str, object]) -> bool | None:
@@ -225,14 +229,15 @@ def node_provenance(on_gpu: bool = False) -> dict[str, object] | None:
     """What a rank says of its node, where a launcher placed it on one: the node's name (and its
     Slurm name), host name and CPU model (the record's provenance is the first node's; this keeps
     every node's), the cores and GPUs this rank was given there and, `on_gpu`, the UUID of the GPU it
-    computed on (`gpu_uuid_of_this_rank`)."""
+    computed on (`gpu_uuid_of_this_rank`) and what it did with its CPUs (`cpu_pinning`)."""
     name = knobs.read(NODE_ENV) or os.environ.get(SLURM_NODE_ENV)
     if not name:
         return None
     from suites.hardware.devices import cpu_model
 
     slurm = {"slurm_node": os.environ[SLURM_NODE_ENV]} if os.environ.get(SLURM_NODE_ENV) else {}
-    gpu = {"gpu_uuid": gpu_uuid_of_this_rank()} if on_gpu else {}
+    pinning = gpu_cpu_affinity.decision()
+    gpu = {"gpu_uuid": gpu_uuid_of_this_rank(), **({"cpu_pinning": pinning} if pinning else {})} if on_gpu else {}
     return {"node": name, **slurm, "hostname": socket.gethostname(), "cpu": cpu_model(),
             "python": sys.version.split()[0], "machine": platform.machine(),
             "cpus": cpu_ranges(os.sched_getaffinity(0)), "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -19,6 +19,7 @@ from suites import knobs
 from suites.cases.case import Case
 from suites.cases.vocabulary import DeviceKind
 from suites.hardware.devices import cuda_visible_devices_reason
+from suites.measure.gpu_cpu_affinity import pin_near_gpu
 from suites.measure.reference_budget import reference_threads
 from suites.measure.unsupported import Unsupported
 
@@ -104,6 +105,7 @@ class ProcessGroup:
         self.device = rank_device(case, self.env.local_rank)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            pin_near_gpu(self.device.index)  # before NCCL starts its threads, which inherit the affinity
         dist.init_process_group(
             self.backend, timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S),
             rank=self.env.rank, world_size=self.env.world_size,
