@@ -68,7 +68,7 @@ ROWS = [
         r"parity's models take batch, .*d_model"),
     Row("parity size negative", ("parity", "--size", "batch=-4"), r"--size 'batch=-4': batch must be >= 1, got -4"),
     Row("parity rounds 0", ("parity", "--rounds", "0"), r"argument --rounds: '0' is not valid: expected a whole "
-        r"number >= 1"),
+        r"number from 1 to 100"),
     Row("max-minutes 1e-9", (*RUN, "--max-minutes", "1e-9"), r"argument --max-minutes: '1e-9' is not valid: "
         r"expected a finite number of minutes >= 0\.05"),
     Row("budget negative", (*RUN, "--budget", "-1"), r"argument --budget: '-1' is not valid"),

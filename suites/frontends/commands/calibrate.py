@@ -8,6 +8,7 @@ later '% of measured peak' on the machine too high (issue 47 item 3, issue 46 it
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from suites.measure.stream import CACHE_MULTIPLE, REPEATS, PassDone, StreamResul
     best_stream_bandwidth, thread_counts
 from suites.measure.cpu_meter import CpuMeter
 from suites.records.contention import Contention, CpuReading, CpuUsage, judge, read_cpu
-from suites.records.output_files import check_writable as check_output
+from suites.records.output_files import check_writable as check_output, output_path
 from suites.records.provenance import machine_label
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsStore
 from suites.report.render.terminal import terminal
@@ -52,7 +53,7 @@ T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results", type=output_path, default=DEFAULT_RESULTS_DIR)
     parser.add_argument("--label", help="machine label (default $PARBENCH_MACHINE or the hostname)")
     parser.add_argument("--device", choices=DeviceKind.names(), action="append",
                         help="device kind(s) to calibrate (default: cpu and gpu where present)")
@@ -77,8 +78,10 @@ class Contended:
 
 def run(args: argparse.Namespace) -> int:
     knobs.check_label(args.label)
-    if any(size < 1 for size in args.sizes):
-        raise UserError(f"--sizes must be positive matrix sizes such as 2048, got {' '.join(map(str, args.sizes))}")
+    most = largest_gemm_size()
+    if any(not 1 <= size <= most for size in args.sizes):
+        raise UserError(f"--sizes must be matrix sizes from 1 to {most} (three fp32 n x n matrices in this machine's "
+                        f"memory) such as 2048, got {' '.join(map(str, args.sizes))[:80]}")
     if args.stream_mib is not None and args.stream_mib < 1:
         raise UserError(f"--stream-mib must be at least 1 (MiB per array), got {args.stream_mib}")
     kinds = list(map(DeviceKind, args.device or ["cpu", "gpu"]))
@@ -157,6 +160,12 @@ def retry_line(console: Console, what: str) -> Callable[[Contention, int, int], 
 def verdict(before: CpuReading, usage: CpuUsage | None, busy_expected: bool) -> Contention:
     """The contention of a measurement, judged as `run` judges a case's."""
     return judge(before, read_cpu(), os.cpu_count() or 1, usage, busy_expected)
+
+
+def largest_gemm_size() -> int:
+    """The largest square GEMM whose three fp32 matrices fit in this machine's memory: past it a
+    size is a typo, and the case would fail (or swap) after the work before it."""
+    return math.isqrt(knobs.machine_memory_bytes() // 12)
 
 
 def best_gemm(kind: DeviceKind, precision: Precision, sizes: list[int],

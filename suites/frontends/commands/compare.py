@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -13,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from suites.errors import UserError
-from suites.records.store import DEFAULT_RESULTS_DIR
+from suites.frontends.commands.report import per_file, results_argument
+from suites.records.store import DEFAULT_RESULTS_DIR, ResultsWarning
 from suites.report.analyses.comparison import NO_WORK
 from suites.report.render.terminal import seconds, terminal
 
@@ -35,8 +37,10 @@ UNTRUSTED = ("contended", "starved", "bimodal")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="the reference: a results path, machine label or run id")
-    parser.add_argument("b", metavar="B", help="compared with A: a results path, machine label or run id")
+    parser.add_argument("a", metavar="A", type=results_argument,
+                        help="the reference: a results path, machine label or run id")
+    parser.add_argument("b", metavar="B", type=results_argument,
+                        help="compared with A: a results path, machine label or run id")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
                         help="where machine labels and run ids are looked up (default results/)")
     parser.add_argument("--fail-on-regression", metavar="THRESHOLD",
@@ -131,13 +135,24 @@ def run(args: argparse.Namespace) -> int:
     loaded: dict = {}
     with warnings.catch_warnings(record=True) as said:  # said after the sides are known to hold results
         warnings.simplefilter("always")
-        a, b = select(args.a, args.results, loaded, case_work), select(args.b, args.results, loaded, case_work)
+        sides = []
+        for spec in (args.a, args.b):
+            try:
+                sides.append(select(spec, args.results, loaded, case_work))
+            except OSError as error:  # a name too long for a path, a folder that cannot be read
+                shown = spec if len(spec) <= 40 else f"{spec[:40]}... ({len(spec)} characters)"
+                raise UserError(f"{shown!r}: {error.strerror}; pass a results file or folder, machine label or "
+                                f"run id") from None
+        a, b = sides
     for side, spec in ((a, args.a), (b, args.b)):
         if side.frame.empty:  # one line: what was skipped on the way is why it holds nothing
             raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "
                             f"machine label or run id with parbench, asv or pytest-benchmark records")
+    for message in per_file([str(warning.message) for warning in said if issubclass(warning.category, ResultsWarning)]):
+        print(f"warning: {message}", file=sys.stderr)
     for warning in said:
-        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        if not issubclass(warning.category, ResultsWarning):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     pairs = compare(a.frame, b.frame)
     problem = gate_problem(pairs, "A", "B") if threshold is not None else None
     notes = regression_notes(pairs, threshold) if threshold is not None else None

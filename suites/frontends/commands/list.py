@@ -7,6 +7,7 @@ from rich.table import Table
 
 from suites.cases.case import Case
 from suites.cases.filters import select
+from suites.errors import UserError
 from suites.grids.grid import builtin_suite_names, load_suite
 from suites.report.render.terminal import terminal
 
@@ -24,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = terminal()
+    if args.suite is not None and not args.suite.strip():
+        raise UserError("--suite is empty: give a built-in suite name or the path of a .toml grid, or leave out "
+                        "--suite to list the suites")
+    if args.availability and not args.suite:
+        raise UserError("--availability needs --suite SUITE: it says which of that suite's cases run here")
     if not args.suite:
         table = Table(title="suites")
         table.add_column("suite")

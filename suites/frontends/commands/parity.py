@@ -28,9 +28,13 @@ KNOBS = knobs.CASE_KNOBS
 MODELS = ("resnet50", "gpt2_small", "bert_base")
 #: What --size may set: the batch and the size parameters of the models compared.
 SIZE_NAMES = frozenset({"batch"}.union(*(REGISTERED_MODELS[model]().size_fields() for model in MODELS)))
-#: What --rounds and --steps take, and --profile.
-AT_LEAST_ONE = Range(int, low=1)
+#: What --rounds and --steps take (the tops stop a typo: a round is four timed blocks of each model,
+#: and ten thousand steps of a 0.4 s step are an hour a block), and --profile.
+ROUNDS = Range(int, low=1, high=100, high_reason="400 timed blocks a model")
+STEPS = Range(int, low=1, high=10_000, high_reason="an hour a block at a 0.4 s step")
 AT_LEAST_ZERO = Range(int, low=0)
+#: The largest --size value: past it a size is a typo (and past 2**63 it overflows torch's sizes).
+LARGEST_SIZE = 2**31 - 1
 #: A timed block lasts at least this long where --steps is not given (the parity module's MIN_BLOCK_S).
 MIN_BLOCK_S = 0.5
 #: The fewest steps a timed block holds where --steps is not given.
@@ -58,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default: bf16 on a GPU, fp32 on a CPU")
     parser.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                         help="a train_step parameter overriding the device's default sizes (e.g. batch=128)")
-    parser.add_argument("--rounds", type=AT_LEAST_ONE.argument, default=5, help="A B B A rounds (default 5)")
-    parser.add_argument("--steps", type=AT_LEAST_ONE.argument,
+    parser.add_argument("--rounds", type=ROUNDS.argument, default=5, help="A B B A rounds (default 5)")
+    parser.add_argument("--steps", type=STEPS.argument,
                         help="training steps per timed block (default: as many as make a block last "
                              f"{MIN_BLOCK_S} s, at least {LEAST_STEPS['gpu']} on a GPU, {LEAST_STEPS['cpu']} on a CPU)")
     parser.add_argument("--profile", type=AT_LEAST_ZERO.argument, default=0, metavar="N",
@@ -81,6 +85,8 @@ def _sizes(pairs: list[str]) -> dict[str, int | str]:
         param = accepted[key]
         value: int | str = int(text) if param.type is int and text.strip().lstrip("+-").isdigit() else text
         problem = param.problem(value)
+        if not problem and isinstance(value, int) and value > LARGEST_SIZE:
+            raise UserError(f"--size {pair!r}: {key} is past {LARGEST_SIZE:,}, more than a device holds of any model")
         if problem:
             whole = f" (a whole number >= {param.minimum})" if param.type is int and param.choices is None else ""
             raise UserError(f"--size {pair!r}: {key} {problem}{whole}")

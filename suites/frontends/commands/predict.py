@@ -13,12 +13,18 @@ from suites.predict.catalogue import Catalogue
 from suites.predict.projection import Options, parse_target, project
 from suites.predict.validation import score, validate
 from suites.predict.workload import parse_sizes, resolve_workload
+from suites.ranges import Range
 from suites.report.render.terminal import terminal
 
 SUMMARY = ("project a training step onto device types, counts, nodes and fabrics you do not have: throughput, "
            "memory and fit, cost and what limits it, each with its inputs' sources and an error band; "
            "--validate scores the projection on published and measured rows")
 KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_PEAKS")
+#: A batch (per device or global) or a pipeline's micro-batches: whole and at least 1; the top only
+#: stops a typo (ten digits of batch is past any device's memory for any model).
+COUNT = Range(int, low=1, high=10**9, high_reason="past any device's memory")
+#: Work to price: samples or tokens.
+WORK = Range(float, low=0, low_excluded=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,14 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", help="the inter-node fabric (default: the catalogue's, said in the output)")
     parser.add_argument("--scaling", choices=("weak", "strong"), default="weak",
                         help="weak keeps the per-device batch, strong the global batch (default weak)")
-    parser.add_argument("--global-batch", type=int, help="strong scaling's global batch (default: the base's)")
-    parser.add_argument("--batch", type=int, help="per-device batch (default: the base's)")
-    parser.add_argument("--microbatches", type=int, default=4, help="a pipeline's micro-batches (default 4)")
+    parser.add_argument("--global-batch", type=COUNT.argument,
+                        help="strong scaling's global batch (default: the base's)")
+    parser.add_argument("--batch", type=COUNT.argument, help="per-device batch (default: the base's)")
+    parser.add_argument("--microbatches", type=COUNT.argument, default=4, help="a pipeline's micro-batches (default 4)")
     parser.add_argument("--host-margin", type=float, default=0.10,
                         help="throughput a multi-device step may lose that the model leaves out: the band's "
                              "slow end (assumed, default 0.10)")
-    parser.add_argument("--samples", type=float, help="work to price: this many samples")
-    parser.add_argument("--tokens", type=float, help="work to price: this many tokens")
+    parser.add_argument("--samples", type=WORK.argument, help="work to price: this many samples")
+    parser.add_argument("--tokens", type=WORK.argument, help="work to price: this many tokens")
     parser.add_argument("--prices", help="price table overriding suites/prices.toml (default $PARBENCH_PRICES)")
     parser.add_argument("--catalogue-file", help="a catalogue of your own in suites/predict/catalogue.toml's format")
     parser.add_argument("--catalogue", action="store_true", help="list the device types and fabrics, with sources")

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 from suites.errors import UserError
+from suites.frontends.commands.predict import COUNT, WORK
 from suites.records.output_files import output_path
 from suites.records.store import ResultsWarning
 from suites.report.render.terminal import terminal
@@ -16,8 +17,44 @@ SUMMARY = "write reports/index.html comparing every result under PATHS (default 
 KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_REFERENCES", "PARBENCH_PEAKS")
 
 
+def results_argument(value: str) -> str:
+    """argparse type of an argument naming results to read (a path; for compare also a machine label
+    or run id): an empty value is refused (Path reads '' as '.', the current folder, unasked)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty value names no results; give a results file or folder (. for "
+                                         "the current folder)")
+    return value
+
+
+def results_path(value: str) -> Path:
+    return Path(results_argument(value))
+
+
+#: A loader warning about one line of a file: 'PATH:LINE: what; line skipped'.
+LINE_PROBLEM = re.compile(r"^(?P<path>.+?):\d+: ")
+
+
+def per_file(problems: list[str]) -> list[str]:
+    """The loader's warnings with those about lines of one file said once (its first, and how many
+    more): a file of garbage is one line, not one per line of it."""
+    first: dict[str, int] = {}
+    more: dict[str, int] = {}
+    said: list[str] = []
+    for message in problems:
+        match = LINE_PROBLEM.match(message)
+        if match and match["path"] in first:
+            more[match["path"]] = more.get(match["path"], 0) + 1
+            continue
+        if match:
+            first[match["path"]] = len(said)
+        said.append(message)
+    for path, count in more.items():
+        said[first[path]] += f"; and {count} more line(s) of it skipped"
+    return said
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", type=Path, default=[Path("results")],
+    parser.add_argument("paths", nargs="*", type=results_path, default=[Path("results")],
                         help="result files or folders: parbench JSON Lines, asv results, pytest-benchmark JSON "
                              "(default results/)")
     parser.add_argument("-o", "--output", type=output_path, default=Path("reports"),
@@ -64,10 +101,10 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--predict-network", help="the inter-node fabric (default: the catalogue's)")
     group.add_argument("--predict-scaling", choices=("weak", "strong"), default=PREDICT_DEFAULTS["predict_scaling"],
                        help="weak keeps the per-device batch, strong the global batch (default weak)")
-    group.add_argument("--predict-global-batch", type=int, help="strong scaling's global batch")
-    group.add_argument("--predict-batch", type=int, help="per-device batch (default: the base's)")
-    group.add_argument("--predict-samples", type=float, help="work the chart prices: this many samples")
-    group.add_argument("--predict-tokens", type=float, help="work the chart prices: this many tokens")
+    group.add_argument("--predict-global-batch", type=COUNT.argument, help="strong scaling's global batch")
+    group.add_argument("--predict-batch", type=COUNT.argument, help="per-device batch (default: the base's)")
+    group.add_argument("--predict-samples", type=WORK.argument, help="work the chart prices: this many samples")
+    group.add_argument("--predict-tokens", type=WORK.argument, help="work the chart prices: this many tokens")
 
 
 def make_output_folder(folder: Path) -> None:
@@ -99,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
     console = terminal(stderr=True)
     if args.parquet and not parquet_available():
         raise UserError(PARQUET_MISSING)
+    if args.reference is not None and not args.reference.strip():
+        raise UserError("--reference is empty: give a machine label or device type, or leave it out")
     make_output_folder(args.output)
     try:
         baseline = parse_baseline(args.baseline) if args.baseline else None
@@ -111,12 +150,13 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", ResultsWarning)
         files = result_files(args.paths)
         frame = load_files(files, case_work)
-    problems = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
+    problems = per_file([str(w.message) for w in caught if issubclass(w.category, ResultsWarning)])
+    if frame.empty:  # one line: what was passed over on the way is why nothing was found
+        why = f" ({problems[0]}{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
+        raise UserError(f"no results found under {', '.join(map(str, args.paths))}{why}; run `parbench run` first, "
+                        f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     for message in problems:
         console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)  # one line each
-    if frame.empty:
-        raise UserError(f"no results found under {', '.join(map(str, args.paths))}; run `parbench run` first, "
-                        f"or pass the folders that hold parbench, asv or pytest-benchmark results")
     try:
         content = build_content(frame, ReportOptions(prices=prices, baseline=baseline, reference=args.reference,
                                                      references=references, model_sizes=default_sizes(),

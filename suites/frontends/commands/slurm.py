@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         submitted = subprocess.run(["sbatch", "--parsable", str(args.script)], capture_output=True, text=True,
                                    env=environment)
         if submitted.returncode != 0:
-            raise UserError(f"sbatch refused the script: {submitted.stderr.strip() or submitted.stdout.strip()}")
+            said = "; ".join((submitted.stderr.strip() or submitted.stdout.strip()).splitlines())
+            raise UserError(f"sbatch refused the script: {said}")
         job = submitted.stdout.strip().split(";")[0]
         print(f"submitted: Slurm job {job}; its output goes to parbench-{job}.out, its records to {args.results}/")
     return 0
