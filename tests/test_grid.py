@@ -65,7 +65,7 @@ def test_user_grid_file_by_path(tmp_path):
     (GOOD.replace("n = 32", "n = 32, q = 1"), "grid[0].params.q", "unknown parameter"),
     (GOOD.replace(', k = "=m"', ""), "grid[0].params", "needs k"),
     (GOOD.replace('"=m"', '"=z"'), "grid[0].params.k", "names no plain parameter"),
-    (GOOD.replace("budget_s = 1.0", "budget_s = -1"), "timing.budget_s", "positive"),
+    (GOOD.replace("budget_s = 1.0", "budget_s = -1"), "timing.budget_s", "> 0"),
     (GOOD.replace("budget_s = 1.0", "budgit = 1"), "timing.budgit", "unknown key"),
     ("foo = 1\n" + GOOD, "foo", "unknown key"),
     (GOOD.replace('workload = "matmul"', 'workload = "matmul"\nwhat = 1'), "grid[0].what", "unknown key"),

@@ -35,7 +35,7 @@ def test_round_trip_keeps_every_sample_and_the_check(results_dir):
     (loaded,) = store.load()
     assert loaded.measurement.samples == (1e-3, 1.1e-3, 0.9e-3)
     assert loaded.check.passed and loaded.case == make_record(0).case
-    assert json.loads(store.files()[0].read_text())["schema"] == SCHEMA_VERSION == 2
+    assert json.loads(store.files()[0].read_text())["schema"] == SCHEMA_VERSION == 3
     assert loaded.schema == SCHEMA_VERSION
 
 

@@ -34,7 +34,8 @@ def report(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
     for label, threads in MACHINES.items():
         run_machine(root / "results", label, threads)
-    run_machine(root / "results", XSS_LABEL, 1, cases=OK_CASES[:1], with_failure=False)
+    # 3 threads: hardware of its own (same threads as another label would be that machine, under its label)
+    run_machine(root / "results", XSS_LABEL, 3, cases=OK_CASES[:1], with_failure=False)
     assert main(["report", str(root / "results"), "-o", str(root / "reports")]) == 0
     return root / "reports" / "index.html"
 
@@ -175,12 +176,16 @@ def test_the_first_900_px_answer_which_device_type(sample_page):
     close_views(sample_page)
     def bottom(selector: str) -> float:
         return sample_page.locator(selector).first.evaluate("e => e.getBoundingClientRect().bottom")
-    assert "2 device type(s)" in sample_page.inner_text("header") and "records:" in sample_page.inner_text("header")
-    assert bottom("#verdict p") <= 900 and "the reference H100 80GB HBM3 ×1" in sample_page.inner_text("#verdict")
+    assert "2 device types" in sample_page.inner_text("header") and "records:" in sample_page.inner_text("header")
+    # the reference is the type the most other figures can be set beside (issue 46): whichever it
+    # is, the verdict names it and its matrix row reads 1.00x, above the fold
     reference_row = sample_page.locator(".mx:visible table.grid tbody tr").first
-    assert reference_row.inner_text().startswith("H100 80GB HBM3 ×1")
+    (reference,) = [name for name in ("H100 80GB HBM3 ×1", "AMD EPYC · 2 cores")
+                    if reference_row.inner_text().startswith(name)]
+    assert bottom("#verdict p") <= 900 and f"the reference {reference}" in sample_page.inner_text("#verdict")
     assert "1.00×" in reference_row.inner_text() and bottom(".mx:visible table.grid tbody tr") <= 900
-    assert "AMD EPYC · 2 cores" in sample_page.locator(".mx:visible").inner_text()
+    visible = sample_page.locator(".mx:visible").inner_text()
+    assert "AMD EPYC · 2 cores" in visible and "H100 80GB HBM3 ×1" in visible
 
 
 def test_the_metric_and_precision_toggles_show_one_matrix_at_a_time(sample_page):
