@@ -69,7 +69,7 @@ def test_the_check_records_its_time_and_memory_beside_its_verdict():
 
 def test_an_unknown_fault_is_an_error_naming_the_known_ones(monkeypatch):
     monkeypatch.setenv(faults.FAULT_ENV, "nonsense")
-    with pytest.raises(UserError, match="PARBENCH_INJECT_FAULT='nonsense' is not valid: expected one of not_all_reduced"):
+    with pytest.raises(UserError, match="INJECT_FAULT='nonsense' is not valid: expected one of not_all_reduced"):
         faults.injected()
     monkeypatch.delenv(faults.FAULT_ENV)
     assert faults.injected() is None and faults.detail() == ""
