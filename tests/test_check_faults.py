@@ -109,6 +109,7 @@ def test_an_injected_strategy_bug_fails_the_torch_case(fault, case, tmp_path, mo
     assert our_processes() == []
 
 
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 def test_tf_mirrored_batch_norm_synchronised_where_it_should_be_local_fails(tmp_path, monkeypatch, our_processes):
     """Two replicas over 2 logical CPU devices (a fresh process)."""

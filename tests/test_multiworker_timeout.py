@@ -98,6 +98,7 @@ print("the barrier passed without its peer", flush=True)
 """
 
 
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 def test_a_worker_whose_peer_never_arrives_fails_at_the_timeout(our_processes):
     """Two workers started by hand; worker 1 stays up but never reaches the next barrier: worker 0

@@ -122,6 +122,7 @@ REHEARSED = [("fsdp", "resnet50", "bf16", 2), ("tensor", "llama_block", "bf16", 
 
 #: 45-50 s each on the 2-core VM: `slow`, so `pytest -m "not slow"` leaves them out; CI's run (tests/run.sh:
 #: no marker deselected) still runs them.
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, model, precision, n", REHEARSED)
 def test_the_standard_suites_gpu_cases_rehearse_ok(tmp_path, monkeypatch, strategy, model, precision, n):

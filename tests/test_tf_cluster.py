@@ -133,6 +133,7 @@ def test_asynchronous_check_compares_each_update_with_its_own_batch_at_the_weigh
 
 
 # --- parameter_server: real clusters --------------------------------------------------------
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 @pytest.mark.parametrize("workers, servers", [(1, 1), (2, 1)])
 def test_parameter_server_updates_match_the_reference(tmp_path, our_processes, workers, servers):
@@ -162,6 +163,7 @@ def _established(port: int) -> bool:
     return False
 
 
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 def test_parameter_server_worker_killed_mid_case_gives_a_failed_record(tmp_path, our_processes):
     case = cluster_case("parameter_server", 1)
@@ -214,6 +216,7 @@ def _finish(processes: list[subprocess.Popen]) -> list[str]:
                 process.wait()
 
 
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 def test_two_machines_with_their_own_tf_config_run_a_multiworker_case(tmp_path, our_processes):
     """Two "machines" on 127.0.0.1, each started with `parbench worker` and a

@@ -252,6 +252,7 @@ HANGING_SCHEDULE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.out_of_ci
 @pytest.mark.slow
 def test_a_hanging_schedule_fails_at_its_timeout_saying_where_and_the_suite_goes_on(
         tmp_path, monkeypatch, our_processes):
