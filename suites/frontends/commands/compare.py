@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from suites.errors import UserError
-from suites.frontends.commands.report import per_file, results_argument
+from suites.frontends.commands.report import results_argument, results_problems
 from suites.records.store import DEFAULT_RESULTS_DIR, ResultsWarning
 from suites.report.analyses.comparison import NO_WORK
 from suites.report.render.terminal import seconds, terminal
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         if side.frame.empty:  # one line: what was skipped on the way is why it holds nothing
             raise UserError(f"{spec} holds no results: nothing to compare; pass a results file or folder, "
                             f"machine label or run id with parbench, asv or pytest-benchmark records")
-    for message in per_file([str(warning.message) for warning in said if issubclass(warning.category, ResultsWarning)]):
+    for message in results_problems(said):
         print(f"warning: {message}", file=sys.stderr)
     for warning in said:
         if not issubclass(warning.category, ResultsWarning):

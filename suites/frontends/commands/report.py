@@ -53,6 +53,11 @@ def per_file(problems: list[str]) -> list[str]:
     return said
 
 
+def results_problems(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The loader's ResultsWarnings among `caught`, said once a file (`per_file`)."""
+    return per_file([str(w.message) for w in caught if issubclass(w.category, ResultsWarning)])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", type=results_path, default=[Path("results")],
                         help="result files or folders: parbench JSON Lines, asv results, pytest-benchmark JSON "
@@ -150,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", ResultsWarning)
         files = result_files(args.paths)
         frame = load_files(files, case_work)
-    problems = per_file([str(w.message) for w in caught if issubclass(w.category, ResultsWarning)])
+    problems = results_problems(caught)
     if frame.empty:  # one line: what was passed over on the way is why nothing was found
         why = f" ({problems[0]}{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
         raise UserError(f"no results found under {', '.join(map(str, args.paths))}{why}; run `parbench run` first, "
