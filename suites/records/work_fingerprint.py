@@ -70,7 +70,12 @@ class Work:
     @property
     def fingerprint(self) -> str:
         """16 hex digits of the parts' SHA-256; records pair as equal work where these are equal."""
-        text = json.dumps({name: self.parts.get(name, NOT_APPLICABLE) for name in PARTS}, sort_keys=True)
+        return self.digest(PARTS)
+
+    def digest(self, names: tuple[str, ...]) -> str:
+        """16 hex digits of the SHA-256 of the parts `names` (a view that compares one part apart,
+        such as the precision, digests the others)."""
+        text = json.dumps({name: self.parts.get(name, NOT_APPLICABLE) for name in names}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property

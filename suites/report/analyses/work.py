@@ -11,14 +11,13 @@ records, not workloads), and without them its sizes stay unresolved and it pairs
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 import pandas as pd
 
 from suites.cases.case import Case
-from suites.records.work_fingerprint import NOT_APPLICABLE, PARTS, Definitions, Work, why_not_paired, work_of
+from suites.records.work_fingerprint import PARTS, Definitions, Work, why_not_paired, work_of
 
 #: The parts a pair must share; the precision is compared apart (see the module).
 PAIRED_PARTS = tuple(name for name in PARTS if name != "precision")
@@ -36,10 +35,7 @@ def _work(case_id: str, source: Any, definitions: Definitions) -> Work:
 
 def _key(work: Work) -> str:
     """16 hex digits of the parts but the precision; '' where a part is unresolved (pairs with nothing)."""
-    if not work.resolved:
-        return ""
-    text = json.dumps({name: work.parts.get(name, NOT_APPLICABLE) for name in PAIRED_PARTS}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return work.digest(PAIRED_PARTS) if work.resolved else ""
 
 
 def add_work(frame: pd.DataFrame, definitions: Definitions | None) -> pd.DataFrame:
