@@ -5,6 +5,11 @@ Importing this package imports neither torch nor TensorFlow.
 """
 __version__ = "0.1.0"
 
+# First of all, for the `parbench` command only: a signal while it starts says one line (suites.startup).
+from suites.startup import guard_startup as _guard_startup  # noqa: E402
+
+_guard_startup()
+
 # The frameworks' descriptors, registered with device discovery (`suites.hardware.devices`, a
 # layer below the frameworks that names none of them): cheap, no framework is imported.
 from suites import frameworks as _frameworks  # noqa: E402,F401

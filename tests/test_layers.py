@@ -52,8 +52,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "runner": ("suites.runner",),
     "report": ("suites.report",),
     # The package itself: its public names are imported lazily from the layers below.
-    "front ends": ("suites", "suites.frontends", "suites.__main__", "suites.grids", "suites.selfchecks",
-                   "suites.studies", "suites.examples", "suites.predict"),
+    "front ends": ("suites", "suites.startup", "suites.frontends", "suites.__main__", "suites.grids",
+                   "suites.selfchecks", "suites.studies", "suites.examples", "suites.predict"),
 }
 
 #: layer -> the layers below it that it may import (its own is always allowed): a DAG.

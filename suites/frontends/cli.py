@@ -12,7 +12,7 @@ import sys
 import warnings
 from typing import NoReturn
 
-from suites import knobs
+from suites import knobs, startup
 from suites.errors import UserError
 from suites.measure.scratch import run_temp_dir
 from suites.runner.termination import Terminated, signals_raise
@@ -101,10 +101,12 @@ def _main(argv: list[str] | None) -> int:
         print(f"parbench: error: {error}", file=sys.stderr)
         return 2
     if args.command == "worker":  # a case's own process: its signals, exit codes and knobs are the worker's
+        startup.release()
         args.handler(args)
     try:
         knobs.check(args.knobs)
         load_plugins()  # PARBENCH_PLUGINS: files/modules that register user models
+        startup.release()  # start-up's one line for a signal ends here; from here the command's own
         # SIGTERM/SIGHUP unwind as Ctrl-C does: launched processes stopped, temp folders removed
         with signals_raise(), run_temp_dir():  # what the frameworks leave in the temp folder goes with it
             code = int(args.handler(args) or 0)
