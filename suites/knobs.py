@@ -25,6 +25,8 @@ def machine_label(value: str) -> str:
     """A machine label (`--label`, $PARBENCH_MACHINE): printable, no path separator, short."""
     if not value or len(value) > MAX_LABEL_CHARS:
         raise ValueError(f"a label of 1 to {MAX_LABEL_CHARS} characters")
+    if not value.strip():  # blanks alone name no machine: its records would be told from no other's
+        raise ValueError("a label with a character other than blanks")
     if "/" in value or "\\" in value or not value.isprintable():
         raise ValueError("a label without '/', '\\' or control characters")
     return value

@@ -35,14 +35,6 @@ ROWS = {row.id: row for row in sweep.all_rows()}
 #: Rows still not clean at HEAD, and why (docs/bad-input.md says the same): not run here.
 LOADER = "the report's loader takes the record without a word (suites/report/load)"
 NOT_CLEAN: dict[str, str] = {
-    "run--label-space-only": "a label of blanks is accepted (suites/knobs.py machine_label)",
-    "report--baseline-no-value": "a --baseline that names no value or matches no record is let pass "
-                                 "(suites/report/analyses/comparison.py parse_baseline)",
-    "report--baseline-no-match": "as report--baseline-no-value",
-    "report--predict-to-huge": "a target of 10^20 devices is projected (suites/predict/projection.py parse_target)",
-    "predict-sizes-unknown": "a size the model does not take is a KeyError traceback "
-                             "(suites/predict/workload.py, suites/workloads/training.py)",
-    "predict--base-batch-zero": "a base at batch 0 is projected (suites/predict/base.py parse_base)",
     "infinity-median": LOADER, "negative-median": LOADER, "string-median": LOADER, "timestamp-junk": LOADER,
     "ok-without-measurement": LOADER, "workload-unknown": LOADER, "pytest-benchmark-rounds-zero": LOADER,
     "pytest-benchmark-no-case": LOADER, "asv-columns-missing": LOADER, "asv-result-nan": LOADER,

@@ -19,6 +19,7 @@ from suites.errors import UserError
 from suites.hardware.peaks import best_match
 from suites.predict.catalogue import Catalogue, DeviceType
 from suites.predict.workload import ProjectedWorkload
+from suites.ranges import Range, Refused
 from suites.records.record import Record
 from suites.records.store import ResultsStore, load_records
 from suites.workloads.training import SIZE_PARAMS
@@ -26,6 +27,14 @@ from suites.workloads.training import SIZE_PARAMS
 #: Devices in one node where a count alone is given (DGX and HGX boards hold 8).
 GPUS_PER_NODE = 8
 BASE_FORMAT = "DEVICE:N=THROUGHPUT[@PER_DEVICE_BATCH] (N may be GxK), e.g. \"H100 SXM:1=2789@256\""
+#: A batch (per device or global) or a pipeline's micro-batches: whole and at least 1; the top only
+#: stops a typo (ten digits of batch is past any device's memory for any model).
+BATCH = Range(int, low=1, high=10**9, high_reason="past any device's memory")
+#: Devices in one node of a `GxK` count: past any NVLink domain (an NVL72 rack's 72, an NVL576's 576).
+PER_NODE = Range(int, low=1, high=1024, unit="devices per node", high_reason="past any node or NVLink domain")
+#: Devices of a target or base in all (nodes are at most as many): a million is past any cluster built.
+DEVICES = Range(int, low=1, high=10**6, unit="devices", high_reason="past any cluster built")
+COUNT_FORMAT = "give N or GxK (G per node, K nodes), e.g. 8 or 8x2"
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,15 @@ def split_count(text: str, what: str) -> tuple[int, int]:
     """"8" -> (8, 1); "8x2" -> (16, 2): devices and nodes (a count over 8 fills nodes of 8)."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*", text)
     if not match or int(match.group(1)) < 1 or (match.group(2) and int(match.group(2)) < 1):
-        raise UserError(f"{what}: {text!r} is no device count; give N or GxK (G per node, K nodes), e.g. 8 or 8x2")
+        raise UserError(f"{what}: {text!r} is no device count; {COUNT_FORMAT}")
     per_node, nodes = int(match.group(1)), int(match.group(2) or 0)
+    checks = [(per_node, PER_NODE), (per_node * nodes, DEVICES)] if nodes else [(per_node, DEVICES)]
+    for count, bounds in checks:
+        try:
+            bounds.check(count)
+        except Refused as error:
+            raise UserError(f"{what}: {count} {bounds.unit} is too many: expected {error}; "
+                            f"{COUNT_FORMAT}") from None
     if nodes:
         return per_node * nodes, nodes
     return per_node, max(1, math.ceil(per_node / GPUS_PER_NODE))
@@ -104,8 +120,18 @@ def parse_base(text: str, catalogue: Catalogue) -> Base:
         raise UserError(f"--base {text!r}: {match.group(3)!r} is no throughput; expected {BASE_FORMAT}") from None
     if not math.isfinite(throughput) or throughput <= 0:
         raise UserError(f"--base {text!r}: the throughput must be a number > 0 (samples/s)")
-    batch = int(match.group(4)) if match.group(4) else None
+    batch = parsed_batch(match.group(4), text) if match.group(4) else None
     return Base(device.label, device, devices, nodes, throughput, batch, "published", f"--base {text}")
+
+
+def parsed_batch(value: str, text: str) -> int:
+    """The per-device batch of `--base ...@BATCH`, in `BATCH`'s range: a base at batch 0 does no work, so
+    every figure projected from it would be 0."""
+    try:
+        return int(BATCH.parse(value))
+    except Refused as error:
+        raise UserError(f"--base {text!r}: the per-device batch {value!r} is not valid: expected {error}, "
+                        f"as in {BASE_FORMAT}") from None
 
 
 def reference_base(text: str, workload: ProjectedWorkload, catalogue: Catalogue) -> Base:

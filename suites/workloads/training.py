@@ -123,11 +123,18 @@ def size_problems(name: str, sizes: Mapping[str, ParamValue]) -> list[str]:
     own = type(spec).size_fields()
     foreign = sorted(set(sizes) - set(own))
     if foreign:
-        owners = ", ".join(f"{key} ({', '.join(spec.name for spec in SIZE_PARAMS[key])})" for key in foreign)
+        owners = ", ".join(_owned(key) for key in foreign)
         takes = f"its size parameters are {', '.join(own)}" if own else "it takes no size parameters"
         return [f"size parameter{'s' if len(foreign) > 1 else ''} {owners} "
                 f"do{'es' if len(foreign) == 1 else ''} not apply to model {name!r}; {takes}"]
     return _resized(spec, sizes).size_problems()
+
+
+def _owned(key: str) -> str:
+    """A size parameter with the built-in models it sizes: 'seq (transformer, bert, ...)'; a name no
+    model takes, as given (a typo on the command line: `predict --sizes colour=3`)."""
+    owners = SIZE_PARAMS.get(key, ())
+    return f"{key} ({', '.join(spec.name for spec in owners)})" if owners else f"{key} (of no model)"
 
 
 def _size_param(key: str, specs: tuple[type[ModelSpec], ...]) -> Param:

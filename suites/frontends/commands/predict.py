@@ -8,7 +8,7 @@ import math
 from rich.table import Table
 
 from suites.errors import UserError
-from suites.predict.base import Base, parse_base, record_base, reference_base
+from suites.predict.base import BATCH, Base, parse_base, record_base, reference_base
 from suites.predict.catalogue import Catalogue
 from suites.predict.projection import Options, parse_target, project
 from suites.predict.validation import score, validate
@@ -20,9 +20,8 @@ SUMMARY = ("project a training step onto device types, counts, nodes and fabrics
            "memory and fit, cost and what limits it, each with its inputs' sources and an error band; "
            "--validate scores the projection on published and measured rows")
 KNOBS: tuple[str, ...] = ("PARBENCH_PRICES", "PARBENCH_PEAKS")
-#: A batch (per device or global) or a pipeline's micro-batches: whole and at least 1; the top only
-#: stops a typo (ten digits of batch is past any device's memory for any model).
-COUNT = Range(int, low=1, high=10**9, high_reason="past any device's memory")
+#: A batch (per device or global) or a pipeline's micro-batches: `--base ...@BATCH`'s range, declared once.
+COUNT = BATCH
 #: Work to price: samples or tokens.
 WORK = Range(float, low=0, low_excluded=True)
 

@@ -126,7 +126,7 @@ def make_output_folder(folder: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suites.report.analyses.comparison import parse_baseline
+    from suites.report.analyses.comparison import baseline_problem, parse_baseline
     from suites.report.render.exports import PARQUET_MISSING, parquet_available, write_csv, write_parquet
     from suites.report.render.html import render, write
     from suites.report.load.files import load_files, result_files
@@ -160,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         why = f" ({problems[0]}{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
         raise UserError(f"no results found under {', '.join(map(str, args.paths))}{why}; run `parbench run` first, "
                         f"or pass the folders that hold parbench, asv or pytest-benchmark results")
+    if baseline and (problem := baseline_problem(frame, baseline)):
+        raise UserError(problem)
     for message in problems:
         console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)  # one line each
     try:

@@ -30,14 +30,38 @@ PAIR_COLUMNS = ["case_id", "run_id", "timestamp", "status", "comparable", "paira
 
 
 def parse_baseline(items: Sequence[str]) -> dict[str, str]:
-    """["device=cpu", "strategy=single"] -> {"device": "cpu", "strategy": "single"}."""
+    """["device=cpu", "strategy=single"] -> {"device": "cpu", "strategy": "single"}; ValueError (naming
+    --baseline) for an item that is no COLUMN=VALUE of a known column with a value."""
     baseline = {}
     for item in items:
         column, sep, value = item.partition("=")
         if not sep or column not in IDENTITY:
-            raise ValueError(f"baseline {item!r}: expected COLUMN=VALUE with COLUMN one of {', '.join(IDENTITY)}")
+            raise ValueError(f"--baseline {item!r}: expected COLUMN=VALUE with COLUMN one of {', '.join(IDENTITY)}")
+        if not value.strip():  # would match no record, or every blank cell: never what was meant
+            raise ValueError(f"--baseline {item!r}: no value; expected COLUMN=VALUE, e.g. {column}=VALUE")
         baseline[column] = value
     return baseline
+
+
+#: Values a `baseline_problem` line lists at most (a fleet has thousands of machine labels).
+SHOWN_VALUES = 12
+
+
+def baseline_problem(frame: pd.DataFrame, baseline: Mapping[str, Any]) -> str | None:
+    """Why `baseline` matches no row of `frame` (the records loaded), naming --baseline and the values
+    the records have; None where a row matches. A baseline that matches nothing pairs nothing: the
+    speedup table would be empty for a typo."""
+    if matches(frame, baseline).any():
+        return None
+    for column, value in baseline.items():
+        present = sorted(set(frame[column].dropna().astype(str)))
+        if str(value) not in present:
+            shown = ", ".join(present[:SHOWN_VALUES]) + (f" and {len(present) - SHOWN_VALUES} more"
+                                                          if len(present) > SHOWN_VALUES else "")
+            return (f"--baseline {column}={value} matches no record loaded: their {column} is "
+                    f"{'one of ' if len(present) > 1 else ''}{shown or 'not set'}; give one of those")
+    return (f"--baseline {describe(baseline)} matches no record loaded: each value is some record's, but no "
+            f"record has them all; drop a --baseline or give values one record has together")
 
 
 def matches(frame: pd.DataFrame, values: Mapping[str, Any]) -> pd.Series:
