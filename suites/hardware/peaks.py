@@ -4,17 +4,89 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.cases.vocabulary import DeviceKind, Precision
+from suites.errors import UserError
 from suites.hardware.devices import DeviceInfo
+from suites.ranges import Range, Refused
 
 PEAKS_ENV = "PARBENCH_PEAKS"
 CALIBRATION_FILE = "calibration.json"
+
+
+#: What each key of a user's table holds: text (`str`) or a number in a `Range`.
+Schema = Mapping[str, "type[str] | Range"]
+
+
+def field_problem(table: Mapping[str, Any], schema: Schema) -> tuple[str, str] | None:
+    """(key, why) for the first key of `table` that `schema` does not declare or whose value is not
+    of its declared kind (text, or a number in its `Range`); None where every key is. Shared by the
+    user files read here and in `suites.hardware.references`."""
+    for key, value in table.items():
+        kind = schema.get(key)
+        if kind is None:
+            return key, f"unknown key; allowed: {', '.join(schema)}"
+        if isinstance(kind, Range):
+            try:
+                kind.check(value)
+            except Refused as error:
+                return key, f"{value!r} is not valid: expected {error}"
+        elif not isinstance(value, kind):
+            return key, f"{value!r} is not valid: expected text"
+    return None
+
+
+#: The top-level entries of a peaks table, each an array of tables but `version`.
+PEAKS_ENTRIES = ("version", "gpu", "tpu", "cpu")
+PRECISIONS = tuple(str(precision) for precision in Precision)
+VERSION = Range(int, 1)
+#: A GPU or TPU entry: one device's dense peak per precision (TFLOP/s), bandwidth and tensor clock.
+DEVICE_PEAKS: dict[str, type[str] | Range] = {
+    "match": str, **{key: Range(float, 0, True, unit="TFLOP/s") for key in PRECISIONS},
+    "bandwidth_gbs": Range(float, 0, True, unit="GB/s"), "clock_mhz": Range(float, 0, True, unit="MHz"),
+    "clock_source": str}
+#: A CPU entry: FLOP per cycle per core of a microarchitecture (`uarch`) or vector extension (`isa`).
+CPU_PEAKS: dict[str, type[str] | Range] = {
+    "uarch": str, "isa": str, **{key: Range(float, 0, True, unit="FLOP per cycle per core") for key in PRECISIONS}}
+
+
+def check_peaks(data: Mapping[str, Any], source: str, way_out: str) -> None:
+    """Refuse a peaks table with an entry it does not declare or a peak that is not a finite number
+    > 0 (a negative or NaN peak would give a negative or NaN % of peak on every record, a text one a
+    traceback mid-run). UserError: "SOURCE: ENTRY: why; WAY_OUT", the first bad entry."""
+    def bad(entry: str, problem: str) -> UserError:
+        return UserError(f"{source}: {entry}: {problem}; {way_out}")
+
+    unknown = [key for key in data if key not in PEAKS_ENTRIES]
+    if unknown:
+        raise bad(unknown[0], f"not an entry of a peaks table (it has {', '.join(PEAKS_ENTRIES)}: a device's peaks "
+                              'go in a [[gpu]], [[tpu]] or [[cpu]] table, e.g. [[gpu]] match = "H100" fp32 = 67.0)')
+    if "version" in data and (problem := field_problem({"version": data["version"]}, {"version": VERSION})):
+        raise bad(*problem)
+    for kind in ("gpu", "tpu", "cpu"):
+        entries = data.get(kind, [])
+        if not isinstance(entries, list):
+            raise bad(kind, f"expected an array of tables ([[{kind}]]), got {entries!r}")
+        for index, entry in enumerate(entries):
+            if problem := entry_problem(kind, entry):
+                raise bad(f"{kind}[{index}]{problem[0]}", problem[1])
+
+
+def entry_problem(kind: str, entry: Any) -> tuple[str, str] | None:
+    """(" (NAME).KEY" or "", why) for a [[gpu]], [[tpu]] or [[cpu]] entry that is not a table naming
+    its device (`match`; a CPU's `uarch` or `isa`) with declared keys of declared kinds; else None."""
+    named = ("uarch", "isa") if kind == "cpu" else ("match",)
+    name = next((entry[key] for key in named if isinstance(entry, dict) and isinstance(entry.get(key), str)), None)
+    if name is None:
+        return "", f"expected a [[{kind}]] table with a {' or '.join(named)} string, got {entry!r}"
+    problem = field_problem(entry, CPU_PEAKS if kind == "cpu" else DEVICE_PEAKS)
+    return (f" ({name!r}).{problem[0]}", problem[1]) if problem else None
 
 
 #: MIG's marker in a device name ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), as a whole token.
@@ -53,11 +125,14 @@ class PeakTable:
     @classmethod
     def load(cls) -> "PeakTable":
         data = shipped_table("peaks.toml")
+        check_peaks(data, "suites/peaks.toml", "fix the shipped table")
         gpu, cpu, tpu = (list(data.get(kind, [])) for kind in ("gpu", "cpu", "tpu"))
         user_gpu = user_tpu = 0
         user_file = knobs.read(PEAKS_ENV)
         if user_file:
-            user = user_table(user_file, f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}")
+            what, way_out = f"peaks table ({PEAKS_ENV})", f"fix the file or unset {PEAKS_ENV}"
+            user = user_table(user_file, what, way_out)
+            check_peaks(user, f"{what} {user_file}", way_out)
             user_gpu, user_tpu = len(user.get("gpu", [])), len(user.get("tpu", []))
             gpu = list(user.get("gpu", [])) + gpu
             cpu = list(user.get("cpu", [])) + cpu
@@ -203,12 +278,78 @@ def calibration_path(results_dir: Path) -> Path:
     return Path(results_dir) / CALIBRATION_FILE
 
 
+#: Key of a device's calibration entry that holds its measured memory bandwidth (beside its
+#: precisions' peaks): {"gbs": GB/s, "how": what measured it}.
+BANDWIDTH_KEY = "bandwidth"
+
+
+class CalibrationWarning(UserWarning):
+    """A calibration file that cannot be used: the run goes on with the table's peaks alone."""
+
+
+#: Each key of a device's calibration entry, and the figure its {figure: number, "how": text} holds:
+#: a precision's measured peak (TFLOP/s) or the memory bandwidth (`BANDWIDTH_KEY`, GB/s).
+CALIBRATED: dict[str, tuple[str, Range]] = {
+    **{key: ("tflops", Range(float, 0, True, unit="TFLOP/s")) for key in PRECISIONS},
+    BANDWIDTH_KEY: ("gbs", Range(float, 0, True, unit="GB/s"))}
+#: The calibration files already said to be unusable in this process, with why (said once each).
+_SAID: set[tuple[str, str]] = set()
+
+
+def calibration_problem(data: Any) -> str | None:
+    """Why `data` is not a calibration table, {machine: {device key: {`CALIBRATED` key: {figure:
+    number > 0, "how": text}}}} (where in it, then why), or None where it is one."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object of machines"
+    for machine, devices in data.items():
+        if not isinstance(devices, dict):
+            return f"{machine}: expected an object of devices, got {devices!r}"
+        for device, entries in devices.items():
+            if not isinstance(entries, dict):
+                return f"{machine}.{device}: expected an object of figures, got {entries!r}"
+            for key, entry in entries.items():
+                if key not in CALIBRATED:
+                    return f"{machine}.{device}.{key}: unknown key; allowed: {', '.join(CALIBRATED)}"
+                figure, accepted = CALIBRATED[key]
+                if not isinstance(entry, dict) or figure not in entry:
+                    return f"{machine}.{device}.{key}: expected {{{figure!r}: number, 'how': text}}, got {entry!r}"
+                if problem := field_problem(entry, {figure: accepted, "how": str}):
+                    return f"{machine}.{device}.{key}.{problem[0]}: {problem[1]}"
+    return None
+
+
+def read_calibration(path: Path) -> dict[str, Any]:
+    """The calibration table stored at `path`, {} where there is none; UserError naming the file
+    and why where it cannot be read or is not one (`calibration_problem`)."""
+    if not path.exists():
+        return {}
+    if not path.is_file():  # a FIFO would block the read for ever
+        raise UserError(f"{path}: not a regular file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise UserError(f"{path}: not JSON ({error})") from None
+    if problem := calibration_problem(data):
+        raise UserError(f"{path}: not a calibration table: {problem}")
+    return data
+
+
 def load_calibration(results_dir: Path) -> dict[str, Any]:
-    """{machine: {device key: {precision: tflops, ...}}}; an unreadable file counts as empty."""
+    """{machine: {device key: {precision: {"tflops": ..., "how": ...}, ...}}}, as `calibrate` stored it.
+    A file that cannot be used counts as empty, said once (a CalibrationWarning) with the way out:
+    the run goes on against the table's peaks, and the file is left as it is."""
     path = calibration_path(results_dir)
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_calibration(path)
+    except UserError as error:
+        if (str(path), str(error)) not in _SAID:
+            _SAID.add((str(path), str(error)))
+            warnings.warn(f"{error}; its measured peaks are not used: fix it, or move it away and run "
+                          "`parbench calibrate` again", CalibrationWarning, stacklevel=2)
         return {}
 
 
@@ -217,19 +358,15 @@ def device_key(device: DeviceInfo) -> str:
 
 
 def measured_peak(results_dir: Path, machine: str, device: DeviceInfo, precision: Precision) -> float | None:
-    entry = load_calibration(results_dir).get(machine, {}).get(device_key(device), {})
-    return entry.get(str(precision), {}).get("tflops") if isinstance(entry.get(str(precision)), dict) else None
-
-
-#: Key of a device's calibration entry that holds its measured memory bandwidth (beside its
-#: precisions' peaks): {"gbs": GB/s, "how": what measured it}.
-BANDWIDTH_KEY = "bandwidth"
+    """This machine's peak in `precision` as `parbench calibrate` measured it, TFLOP/s; None if not."""
+    entry = load_calibration(results_dir).get(machine, {}).get(device_key(device), {}).get(str(precision))
+    return float(entry["tflops"]) if entry else None
 
 
 def measured_bandwidth(results_dir: Path, machine: str, device: DeviceInfo) -> float | None:
     """This machine's memory bandwidth as `parbench calibrate` measured it, GB/s; None if not."""
     entry = load_calibration(results_dir).get(machine, {}).get(device_key(device), {}).get(BANDWIDTH_KEY)
-    return float(entry["gbs"]) if isinstance(entry, dict) and entry.get("gbs") else None
+    return float(entry["gbs"]) if entry else None
 
 
 def save_calibration(results_dir: Path, machine: str, device: DeviceInfo, precision: Precision,
@@ -242,9 +379,15 @@ def save_bandwidth(results_dir: Path, machine: str, device: DeviceInfo, gbs: flo
 
 
 def _save(results_dir: Path, machine: str, device: DeviceInfo, key: str, value: dict[str, Any]) -> Path:
-    data = load_calibration(results_dir)
-    data.setdefault(machine, {}).setdefault(device_key(device), {})[key] = value
+    """Add one figure to the calibration file; one that cannot be read is never overwritten (the
+    other machines' and devices' figures in it would go): UserError with the way out."""
     path = calibration_path(results_dir)
+    try:
+        data = read_calibration(path)
+    except UserError as error:
+        raise UserError(f"{error}; not overwritten: fix it, or move it away and run `parbench calibrate` "
+                        "again") from None
+    data.setdefault(machine, {}).setdefault(device_key(device), {})[key] = value
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))

@@ -21,10 +21,13 @@ import pandas as pd
 from suites import knobs
 from suites.cases.user_files import shipped_table, user_table
 from suites.errors import UserError
-from suites.hardware.peaks import name_tokens
+from suites.hardware.peaks import VERSION, field_problem, name_tokens
+from suites.ranges import Range
 
 REFERENCES_ENV = "PARBENCH_REFERENCES"
 REFERENCES_FILE = "references.toml"
+#: The top-level entries of a reference table.
+ENTRIES = ("version", "reference")
 
 #: unit -> (the record column it reads, whether the figure is per device)
 UNITS: dict[str, tuple[str, bool]] = {
@@ -71,7 +74,9 @@ class ReferenceRow:
         return float(value) / (int(record.get("n_devices", 1) or 1) if self.per_device else 1)
 
     @classmethod
-    def from_table(cls, table: Mapping[str, Any], where: str) -> "ReferenceRow":
+    def from_table(cls, table: Mapping[str, Any], where: str, way_out: str) -> "ReferenceRow":
+        """The row a [[reference]] table gives; UserError "WHERE: why; WAY_OUT" where a key is
+        missing or unknown, or a value is not of its kind or range (`FIELDS`)."""
         known = {f.name for f in fields(cls)}
         required = {f.name for f in fields(cls) if f.default is MISSING}
         missing = sorted(required - set(table))
@@ -80,24 +85,29 @@ class ReferenceRow:
             problem = (f"missing {', '.join(missing)}" if missing else "") + \
                       ("; " if missing and unknown else "") + (f"unknown keys {', '.join(unknown)}" if unknown else "")
             raise UserError(f"{where}: {problem}; a row needs {', '.join(sorted(required))} "
-                            f"(optional: {', '.join(sorted(known - required))})")
+                            f"(optional: {', '.join(sorted(known - required))}); {way_out}")
+        if problem := field_problem({key: value for key, value in table.items() if key != "sizes"}, FIELDS):
+            raise UserError(f"{where}: {problem[0]}: {problem[1]}; {way_out}")
         unit = table.get("unit", cls.unit)
         if unit not in UNITS:
-            raise UserError(f"{where}: unit {unit!r} is not one of {', '.join(UNITS)}")
+            raise UserError(f"{where}: unit {unit!r} is not one of {', '.join(UNITS)}; {way_out}")
         sizes = table.get("sizes", {})
         if not isinstance(sizes, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                      for v in sizes.values()):
-            raise UserError(f"{where}: sizes must be a table of whole numbers, e.g. sizes = {{ seq = 8192 }}")
-        try:
-            return cls(**{**table, "n_devices": int(table["n_devices"]),
-                          "samples_per_s": float(table["samples_per_s"]),
-                          "sizes": tuple(sorted(sizes.items()))})
-        except (TypeError, ValueError) as error:
-            raise UserError(f"{where}: n_devices and samples_per_s must be numbers ({error})") from None
+            raise UserError(f"{where}: sizes must be a table of whole numbers, e.g. sizes = {{ seq = 8192 }}; "
+                            f"{way_out}")
+        return cls(**{**table, "n_devices": int(table["n_devices"]), "samples_per_s": float(table["samples_per_s"]),
+                      "sizes": tuple(sorted(sizes.items()))})
 
     def matches_device(self, device_name: str) -> bool:
         wanted = set(name_tokens(self.match))
         return bool(wanted) and wanted.issubset(name_tokens(device_name))
+
+
+#: What each key of a [[reference]] row holds but `sizes` (a table of whole numbers): text, or a number in range.
+FIELDS: dict[str, type[str] | Range] = {
+    **dict.fromkeys(("model", "match", "device", "precision", "source", "unit", "framework", "url", "conditions"), str),
+    "n_devices": Range(int, 1, unit="devices"), "samples_per_s": Range(float, 0, True)}
 
 
 def load_references(user_file: str | None = None) -> tuple[ReferenceRow, ...]:
@@ -108,14 +118,22 @@ def load_references(user_file: str | None = None) -> tuple[ReferenceRow, ...]:
         REFERENCES_ENV, f"fix the file or unset {REFERENCES_ENV}")
     user_file = user_file or knobs.read(REFERENCES_ENV)
     if user_file:
-        data = user_table(user_file, f"reference table ({given})", way_out)
-        rows += _rows(data, user_file)
-    return tuple(rows + _rows(shipped_table(REFERENCES_FILE), f"suites/{REFERENCES_FILE}"))
+        what = f"reference table ({given}) {user_file}"
+        rows += _rows(user_table(user_file, f"reference table ({given})", way_out), what, way_out)
+    return tuple(rows + _rows(shipped_table(REFERENCES_FILE), f"suites/{REFERENCES_FILE}", "fix the shipped table"))
 
 
-def _rows(data: Mapping[str, Any], where: str) -> list[ReferenceRow]:
+def _rows(data: Mapping[str, Any], where: str, way_out: str) -> list[ReferenceRow]:
+    """The rows of a reference table; UserError naming `where`, the entry and `way_out` for an
+    entry the table does not declare (a misspelt [[references]] would add no row, silently) or a bad row."""
+    unknown = [key for key in data if key not in ENTRIES]
+    if unknown:
+        raise UserError(f"{where}: {unknown[0]}: not an entry of a reference table (it has {', '.join(ENTRIES)}: "
+                        f"a figure goes in a [[reference]] table); {way_out}")
+    if "version" in data and (problem := field_problem({"version": data["version"]}, {"version": VERSION})):
+        raise UserError(f"{where}: {problem[0]}: {problem[1]}; {way_out}")
     tables = data.get("reference", [])
-    if not isinstance(tables, list):
-        raise UserError(f"{where}: 'reference' must be an array of tables ([[reference]])")
-    return [ReferenceRow.from_table(table, f"{where}, reference row {index + 1}")
+    if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+        raise UserError(f"{where}: reference: expected an array of tables ([[reference]]); {way_out}")
+    return [ReferenceRow.from_table(table, f"{where}, reference row {index + 1}", way_out)
             for index, table in enumerate(tables)]
