@@ -171,6 +171,16 @@ def test_unwritable_results_are_found_before_measuring(tmp_path, capsys, fake_ma
     assert "not writable" in err and err.count("\n") == 1 and fake_machine["gemms"] == 0
 
 
+def test_a_calibration_file_it_cannot_add_to_is_found_before_measuring(tmp_path, capsys, fake_machine):
+    """Issue 43: a calibration.json that is not JSON was found only when saving, after measuring."""
+    calibration_path(tmp_path).write_text("{")
+    assert main(calibrate_cpu(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("parbench: error: --results: ") and "not JSON" in err and "move it away" in err
+    assert err.count("\n") == 1 and fake_machine["gemms"] == 0 and fake_machine["streams"] == 0
+    assert calibration_path(tmp_path).read_text() == "{"
+
+
 @pytest.mark.parametrize("given, cache, available, expected, warns", [
     (None, 32 * 2**20, 64 * 2**30, 128, ""),         # 4 x a 32 MiB L3
     (None, 2 * 2**20, 64 * 2**30, 16, ""),           # at least MIN_ARRAY_MIB

@@ -375,7 +375,7 @@ def records_rows() -> list[Row]:
     add("json-list", "x.json holding a list", files={"results/x.json": "[1, 2]"})
     add("json-garbage", "x.json that is not JSON", files={"results/x.json": "{not json"})
     add("calibration-garbage", "calibration.json that is not JSON, read by a run", argv=RUN,
-        files={"results/parbench/calibration.json": "{"})
+        files={"results/calibration.json": "{"})
     for name, stats, what in (("median-negative", {"median": -1}, "median -1"),
                               ("mean-string", {"mean": "fast"}, "mean \"fast\""),
                               ("median-missing", {"median": None}, "median null"),

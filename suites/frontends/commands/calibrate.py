@@ -24,7 +24,7 @@ from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status
 from suites.errors import UserError
 from suites.hardware.devices import DeviceInfo, cpu_last_level_cache_bytes, discover
-from suites.hardware.peaks import calibration_path, save_bandwidth, save_calibration
+from suites.hardware.peaks import calibration_path, read_calibration, save_bandwidth, save_calibration
 from suites.measure.stream import CACHE_MULTIPLE, REPEATS, PassDone, StreamResult, array_mib_for, \
     best_stream_bandwidth, thread_counts
 from suites.measure.cpu_meter import CpuMeter
@@ -129,9 +129,15 @@ def run(args: argparse.Namespace) -> int:
 
 def check_writable(results: Path) -> None:
     """Fail before minutes of measuring, not after, where the calibration could not be stored
-    (`results`/calibration.json) or the records of later runs could not (`results`/parbench)."""
+    (`results`/calibration.json), or added to (a file there that is no calibration table), or the
+    records of later runs could not (`results`/parbench)."""
     ResultsStore(results).ensure_writable()
     check_output(calibration_path(results), "--results", replace_any=True)
+    try:  # one it could not add to is said now, not after measuring
+        read_calibration(calibration_path(results))
+    except UserError as error:
+        raise UserError(f"--results: {error}; calibrate adds to that file and will not overwrite what it cannot "
+                        "read: fix it, or move it away") from None
 
 
 def uncontended(measure: Callable[[], tuple[T, Contention]], retried: Callable[[Contention, int, int], None],
