@@ -7,6 +7,7 @@ import json
 import pytest
 
 from suites.cases.vocabulary import Framework, Strategy
+from suites.errors import UserError
 from suites.frontends.cli import main
 from suites.predict import validation
 from suites.predict.alpha_beta import Topology, collective_seconds, push_pull_seconds, ring_seconds, tree_seconds
@@ -407,3 +408,15 @@ def test_a_row_read_through_a_host_loader_gets_nvidia_s_loader_cost_at_the_slow_
     assert loader["predicted"] == pytest.approx(plain["predicted"])
     assert loader["band_low"] == pytest.approx(plain["band_low"] / 0.9 * (1 - HOST_LOADER_MARGIN))
     assert "host data loader" in loader["note"]
+
+
+@pytest.mark.parametrize("words, label", [("V100 SXM2", "V100 SXM2 16GB"), ("v100-sxm3", "V100 SXM3 32GB (DGX-2)"),
+                                          ("A100 SXM4 40GB", "A100 SXM4 40GB"), ("H100", "H100 SXM5 80GB")])
+def test_a_device_is_named_by_the_words_of_its_label(catalogue, words, label):
+    """The closest-names line offers labels ("V100 SXM2 16GB"): their words name the board."""
+    assert catalogue.device(words).label == label
+
+
+def test_words_that_fit_several_boards_are_refused_naming_each(catalogue):
+    with pytest.raises(UserError, match=r"device 'A100' could be any of A100 SXM4 80GB, A100 SXM4 40GB; name one"):
+        catalogue.device("A100")

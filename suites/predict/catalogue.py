@@ -8,6 +8,7 @@ checked when the catalogue loads. An unknown name is a UserError naming the clos
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -125,10 +126,16 @@ class Catalogue:
     def device(self, words: str) -> DeviceType:
         """The device type `words` names (UserError with the closest names if none)."""
         found = self.find_device(words)
-        if found is None:
-            raise UserError(f"unknown device {words!r}{closest(words, [d.label for d in self.devices])}; "
-                            "`parbench predict --catalogue` lists them")
-        return found
+        if found is not None:
+            return found
+        named = [d for d in self.devices if _tokens(words) <= _tokens(d.label) | _tokens(d.name)]
+        if len(named) == 1:  # "V100 SXM2": the words of one board's label (its match is "V100 16GB")
+            return named[0]
+        if named:
+            raise UserError(f"device {words!r} could be any of {', '.join(d.label for d in named)}; name one "
+                            "(`parbench predict --catalogue` lists them)")
+        raise UserError(f"unknown device {words!r}{closest(words, [d.label for d in self.devices])}; "
+                        "`parbench predict --catalogue` lists them")
 
     def find_device(self, name: str) -> DeviceType | None:
         """The device type a record's or user's device name names, or None."""
@@ -161,6 +168,11 @@ def _device(row: dict[str, Any], peaks: PeakTable) -> DeviceType:
         gemm_kind=str(row["gemm_kind"]),
         peak_tflops={key: float(entry[key]) for key in ("fp32", "tf32", "fp16", "bf16") if key in entry},
         bandwidth_gbs=float(entry["bandwidth_gbs"]))
+
+
+def _tokens(words: str) -> set[str]:
+    """A name's words, lowercased, split at anything but letters and digits ("Tesla V100-SXM2-16GB")."""
+    return set(re.findall(r"[a-z0-9]+", words.lower()))
 
 
 def closest(words: str, names: list[str]) -> str:
