@@ -33,12 +33,7 @@ from tests.hostile import sweep
 REPO = Path(__file__).resolve().parent.parent
 ROWS = {row.id: row for row in sweep.all_rows()}
 #: Rows still not clean at HEAD, and why (docs/bad-input.md says the same): not run here.
-LOADER = "the report's loader takes the record without a word (suites/report/load)"
 NOT_CLEAN: dict[str, str] = {
-    "infinity-median": LOADER, "negative-median": LOADER, "string-median": LOADER, "timestamp-junk": LOADER,
-    "ok-without-measurement": LOADER, "workload-unknown": LOADER, "pytest-benchmark-rounds-zero": LOADER,
-    "pytest-benchmark-no-case": LOADER, "asv-columns-missing": LOADER, "asv-result-nan": LOADER,
-    "asv-result-string": LOADER, "asv-benchmarks-garbage": LOADER,
     "calibration-garbage": "the row writes results/parbench/calibration.json, which nothing reads: runs read "
                            "and calibrate writes results/calibration.json (suites/hardware/peaks.py "
                            "calibration_path), where a file that is not JSON is said in one warning line",

@@ -8,7 +8,9 @@ size before the write, still under the lock — and the run stops with one line 
 store holds whole records or none. A file left ending in a partial line anyway (a machine that
 died mid-write) gets a newline before the next record, so the torn line costs only itself.
 Loading is data-only (json), skips a corrupt or ill-typed line with a warning naming file and
-line; every other line loads.
+line; every other line loads. A line whose record is sound but for a field no reader needs as
+written (a stored figure its samples give again, a timestamp that is no time) is kept with that
+field ignored, and said: once a file, its first such line and how many more.
 """
 from __future__ import annotations
 
@@ -20,14 +22,17 @@ import math
 import os
 import re
 import warnings
+from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
+from suites.cases.vocabulary import Status
 from suites.errors import UserError
 from suites.knobs import MAX_LABEL_CHARS
 from suites.records.metric_registry import FLAGS
 from suites.records.record import Record
 from suites.records.run_summary import RunSummary
+from suites.records.seconds import count_problem, seconds_problem
 
 DEFAULT_RESULTS_DIR = Path("results")
 RECORDS_SUBDIR = "parbench"
@@ -195,16 +200,24 @@ def open_records(path: Path) -> IO[str]:
     return open(path, encoding="utf-8-sig", errors="replace")
 
 
-def numbered_records(path: Path) -> Iterator[tuple[int, Record]]:
+#: What a reader adds to the store's own notes on a kept record (`numbered_records`): '' or
+#: what it cannot use of it, and how it reads it instead.
+Remark = Callable[[Record], str]
+
+
+def numbered_records(path: Path, remark: Remark | None = None) -> Iterator[tuple[int, Record]]:
     """(line number, record) of each good line of one JSON Lines file (`open_records`). A line
     that is not JSON, not a record, or a record whose fields have the wrong types or impossible
     values (`check`) is skipped with a ResultsWarning naming file and line; a file that cannot be
-    read (or uncompressed), with one naming the file."""
+    read (or uncompressed), with one naming the file. A record kept with a field ignored
+    (`kept_note`, then `remark` where given) is said once the file is read: one ResultsWarning
+    naming its first such line and how many more."""
     try:
         handle = open_records(path)
     except OSError as error:
         warnings.warn(f"{path}: cannot read ({error.strerror}); skipped", ResultsWarning, stacklevel=3)
         return
+    kept: list[tuple[int, str]] = []
     with handle:
         try:
             for number, line in enumerate(handle, start=1):
@@ -220,10 +233,24 @@ def numbered_records(path: Path) -> Iterator[tuple[int, Record]]:
                     warnings.warn(f"{path}:{number}: not a parbench record ({type(error).__name__}: "
                                   f"{str(error)[:120]}); line skipped", ResultsWarning, stacklevel=3)
                     continue
+                note = kept_note(data, record) or (remark(record) if remark else "")
+                if note:
+                    kept.append((number, note))
                 yield number, record
         except (OSError, EOFError) as error:  # a folder given as a file, a failing disk, a broken or cut gzip
             problem = getattr(error, "strerror", None) or str(error) or type(error).__name__
             warnings.warn(f"{path}: cannot read ({problem}); skipped", ResultsWarning, stacklevel=3)
+    _say_kept(path, kept)
+
+
+def _say_kept(path: Path, kept: list[tuple[int, str]]) -> None:
+    """One ResultsWarning for a file's kept records: the first one's note, and how many more.
+    'PATH: line N:', not 'PATH:N:', which the report folds as lines skipped."""
+    if not kept:
+        return
+    (number, note), more = kept[0], len(kept) - 1
+    warnings.warn(f"{path}: line {number}: {note}" + (f"; and {more} more line(s) of it likewise kept" if more else ""),
+                  ResultsWarning, stacklevel=4)
 
 
 # --- what a loaded record must hold: the types every reader relies on ------------------------
@@ -277,6 +304,8 @@ def check(record: Record) -> None:
     if record.check is not None:
         _require(isinstance(record.check.passed, bool), f"check.passed is {record.check.passed!r:.40}, not true/false")
         _optional_numbers("check", vars(record.check), ("value", "tolerance", "check_s", "memory_bytes"))
+    _require(record.status is not Status.OK or record.measurement is not None,
+             "status ok without a measurement (an ok record stores the samples its figures come from)")
     if record.measurement is not None:
         _check_measurement(record.measurement)
 
@@ -292,3 +321,57 @@ def _check_measurement(m: Any) -> None:
     _optional_numbers("measurement", vars(m), ("first_step_s", "timed_s", "target_rel_iqr", "recompiles"))
     _require(all(_number(t) for t in (*m.rank_medians, *m.rank_compute)),
              "measurement.rank_medians_s/rank_compute_s hold a value that is not a number")
+
+
+# --- what a kept record may hold that no reader uses as written: ignored, and said -----------
+
+#: The figures `Measurement.to_dict` stores beside the samples, for readers that do not compute
+#: them: parbench's readers compute them from the samples, so a stored one that is no time is
+#: ignored (and said), never used. The flags stored beside them: true, false or null.
+STORED_SECONDS = ("median_s", "iqr_s", "compile_s", "sustained_step_s")
+STORED_FLAGS = ("noisy", "straggler", "cut_short", "bimodal")
+#: How far a stored median may be from its samples' own (float printing, an older numpy).
+MEDIAN_REL_TOLERANCE = 1e-6
+
+
+def kept_note(data: dict[str, Any], record: Record) -> str:
+    """What a sound `record` (`check` passed) stores that cannot be used, and how it is read
+    instead; '' where there is nothing to say. `data` is its line's JSON, which holds what
+    `Record.from_dict` drops: the stored figures."""
+    stored = stored_problem(data.get("measurement") or {}, record)
+    if stored:
+        return f"{stored}; that stored figure is ignored: the record is kept, its figures computed from its samples"
+    timestamp = timestamp_problem(record.timestamp)
+    if timestamp:
+        return f"{timestamp}; the record is kept, its time unknown"
+    return ""
+
+
+def stored_problem(stored: dict[str, Any], record: Record) -> str:
+    """Why a figure stored beside the measurement's samples is unusable: no time, no count, no
+    flag, or a median its samples do not give; '' where each is usable or absent."""
+    for name in STORED_SECONDS:
+        problem = seconds_problem(f"measurement.{name}", stored.get(name))
+        if problem:
+            return problem
+    problem = count_problem("measurement.n", stored.get("n"))
+    if problem:
+        return problem
+    for name in STORED_FLAGS:
+        value = stored.get(name)
+        if value is not None and not isinstance(value, bool):
+            return f"measurement.{name} is {value!r:.40}, not true/false"
+    median = stored.get("median_s")
+    if median is not None and record.measurement is not None \
+            and not math.isclose(median, record.measurement.median, rel_tol=MEDIAN_REL_TOLERANCE):
+        return f"measurement.median_s is {median:.6g} s, but its samples' median is {record.measurement.median:.6g} s"
+    return ""
+
+
+def timestamp_problem(timestamp: str) -> str:
+    """Why a record's timestamp is no ISO 8601 time (as `Record` writes it); '' where it is one."""
+    try:
+        datetime.fromisoformat(timestamp)
+    except ValueError:
+        return f"timestamp {timestamp!r:.40} is not an ISO 8601 time (when the case finished)"
+    return ""

@@ -19,7 +19,15 @@ case ids; they are still read.
 
 A result is kept only when its benchmark version equals the current one in ``benchmarks.json``
 (two levels up from the results file) where that file exists: a changed workload makes old
-numbers incomparable, exactly as asv itself treats them.
+numbers incomparable, exactly as asv itself treats them. A benchmarks.json that cannot be read
+says nothing of which results are current, so the results beside it are skipped, said.
+
+A result of parbench's benchmarks is validated as parbench's own records are (the same
+`suites.records.seconds`): a step time, figure, sample or quartile that is no finite number
+>= 0 (asv's null and NaN excepted: failed, skipped), or a repeat count that is no count, refuses
+its case's row. Each file says in one ResultsWarning what it skipped: its format (no
+result_columns), its benchmarks.json, its refused rows (the first, and how many more), or that
+it holds no parbench case at all (another project's results).
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ from typing import Any, Iterator
 
 from suites.cases.case import Case
 from suites.records.asv_layout import AXES, case_id_from_axes, workload_of_class
+from suites.records.seconds import count_problem, is_number, is_seconds, seconds_problem
 from suites.records.store import ResultsWarning
 from suites.report.load.columns import case_fields
 
@@ -55,14 +64,24 @@ def _unrepr(value: Any) -> Any:
     return value
 
 
+class UnreadableIndex(ValueError):
+    """A benchmarks.json that is there but cannot be read as asv's index of benchmarks."""
+
+
 def _benchmark_index(path: Path) -> dict[str, dict[str, Any]] | None:
     """{benchmark name: its entry (version, param_names, ...)} from benchmarks.json beside the
-    machine folders, or None where there is no such file."""
+    machine folders, or None where there is no such file; UnreadableIndex where it is there but
+    no JSON object (a file cut short, garbage, one that cannot be read)."""
     index = path.parent.parent / "benchmarks.json"
+    if not index.exists():
+        return None
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        problem = getattr(error, "strerror", None) or f"{type(error).__name__}: {str(error)[:80]}"
+        raise UnreadableIndex(f"{index} is not readable as JSON ({problem})") from None
+    if not isinstance(data, dict):
+        raise UnreadableIndex(f"{index} is a JSON {type(data).__name__}, not asv's object of benchmarks")
     return {name: entry for name, entry in data.items() if isinstance(entry, dict)}
 
 
@@ -81,7 +100,9 @@ def _case_position(names: list[str] | None, params: list[list[Any]]) -> int | No
 
 def _axis_cases(name: str, entry: dict[str, Any] | None, combos: list[tuple[str, ...]],
                 results: list[Any]) -> list[Case | None]:
-    """The case of each combination of named-axis values, None where it is no case."""
+    """The case of each combination of named-axis values, None where it is no case: one that
+    benchmarks.json does not list (or, without its list, one asv recorded no result of: null or
+    NaN). A result that is no number is one, and is refused as such (`_value_problem`)."""
     listed = set((entry or {}).get("case_ids") or ())
     workload = workload_of_class(name.rsplit(".", 2)[-2], listed)
     if workload is None:
@@ -89,7 +110,7 @@ def _axis_cases(name: str, entry: dict[str, Any] | None, combos: list[tuple[str,
     cases: list[Case | None] = []
     for combo, value in itertools.zip_longest(combos, results[:len(combos)]):
         case_id = case_id_from_axes(workload, combo)
-        cases.append(Case.from_id(case_id) if case_id in listed or _number(value) is not None else None)
+        cases.append(Case.from_id(case_id) if case_id in listed or _status(value)[0] == "ok" else None)
     return cases
 
 
@@ -132,15 +153,69 @@ def _status(value: Any) -> tuple[str, str]:
     return "ok", ""
 
 
-def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _format_problem(data: dict[str, Any]) -> str:
+    """Why the file's rows cannot be read at all ('' where they can): no result_columns (asv before
+    0.5), or result_columns that are no list of column names."""
     if "result_columns" not in data:
-        warnings.warn(f"{path}: asv results in the pre-0.5 format (no result_columns); run `asv update` "
-                      f"to convert it; skipped", ResultsWarning, stacklevel=2)
+        return "asv results in the pre-0.5 format (no result_columns); run `asv update` to convert it"
+    columns = data["result_columns"]
+    if not (isinstance(columns, list) and all(isinstance(column, str) for column in columns)):
+        return f"asv results whose result_columns is {columns!r:.40}, not a list of column names"
+    return ""
+
+
+def _value_problem(method: str, value: Any) -> str:
+    """Why a benchmark's result for one combination is no figure ('' where it is one, or asv's
+    null (failed) or NaN (skipped))."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if METHODS[method] == "median_s":
+        return seconds_problem("result", value)
+    if not (is_number(value) and math.isfinite(value) and value >= 0):
+        return f"result is {value!r:.40}, not a figure (a finite number >= 0)"
+    return ""
+
+
+def _timing_problem(entry: dict[str, Any]) -> str:
+    """Why a measured time_step combination's samples, quartiles or repeat count are unusable (''
+    where each is usable or absent)."""
+    samples = entry.get("samples")
+    if samples is not None and not (isinstance(samples, list) and all(is_seconds(sample) for sample in samples)):
+        return f"samples is {samples!r:.40}, not a list of times in seconds"
+    return (seconds_problem("stats_q_25", entry.get("q1")) or seconds_problem("stats_q_75", entry.get("q3"))
+            or count_problem("stats_repeat", entry.get("repeat")))
+
+
+def _say(path: Path, refused: list[str], outdated: int, benchmarks: int, made: int) -> None:
+    """The file's lines: results of an older benchmark version, refused rows (the first, and how
+    many more), or, where it made no row and said nothing else, that it holds no parbench case."""
+    if outdated:
+        warnings.warn(f"{path}: {outdated} asv benchmark result(s) skipped: their benchmark version differs "
+                      f"from the current one in benchmarks.json, or the benchmark is gone (the workload changed since)",
+                      ResultsWarning, stacklevel=3)
+    if refused:
+        more = f"; and {len(refused) - 1} more of it skipped" if len(refused) > 1 else ""
+        warnings.warn(f"{path}: {refused[0]}; row skipped{more}", ResultsWarning, stacklevel=3)
+    elif not made and not outdated:
+        held = (f"none of its {benchmarks} benchmark result(s) times a parbench case: another project's?"
+                if benchmarks else "no benchmark result in it")
+        warnings.warn(f"{path}: asv results without a parbench case ({held}); skipped", ResultsWarning, stacklevel=3)
+
+
+def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    problem = _format_problem(data)
+    try:
+        index = _benchmark_index(path)
+    except UnreadableIndex as error:
+        problem = problem or (f"its {error}: which results are of the current benchmark versions cannot be told; "
+                              f"run asv again, which writes it anew, or remove it to read every result unchecked")
+    if problem:
+        warnings.warn(f"{path}: {problem}; skipped", ResultsWarning, stacklevel=2)
         return
     environment = _environment(data)
-    index = _benchmark_index(path)
     columns = data["result_columns"]
     by_case: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
     outdated = 0
     for name, values in data["results"].items():
         method = name.rsplit(".", 1)[-1]
@@ -165,12 +240,16 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if method == "time_step":
                 entry.update(samples=per_combo["samples"][i], q1=per_combo["stats_q_25"][i],
                              q3=per_combo["stats_q_75"][i], repeat=per_combo["stats_repeat"][i])
-    if outdated:
-        warnings.warn(f"{path}: {outdated} asv benchmark result(s) skipped: their benchmark version differs "
-                      f"from the current one in benchmarks.json, or the benchmark is gone (the workload changed since)",
-                      ResultsWarning, stacklevel=2)
+            measured = method == "time_step" and _status(value)[0] == "ok"  # a failed or skipped one has no timing
+            why = _value_problem(method, value) or (_timing_problem(entry) if measured else "")
+            if why and case.id not in refused:
+                refused[case.id] = f"benchmark {name[:80]!r} ({case.id}): {why}"
     run_id = f"{str(data['commit_hash'])[:8]}-{data['env_name']}"
+    made = 0
     for entry in by_case.values():
+        if entry["case"].id in refused:
+            continue
+        made += 1
         case: Case = entry["case"]
         status, reason = _status(entry.get("median_s", entry.get("samples_per_s", entry.get("tflops"))))
         samples = entry.get("samples") or ()
@@ -191,6 +270,7 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "run_id": run_id, "suite": "asv", "path": str(path),
             "timestamp": datetime.fromtimestamp(started / 1000, timezone.utc).isoformat() if started else None,
         }
+    _say(path, list(refused.values()), outdated, len(data["results"]), made)
 
 
 def _number(value: Any) -> float | None:

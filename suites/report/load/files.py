@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from suites.records.store import ResultsStore, ResultsWarning
+from suites.records.store import Remark, ResultsStore, ResultsWarning
 from suites.report.load import asv, parbench, pytest_benchmark
 from suites.report.load.columns import retidy, tidy
 from suites.report.load.derived import WorkOf, add_throughput, fill_metrics
@@ -120,9 +120,9 @@ def _resolved(path: Path) -> Path | None:
     return resolved
 
 
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
+def _rows(path: Path, remark: Remark | None = None) -> Iterator[dict[str, Any]]:
     if path.name.endswith((".jsonl", ".jsonl.gz")):
-        return parbench.rows(path)
+        return parbench.rows(path, remark)
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no part of the JSON
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
@@ -138,9 +138,9 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
     return iter(())
 
 
-def _file_rows(path: Path) -> list[dict[str, Any]]:
+def _file_rows(path: Path, remark: Remark | None = None) -> list[dict[str, Any]]:
     try:
-        return list(_rows(path))
+        return list(_rows(path, remark))
     except (KeyError, ValueError, TypeError, AttributeError, IndexError) as error:
         warnings.warn(f"{path}: malformed results ({type(error).__name__}: {str(error)[:120]}); skipped",
                       ResultsWarning, stacklevel=3)
@@ -165,8 +165,9 @@ def load_results(paths: str | Path | Iterable[str | Path] = DEFAULT_PATHS,
 
 def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataFrame:
     """`load_results` of files already found by `result_files`: a caller that needs the file
-    list too searches the paths, and warns about a missing one, only once."""
-    frame = _tidy_in_batches(files)
+    list too searches the paths, and warns about a missing one, only once. A parbench record of
+    a workload `work_of` does not know is kept, and said (`parbench.workload_remark`)."""
+    frame = _tidy_in_batches(files, parbench.workload_remark(work_of))
     frame = frame.drop_duplicates(subset=["source", "machine", "run_id", "case_id", "timestamp"])
     frame = add_throughput(fill_metrics(frame, work_of))
     return frame.sort_values(["workload", "params", "machine", "timestamp"], kind="stable").reset_index(drop=True)
@@ -178,10 +179,10 @@ def load_files(files: Iterable[Path], work_of: WorkOf | None = None) -> pd.DataF
 BATCH_ROWS = 2_000
 
 
-def _tidy_in_batches(files: Iterable[Path]) -> pd.DataFrame:
+def _tidy_in_batches(files: Iterable[Path], remark: Remark | None = None) -> pd.DataFrame:
     frames, batch = [], []
     for path in files:
-        batch.extend(_file_rows(path))
+        batch.extend(_file_rows(path, remark))
         if len(batch) >= BATCH_ROWS:
             frames.append(tidy(batch))
             batch = []

@@ -8,10 +8,12 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from suites.cases.case import Case
 from suites.records.metric_registry import TIDY_METRICS
 from suites.records.record import Record
-from suites.records.store import ResultsWarning, numbered_records
+from suites.records.store import Remark, ResultsWarning, numbered_records
 from suites.report.load.columns import BOOL_COLUMNS, INT_COLUMNS, case_fields, environment_fields
+from suites.report.load.derived import WorkOf
 from suites.report.load.like_columns import like_fields
 from suites.report.load.limit_columns import limit_fields
 
@@ -64,10 +66,12 @@ def energy_scope(m: Any) -> str:
     return " + ".join(sorted({ENERGY_SCOPES.get(d.method, str(d.method)) for d in devices}))
 
 
-def rows(path: Path) -> Iterator[dict[str, Any]]:
+def rows(path: Path, remark: Remark | None = None) -> Iterator[dict[str, Any]]:
     """One row per record, each built apart: a line that is not a record, or one no row can be
-    made of, is skipped with a ResultsWarning naming file and line; every other line loads."""
-    for number, record in numbered_records(path):
+    made of, is skipped with a ResultsWarning naming file and line; every other line loads (one
+    with a field ignored, or that `remark` has something to say of, said once a file:
+    `numbered_records`)."""
+    for number, record in numbered_records(path, remark):
         try:
             made = row(record, path)
             _check_row(made)
@@ -77,6 +81,39 @@ def rows(path: Path) -> Iterator[dict[str, Any]]:
                           f"line skipped", ResultsWarning, stacklevel=2)
             continue
         yield made
+
+
+def workload_remark(work_of: WorkOf | None) -> Remark | None:
+    """What to say of a record whose workload is not registered here (a plugin's, not loaded; a
+    name no parbench has): the record is kept with the figures it stored (results are data:
+    reading one never needs its code), but its work is unknown here. `work_of` tells, as it
+    raises a KeyError naming the workload (`suites.workloads.UnknownWorkload`), once a workload;
+    without it nothing can tell, and nothing is said."""
+    if work_of is None:
+        return None
+    registered: dict[str, bool] = {}
+
+    def remark(record: Record) -> str:
+        name = record.case.workload
+        if name not in registered:
+            registered[name] = _registered(record.case, work_of)
+        if registered[name]:
+            return ""
+        return (f"case.workload {name!r:.40} is not registered here (a plugin's? name its file in PARBENCH_PLUGINS); "
+                f"the record is kept with the figures it stored, its work unknown")
+    return remark
+
+
+def _registered(case: Case, work_of: WorkOf) -> bool:
+    """Whether `work_of` knows the case's workload: anything but a KeyError naming it (an unknown
+    model or strategy of a known workload raises too, naming that)."""
+    try:
+        work_of(case)
+    except KeyError as error:
+        return error.args[:1] != (case.workload,)
+    except ValueError:  # a known workload whose case's work cannot be resolved: not this remark's to say
+        return True
+    return True
 
 
 def _check_row(made: dict[str, Any]) -> None:

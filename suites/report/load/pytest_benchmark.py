@@ -5,14 +5,16 @@ parbench's pytest-benchmark suite stores, per benchmark, ``extra_info`` = {"case
 the key ``parbench``: the same provenance environment as parbench's own records. Stats are in
 seconds; ``data`` (the raw rounds) is present when the run saved it.
 
-A benchmark is validated as parbench's own records are (`suites.records.store.check`): a step
-time that is not a finite number of seconds (a median of -1, a mean of "fast"), or a case on no
-device, refuses its row with a ResultsWarning naming the file, the benchmark and why; the
-file's other benchmarks still load.
+A benchmark is validated as parbench's own records are (`suites.records.store.check`, with the
+same `suites.records.seconds`): a step time that is not a finite number of seconds (a median of
+-1, a mean of "fast"), rounds that are no count of at least one (0 rounds: nothing timed), or a
+case on no device, refuses its row; the file's other benchmarks still load. A file's refused
+rows are one ResultsWarning naming the file, its first refused benchmark and why, and how many
+more. A file of which no row is made, because none of its benchmarks is parbench's (no case in
+extra_info: another project's), is one ResultsWarning too.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,6 +22,7 @@ from typing import Any, Iterator
 from suites.cases.case import Case
 from suites.records.check import NOT_CHECKED
 from suites.records.metric_registry import TIDY_METRICS
+from suites.records.seconds import count_problem, is_seconds, seconds_problem
 from suites.records.store import ResultsWarning
 from suites.report.load.columns import case_fields, environment_fields
 
@@ -45,42 +48,58 @@ def _environment(data: dict[str, Any]) -> dict[str, Any]:
 TIMES = ("median", "iqr", "q1", "q3", "mean")
 
 
-def _seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
 def _refusal(case: Case, status: str, stats: dict[str, Any]) -> str:
     """Why a benchmark can make no row ('' where it can): its case on no device, or an ok
-    benchmark whose stats are no step times."""
+    benchmark whose stats are no step times or whose rounds are no count (none timed)."""
     if case.n_devices < 1:
         return f"case n_devices {case.n_devices} is not a device count (a whole number >= 1)"
     if status != "ok":
         return ""
     for name in TIMES:
-        if name in stats and stats[name] is not None and not _seconds(stats[name]):
-            return f"stats.{name} is {stats[name]!r:.40}, not a time in seconds (a finite number >= 0)"
-    if not (_seconds(stats.get("median")) and stats["median"] > 0):
+        problem = seconds_problem(f"stats.{name}", stats.get(name))
+        if problem:
+            return problem
+    if not (is_seconds(stats.get("median")) and stats["median"] > 0):
         return "no median step time (stats.median > 0 s)"
-    if not all(_seconds(value) for value in stats.get("data") or ()):
+    rounds = count_problem("stats.rounds", stats.get("rounds"))
+    if rounds:
+        return f"{rounds}: no round timed"
+    if not all(is_seconds(value) for value in stats.get("data") or ()):
         return "stats.data holds a value that is not a time in seconds"
     return ""
+
+
+def _say(path: Path, refused: list[str], foreign: int, made: int) -> None:
+    """The file's one line: its refused rows (the first, and how many more), or, where it made no
+    row and refused none, that it holds no benchmark of parbench's."""
+    if refused:
+        more = f"; and {len(refused) - 1} more benchmark(s) of it skipped" if len(refused) > 1 else ""
+        warnings.warn(f"{path}: {refused[0]}; row skipped{more}", ResultsWarning, stacklevel=3)
+    elif not made:
+        held = (f"none of its {foreign} benchmark(s) has a parbench case in extra_info: another project's, or run "
+                f"without parbench's pytest plugin?" if foreign else "no benchmark in it")
+        warnings.warn(f"{path}: pytest-benchmark JSON without a parbench benchmark ({held}); skipped",
+                      ResultsWarning, stacklevel=3)
 
 
 def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     environment = _environment(data)
     commit = (data.get("commit_info") or {}).get("id") or ""
+    refused: list[str] = []
+    foreign = made = 0
     for benchmark in data["benchmarks"]:
         extra = benchmark.get("extra_info") or {}
         if not isinstance(extra.get("case"), dict):
-            continue  # not one of parbench's benchmarks
+            foreign += 1  # not one of parbench's benchmarks
+            continue
         case = Case.from_dict(extra["case"])
         status = str(extra.get("status", "ok"))
         stats = (benchmark.get("stats") or {}) if status == "ok" else {}
         why = _refusal(case, status, stats)
         if why:
-            warnings.warn(f"{path}: benchmark {str(benchmark.get('name', '?'))[:80]!r}: {why}; row skipped",
-                          ResultsWarning, stacklevel=2)
+            refused.append(f"benchmark {str(benchmark.get('name', '?'))[:80]!r}: {why}")
             continue
+        made += 1
         metrics = extra.get("metrics") or {}
         check = extra.get("check") or {}
         samples = stats.get("data") or ()
@@ -102,3 +121,4 @@ def rows(path: Path, data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             "run_id": path.stem, "timestamp": data.get("datetime"),
             "suite": "pytest-benchmark", "path": str(path),
         }
+    _say(path, refused, foreign, made)
