@@ -34,17 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 ROWS = {row.id: row for row in sweep.all_rows()}
 #: Rows still not clean at HEAD, and why (docs/bad-input.md says the same): not run here.
 NOT_CLEAN: dict[str, str] = {
-    "calibration-garbage": "the row writes results/parbench/calibration.json, which nothing reads: runs read "
-                           "and calibrate writes results/calibration.json (suites/hardware/peaks.py "
-                           "calibration_path), where a file that is not JSON is said in one warning line",
     # Not run here (processes of their own); said for the table's sake:
-    "signal-list-sigint-import": "a Ctrl-C in the first ~0.15 s lands while Python and the package's first modules "
-                                 "load, before parbench's main runs: Python's KeyboardInterrupt traceback "
-                                 "(nothing ran, nothing lost); from main on it is one line "
-                                 "(test_a_signal_while_the_command_is_read_or_runs)",
-    "signal-list-sigint": "as signal-list-sigint-import",
-    "signal-list-sigterm": "a SIGTERM before parbench's handlers are in place (once the command is read) ends "
-                           "the process as Python's default does: no line, exit by signal (nothing ran, nothing lost)",
+    "signal-list-sigint-import": "a Ctrl-C in the interpreter's own start (the first ~0.05 s: Python and its "
+                                 "site packages load), before any parbench code runs: Python's traceback "
+                                 "(nothing ran, nothing lost); from the package's first line on it is one line "
+                                 "(suites/startup.py, tests/test_startup.py)",
     "asv-conf-broken": "asv's own traceback: asv reads asv.conf.json before any parbench code runs",
 }
 #: Rows run as their own process here (cheap: `list`); the others are the sweep's. A signal's moment
