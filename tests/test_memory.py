@@ -38,6 +38,8 @@ from suites.measure.memory_probes import MemoryProbe, ResidentMemoryProbe, Resid
 from suites.measure.runnable import Runnable
 from suites.measure.timing import measure
 from tests.test_report_analysis import frame_of, options
+from tests.test_memory_categories import tiny_record
+from tests.real_run_timing import REAL_RUN
 from tests.test_timing import FAST, FakeClock, PretendDevice, constant
 
 MiB = 2**20
@@ -316,15 +318,12 @@ def test_tf_gpu_probe_resets_then_reads_the_peak_and_has_no_reserved_figure(monk
 
 
 # --- real training cases: every ok record has its memory ------------------------------------------
-REAL = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
-
-
 def _run(case: Case, tmp_path: Path) -> Record:
     from suites.runner.runner import RunContext, Runner
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    Runner.storing(RunContext(suite="test", store=store, timing=REAL)).run(case)
+    Runner.storing(RunContext(suite="test", store=store, timing=REAL_RUN)).run(case)
     (record,) = load_records([store.path_for(store_machine(store))])
     return record
 
@@ -339,10 +338,18 @@ def store_machine(store: ResultsStore) -> str:
     pytest.param("tf", "single", 1, id="tf-single"),
     pytest.param("torch", "ddp", 2, id="torch-ddp-2-gloo-ranks"),
 ])
-def test_every_ok_training_record_has_positive_memory_figures(framework, strategy, ranks, tmp_path):
+def test_every_ok_training_record_has_positive_memory_figures(framework, strategy, ranks, tmp_path,
+                                                              tmp_path_factory):
+    """The torch records are tests/test_memory_categories.py's tiny mlp cases (one process, two
+    gloo ranks), run once for both modules; TF's single-device case runs here."""
     pytest.importorskip({"torch": "torch", "tf": "tensorflow"}[framework])
-    case = Case.make("train_step", framework, "cpu", strategy, "fp32", ranks, {"model": "mlp", "batch": 8})
-    record = _run(case, tmp_path)  # read back from the store
+    if framework == "torch":
+        record, _ = tiny_record(tmp_path_factory, strategy, ranks)  # read back from the store
+    else:
+        case = Case.make("train_step", framework, "cpu", strategy, "fp32", ranks, {"model": "mlp", "batch": 8})
+        record = _run(case, tmp_path)  # read back from the store
+    case = record.case
+    assert (str(case.framework), str(case.strategy), case.n_devices) == (framework, strategy, ranks)
     assert record.status is Status.OK, record.reason
     peaks = record.measurement.memory
     assert [peak.rank for peak in peaks] == list(range(ranks))

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from suites.cases.case import Case
-from suites.cases.timing_config import TimingConfig
 from suites.cases.vocabulary import Status
 from suites.hardware.peaks import PeakTable
 from suites.records.measurement import Measurement
@@ -31,10 +30,10 @@ from suites.measure.memory_probes import MemoryProbe
 from suites.records.record import Record
 from suites.records.store import ResultsStore, load_records
 from suites.strategies.jobs import case_work, job_for
+from tests.real_run_timing import REAL_RUN
 
 MiB = 2**20
 TINY = {"model": "mlp", "batch": 8, "hidden": 64, "depth": 2, "optimizer": "adam"}
-REAL = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
 
 
 def tiny_case(strategy: str = "single", ranks: int = 1) -> Case:
@@ -56,9 +55,24 @@ def run_and_load(case: Case, tmp_path: Path) -> Record:
 
     store = ResultsStore(tmp_path / "results")
     store.ensure_writable()
-    Runner.storing(RunContext(suite="test", store=store, timing=REAL)).run(case)
+    Runner.storing(RunContext(suite="test", store=store, timing=REAL_RUN)).run(case)
     (record,) = load_records(store.files())
     return record
+
+
+#: The tiny cases' records, each run once per session (`tiny_record`).
+_TINY_RUNS: dict[str, tuple[Record, Path]] = {}
+
+
+def tiny_record(tmp_path_factory, strategy: str = "single", ranks: int = 1) -> tuple[Record, Path]:
+    """The stored record of `tiny_case(strategy, ranks)` and its results folder, from one run per
+    session: these tests and tests/test_memory.py (every ok training record has its memory figures)
+    read the same record."""
+    case = tiny_case(strategy, ranks)
+    if case.id not in _TINY_RUNS:
+        folder = tmp_path_factory.mktemp(f"tiny-{strategy}-{ranks}")
+        _TINY_RUNS[case.id] = (run_and_load(case, folder), folder / "results")
+    return _TINY_RUNS[case.id]
 
 
 def assert_explained(record: Record) -> None:
@@ -81,10 +95,10 @@ def assert_adam_state_of(breakdown: MemoryBreakdown, params: int, tensors: int) 
 
 
 # --- real cases -----------------------------------------------------------------------------------
-def test_one_process_categories_are_the_models_own_and_sum_to_the_peak(tmp_path, capsys):
+def test_one_process_categories_are_the_models_own_and_sum_to_the_peak(tmp_path_factory, capsys):
     pytest.importorskip("torch")
     case = tiny_case()
-    record = run_and_load(case, tmp_path)
+    record, results = tiny_record(tmp_path_factory)
     assert_explained(record)
     (breakdown,) = record.measurement.memory_breakdown
     params = parameter_bytes(case)
@@ -104,15 +118,15 @@ def test_one_process_categories_are_the_models_own_and_sum_to_the_peak(tmp_path,
 
     from suites.frontends.cli import main
 
-    assert main(["memory", "--results", str(tmp_path / "results"), "--notes"]) == 0
+    assert main(["memory", "--results", str(results), "--notes"]) == 0
     shown = capsys.readouterr().out
     assert "single" in shown and "runtime" in shown and "harness" in shown
 
 
-def test_two_gloo_ranks_each_explain_their_own_peak(tmp_path):
+def test_two_gloo_ranks_each_explain_their_own_peak(tmp_path_factory):
     pytest.importorskip("torch")
     case = tiny_case("ddp", 2)
-    record = run_and_load(case, tmp_path)
+    record, _ = tiny_record(tmp_path_factory, "ddp", 2)
     assert_explained(record)
     peaks = {peak.rank: peak for peak in record.measurement.memory}
     breakdowns = record.measurement.memory_breakdown

@@ -19,7 +19,7 @@ from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.grids.grid import parse_suite  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
-from suites.cases.timing_config import TimingConfig  # noqa: E402
+from tests.real_run_timing import REAL_RUN  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf.kernels import HOST_CPU, split_matmul  # noqa: E402
 from suites.frameworks.tf.mixed import LossScaling  # noqa: E402
@@ -36,7 +36,7 @@ from suites.workloads.kernels import Matmul  # noqa: E402
 from suites.workloads.training import Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
+FAST = REAL_RUN  # the fewest steps, no re-run when contended
 #: Two stages on one CPU device: the placement code runs in this process (logical devices
 #: would have to be set before TF initialised); the real launch path is tested below.
 TWO_STAGES = ["/CPU:0", "/CPU:0"]

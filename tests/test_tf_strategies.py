@@ -20,6 +20,7 @@ from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin, plugin_for  # noqa: E402
 from suites.cases.timing_config import TimingConfig  # noqa: E402
+from tests.real_run_timing import REAL_RUN  # noqa: E402
 from suites.cases.vocabulary import Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.tf import catalog as tf_catalog  # noqa: E402
 from suites.frameworks.tf.mixed import GROWTH_INTERVAL, INITIAL_SCALE, LossScaling  # noqa: E402
@@ -27,6 +28,7 @@ from suites.frameworks.tf.optimizers import optimizer_for  # noqa: E402
 from suites.frameworks.tf.trainers import SingleDeviceTrainer, StrategyTrainer, TrainingSetup  # noqa: E402
 from suites.frameworks.tf.training import TfTrainStep  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
+from suites.records.record import Record  # noqa: E402
 from suites.records.store import ResultsStore  # noqa: E402
 from suites.strategies.tf.towers.trainer import TowersTrainer  # noqa: E402
 from suites.runner.plan import plan, unavailable_reason  # noqa: E402
@@ -36,7 +38,7 @@ from suites.measure.launch import Launch  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
+FAST = REAL_RUN  # the fewest steps, no re-run when contended
 
 
 def train_case(strategy: str, precision: str = "fp32", n: int = 1, model: str = "mlp",
@@ -261,20 +263,34 @@ def test_bf16_single_device_follows_the_fp32_loss_trajectory(tmp_path):
 
 
 # --- data-parallel strategies through the real launch path ----------------------------------------
+#: Mirrored fp16 (loss-scaled) with Adam, run once for the parametrized test below and for
+#: test_mirrored_adam_with_loss_scaling_...: each started the same isolated process (the parametrized
+#: one with SGD); loss scaling under either optimizer is test_fp16_step_with_overflowing_gradients_...'s.
+MIRRORED_FP16_ADAM = train_case("mirrored", "fp16", n=2, optimizer="adam")
+_RUNS: dict[str, Record] = {}
+
+
+def run_once(case: Case, tmp_path_factory) -> Record:
+    """The record of `case`, run once per session for the tests that check it."""
+    if case.id not in _RUNS:
+        _RUNS[case.id] = Runner.storing(context(tmp_path_factory.mktemp("run"))).run(case)
+    return _RUNS[case.id]
+
+
 @pytest.mark.parametrize("case, copies", [
     (train_case("towers", n=2, model="cnn", placement="param_server"), 1),
     (train_case("towers", n=2, model="transformer", placement="replicated"), 2),
     (train_case("mirrored", n=2), 2),
-    (train_case("mirrored", "fp16", n=2), 2),
+    (MIRRORED_FP16_ADAM, 2),  # also test_mirrored_adam_with_loss_scaling_...'s run
     (train_case("multiworker", n=2), 1),  # per worker process
     (train_case("multiworker", "bf16", n=2, model="transformer"), 1),
 ], ids=lambda value: (f"{value.strategy}-{value.precision}-{value.param_dict['model']}"
                       f"{'-' + value.param_dict['placement'] if 'placement' in value.param_dict else ''}"
                       if isinstance(value, Case) else None))
-def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, copies, our_processes):
+def test_strategy_matches_the_single_device_full_batch_result(tmp_path_factory, case, copies, our_processes):
     launch = plugin_for(case).rules.launch
     assert launch is (Launch.RANKS if case.strategy is Strategy.MULTIWORKER else Launch.ISOLATED)
-    record = Runner.storing(context(tmp_path)).run(case)
+    record = run_once(case, tmp_path_factory)
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.emulated
     assert record.check.passed, record.check
@@ -291,8 +307,10 @@ def test_strategy_matches_the_single_device_full_batch_result(tmp_path, case, co
 
 
 @pytest.mark.slow
-def test_mirrored_adam_with_loss_scaling_follows_the_single_device_adam_trajectory(tmp_path, our_processes):
-    record = Runner.storing(context(tmp_path)).run(train_case("mirrored", "fp16", n=2, optimizer="adam"))
+def test_mirrored_adam_with_loss_scaling_follows_the_single_device_adam_trajectory(tmp_path_factory, our_processes):
+    """The run of test_strategy_matches_the_single_device_full_batch_result[mirrored-fp16-mlp-2]
+    (the same case: one run for both tests, whichever comes first)."""
+    record = run_once(MIRRORED_FP16_ADAM, tmp_path_factory)
     assert record.status is Status.OK, (record.reason, record.details)
     assert record.check.metric == "loss_traj_max_rel_err" and record.check.passed, record.check
     assert "adam" in record.check.detail and "2 copies of the variables here, identical" in record.check.detail

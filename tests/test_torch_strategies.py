@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from suites.strategies.jobs import job_for
 from suites.cases.case import Case  # noqa: E402
 from suites.strategies.registry import find_plugin  # noqa: E402
-from suites.cases.timing_config import TimingConfig  # noqa: E402
+from tests.real_run_timing import REAL_RUN  # noqa: E402
 from suites.cases.vocabulary import DeviceKind, Framework, Precision, Status, Strategy  # noqa: E402
 from suites.frameworks.torch import catalog as torch_catalog
 from suites.frameworks.torch import models as torch_models  # noqa: E402
@@ -41,7 +41,7 @@ from suites.workloads import WORKLOADS  # noqa: E402
 from suites.workloads.training import OPTIMIZERS, Mlp, ResidualCnn, TransformerBlock  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-FAST = TimingConfig(budget_s=0.3, warmup_s=0.05, min_time_s=0.05, block_min_s=0.005)
+FAST = REAL_RUN  # the fewest steps, no re-run when contended
 
 
 def train_case(strategy: str, precision: str = "fp32", n: int = 1, model: str = "mlp",

@@ -19,7 +19,7 @@ pytest.importorskip("tensorflow")
 
 from suites.examples.poly import POLY, build_torch, polynomial_data  # noqa: E402  (registers "poly")
 from suites.frameworks.tf.models import initial_weights, summed_squared_error  # noqa: E402
-from tests.conftest import FAST  # noqa: E402
+from tests.real_run_timing import REAL_RUN as FAST  # noqa: E402  (the fewest steps, no re-run when contended)
 
 #: poly without its tf builder. Its builder lives in poly.py, so worker processes that load the
 #: registered plugins do not import this test module.
