@@ -21,8 +21,16 @@ pytest.importorskip("torch")
 #: salloc runs its command where it was typed; parbench must run on the allocation's first node.
 ON_FIRST_NODE = ("srun", "-N1", "-n1", "--overlap")
 
-def suite_toml(description: str, budget_s: float, *cases: tuple[str, str, int]) -> str:
-    """A suite file of mlp training steps, one (framework, strategy or [strategies], devices) each."""
+#: How each case of these suites is timed: a few samples, and a contended measurement not taken again.
+#: What these tests check is where ranks run and what is kept, not a timing; and on this one host a
+#: spanning case's ranks on the other node count as other work to the measuring node's, so every such
+#: case would be contended and measured `contention_retries` (2) more times.
+QUICK_TIMING = "warmup_s = 0.02\nmin_samples = 3\nmin_time_s = 0.01\ncontention_retries = 0\n"
+
+
+def suite_toml(description: str, budget_s: float, *cases: tuple[str, str, int], model: str = "mlp") -> str:
+    """A suite file of `model` training steps (QUICK_TIMING), one (framework, strategy or [strategies],
+    devices) each."""
     blocks = "".join(f'''
 [[grid]]
 workload = "train_step"
@@ -30,13 +38,16 @@ framework = "{framework}"
 device = "cpu"
 strategy = {strategy}
 n_devices = {devices}
-params = {{ model = "mlp", batch = 16 }}
+params = {{ model = "{model}", batch = 16 }}
 ''' for framework, strategy, devices in cases)
-    return f'description = "{description}"\n\n[timing]\nbudget_s = {budget_s}\n{blocks}'
+    return f'description = "{description}"\n\n[timing]\nbudget_s = {budget_s}\n{QUICK_TIMING}{blocks}'
 
 
-GRID = suite_toml("Slurm: ranks across two nodes, and a case on one", 0.5, ("torch", '["ddp", "fsdp"]', 2),
-            ("torch", '"ddp"', 4), ("tf", '"multiworker"', 2), ("torch", '"single"', 1))
+#: One case per way ranks are placed on the nodes (torch's rendezvous, a TF cluster's TF_CONFIG), one
+#: needing more nodes than the allocation has, and one that runs where parbench runs. (FSDP's ranks
+#: are placed as DDP's: `spanning.rank_env_on_nodes` does not look at the strategy.)
+GRID = suite_toml("Slurm: ranks across two nodes, and a case on one", 0.2, ("torch", '"ddp"', 2),
+                  ("torch", '"ddp"', 4), ("tf", '"multiworker"', 2), ("torch", '"single"', 1))
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +75,8 @@ def test_a_suite_in_a_two_node_allocation_spans_the_nodes(cluster, tmp_path, our
                          text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     records = records_of(results)
-    assert set(records) == {"ddpx2", "fsdpx2", "multiworkerx2", "ddpx4", "singlex1"}, run.stdout[-3000:]
-    for spanning in ("ddpx2", "fsdpx2", "multiworkerx2"):
+    assert set(records) == {"ddpx2", "multiworkerx2", "ddpx4", "singlex1"}, run.stdout[-3000:]
+    for spanning in ("ddpx2", "multiworkerx2"):
         record = records[spanning]
         assert record["status"] == "ok", record["reason"]
         assert record["check"]["passed"], record["check"]
@@ -210,7 +221,7 @@ def test_a_submitted_script_runs_the_suite_across_the_nodes(cluster, tmp_path, o
     import tempfile
 
     grid = tmp_path / "submitted.toml"
-    grid.write_text(DIES.replace("budget_s = 5.0", "budget_s = 0.5"))
+    grid.write_text(DIES.replace("budget_s = 5.0", "budget_s = 0.2"))
     env = {**os.environ, **cluster}
     run_folders = set(Path(tempfile.gettempdir()).glob("parbench-run-*"))
     submit = subprocess.run([sys.executable, "-m", "suites", "slurm", "--suite", str(grid), "--nodes", "2",
@@ -226,8 +237,10 @@ def test_a_submitted_script_runs_the_suite_across_the_nodes(cluster, tmp_path, o
     records = records_of(tmp_path / "results")
     assert records["ddpx2"]["status"] == "ok", output[-3000:]
     assert records["ddpx2"]["details"]["launcher"] == "slurm" and records["singlex1"]["status"] == "ok"
-    # the job got the system's temp folder, not the submitting command's (Slurm made that one again)
-    assert set(Path(tempfile.gettempdir()).glob("parbench-run-*")) <= run_folders
+    # the job got the system's temp folder, not the submitting command's (Slurm made that one again);
+    # the job is over, so a new run folder of a process still running is another run's on this machine
+    left = set(Path(tempfile.gettempdir()).glob("parbench-run-*")) - run_folders
+    assert not [folder for folder in left if not Path("/proc", folder.name.split("-")[2]).exists()], left
 
 
 def test_tf_tasks_over_hosts_of_their_own_take_tf_config_from_tfs_slurm_resolver(monkeypatch):
