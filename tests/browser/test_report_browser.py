@@ -160,12 +160,18 @@ def test_screenshot(page, tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
 
 
-def test_summary_table_fits_a_1400_px_window(page):
-    """Every column of "what to choose" is in view without scrolling sideways, once it is opened."""
-    open_views(page)
-    wrap = page.locator("#summary .table-wrap").first
-    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
-    assert page.locator("#summary th").last.evaluate("h => h.getBoundingClientRect().right <= window.innerWidth")
+def test_summary_table_fits_a_1400_px_window(sample_page):
+    """Every column of "what to choose" is in view without scrolling sideways, once it is opened.
+    On the sample records' page: the tiny runs' page has no such table where a busy machine made
+    every one of its figures contended (none is ranked then)."""
+    open_views(sample_page)
+    try:
+        wrap = sample_page.locator("#summary .table-wrap").first
+        assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
+        assert sample_page.locator("#summary th").last.evaluate(
+            "h => h.getBoundingClientRect().right <= window.innerWidth")
+    finally:
+        close_views(sample_page)
 
 
 # --- the page built from the real H100 records and a CPU run (report-guide §7) --------------------
