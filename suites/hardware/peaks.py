@@ -10,36 +10,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from suites import knobs
-from suites.cases.user_files import shipped_table, user_table
+from suites.cases.user_files import field_problem, shipped_table, user_table
 from suites.cases.vocabulary import DeviceKind, Precision
 from suites.errors import UserError
 from suites.hardware.devices import DeviceInfo
-from suites.ranges import Range, Refused
+from suites.ranges import Range
 
 PEAKS_ENV = "PARBENCH_PEAKS"
 CALIBRATION_FILE = "calibration.json"
-
-
-#: What each key of a user's table holds: text (`str`) or a number in a `Range`.
-Schema = Mapping[str, "type[str] | Range"]
-
-
-def field_problem(table: Mapping[str, Any], schema: Schema) -> tuple[str, str] | None:
-    """(key, why) for the first key of `table` that `schema` does not declare or whose value is not
-    of its declared kind (text, or a number in its `Range`); None where every key is. Shared by the
-    user files read here and in `suites.hardware.references`."""
-    for key, value in table.items():
-        kind = schema.get(key)
-        if kind is None:
-            return key, f"unknown key; allowed: {', '.join(schema)}"
-        if isinstance(kind, Range):
-            try:
-                kind.check(value)
-            except Refused as error:
-                return key, f"{value!r} is not valid: expected {error}"
-        elif not isinstance(value, kind):
-            return key, f"{value!r} is not valid: expected text"
-    return None
 
 
 #: The top-level entries of a peaks table, each an array of tables but `version`.

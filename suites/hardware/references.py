@@ -19,9 +19,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from suites import knobs
-from suites.cases.user_files import shipped_table, user_table
+from suites.cases.user_files import field_problem, shipped_table, user_table
 from suites.errors import UserError
-from suites.hardware.peaks import VERSION, field_problem, name_tokens
+from suites.hardware.peaks import VERSION, name_tokens
 from suites.ranges import Range
 
 REFERENCES_ENV = "PARBENCH_REFERENCES"
